@@ -1,0 +1,109 @@
+//! Parsing and validating client arguments, with no FFI.
+//!
+//! Every error names the argument it is about, and parsing happens before any
+//! key is touched, so bad input changes nothing.
+
+/// Strict decimal `i64`, as Redis parses integers (`string2ll`): no sign `+`,
+/// no spaces, no leading zeros.
+fn parse_i64(raw: &[u8]) -> Option<i64> {
+    let text = std::str::from_utf8(raw).ok()?;
+    let digits = text.strip_prefix('-').unwrap_or(text);
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    if digits.len() > 1 && digits.starts_with('0') {
+        return None;
+    }
+    text.parse().ok()
+}
+
+/// A lease length in milliseconds: a positive integer.
+pub fn lease_ms(raw: &[u8]) -> Result<i64, String> {
+    match parse_i64(raw) {
+        Some(ms) if ms > 0 => Ok(ms),
+        _ => Err("ERR lease-ms must be a positive integer (milliseconds)".to_string()),
+    }
+}
+
+/// The absolute deadline (unix ms) of a lease starting `now`.
+///
+/// Refuses leases above `max_lease_ms` (0 = no limit) and ones whose deadline
+/// would not fit an absolute millisecond timestamp.
+pub fn deadline(now_ms: i64, lease_ms: i64, max_lease_ms: i64) -> Result<i64, String> {
+    if max_lease_ms > 0 && lease_ms > max_lease_ms {
+        return Err(format!("ERR lease-ms {lease_ms} exceeds lock.max-lease-ms ({max_lease_ms})"));
+    }
+    now_ms
+        .checked_add(lease_ms)
+        .ok_or_else(|| "ERR lease-ms is too large: the deadline would overflow".to_string())
+}
+
+/// An owner id: opaque bytes, not empty.
+pub fn owner(raw: &[u8]) -> Result<&[u8], String> {
+    if raw.is_empty() {
+        Err("ERR owner must not be empty".to_string())
+    } else {
+        Ok(raw)
+    }
+}
+
+/// How long `WAIT` may block, in ms; 0 means forever.
+pub fn wait_timeout_ms(raw: &[u8]) -> Result<i64, String> {
+    match parse_i64(raw) {
+        Some(ms) if ms >= 0 => Ok(ms),
+        _ => Err("ERR WAIT timeout-ms must be a non-negative integer (milliseconds, 0 = forever)".to_string()),
+    }
+}
+
+/// The standard arity error, worded as Redis words it.
+pub fn arity_error(command: &str) -> String {
+    format!("ERR wrong number of arguments for '{command}' command")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn leases_are_positive_strict_integers() {
+        assert_eq!(lease_ms(b"30000"), Ok(30000));
+        assert_eq!(lease_ms(b"1"), Ok(1));
+        assert_eq!(lease_ms(b"9223372036854775807"), Ok(i64::MAX));
+        for bad in [&b"0"[..], b"-1", b"", b"+5", b" 5", b"5 ", b"05", b"1.5", b"1e3", b"abc",
+                    b"9223372036854775808", b"-", b"\xff\xfe"] {
+            let err = lease_ms(bad).unwrap_err();
+            assert!(err.starts_with("ERR ") && err.contains("lease-ms"), "{bad:?} -> {err}");
+        }
+    }
+
+    #[test]
+    fn deadlines_are_absolute_and_bounded() {
+        assert_eq!(deadline(1_000, 500, 0), Ok(1_500));
+        assert_eq!(deadline(1_000, 500, 500), Ok(1_500));
+        let err = deadline(1_000, 501, 500).unwrap_err();
+        assert!(err.contains("lock.max-lease-ms") && err.contains("lease-ms"), "{err}");
+        let err = deadline(1_700_000_000_000, i64::MAX, 0).unwrap_err();
+        assert!(err.contains("lease-ms") && err.contains("overflow"), "{err}");
+    }
+
+    #[test]
+    fn owners_are_opaque_but_not_empty() {
+        assert_eq!(owner(b"8e0c:1"), Ok(&b"8e0c:1"[..]));
+        assert_eq!(owner(b"\0\xff binary"), Ok(&b"\0\xff binary"[..]));
+        assert!(owner(b"").unwrap_err().contains("owner"));
+    }
+
+    #[test]
+    fn wait_timeouts_allow_zero_for_forever() {
+        assert_eq!(wait_timeout_ms(b"0"), Ok(0));
+        assert_eq!(wait_timeout_ms(b"250"), Ok(250));
+        for bad in [&b"-1"[..], b"x", b"", b"1.5"] {
+            assert!(wait_timeout_ms(bad).unwrap_err().contains("WAIT timeout-ms"));
+        }
+    }
+
+    #[test]
+    fn arity_errors_name_the_command() {
+        assert_eq!(arity_error("lock.renew"), "ERR wrong number of arguments for 'lock.renew' command");
+    }
+}

@@ -1,0 +1,51 @@
+//! The `LOCK.*` commands: one file each, each parsing its arguments, opening
+//! the key, asking the state machine (`lock.rs`) and carrying out its decision.
+//! Each file starts with the command's reply contract.
+
+pub mod acquire;
+pub mod force;
+pub mod info;
+pub mod release;
+pub mod renew;
+
+use crate::events;
+use crate::ffi::{command_entry, create_command, raw, Ctx};
+use crate::lock::Event;
+use crate::lock_key::LockKey;
+use crate::wait_queue;
+
+/// After a decision's write: emit its keyspace notification and, when the lock
+/// was left free, hand it to the first waiter or announce that it is free.
+pub fn announce(ctx: &Ctx, key: &LockKey, event: Option<Event>) {
+    let Some(event) = event else { return };
+    events::notify(ctx, key.name(), event);
+    if event.frees_lock() {
+        wait_queue::lock_freed(ctx, key.name());
+    }
+}
+
+command_entry!(acquire_entry => acquire::run);
+command_entry!(renew_entry => renew::run);
+command_entry!(release_entry => release::run);
+command_entry!(force_entry => force::run);
+command_entry!(info_entry => info::run);
+
+/// Every command: name, entry point, flags.
+///
+/// `deny-oom` only on acquire, so that under memory pressure locks can still be
+/// released, renewed and forced. Everything but `LOCK.INFO` is O(1): `fast`.
+pub const COMMANDS: [(&str, raw::RedisModuleCmdFunc, &str); 5] = [
+    (acquire::NAME, Some(acquire_entry), "write deny-oom fast"),
+    (renew::NAME, Some(renew_entry), "write fast"),
+    (release::NAME, Some(release_entry), "write fast"),
+    (force::NAME, Some(force_entry), "write fast"),
+    (info::NAME, Some(info_entry), "readonly"),
+];
+
+/// Registers every command with Redis.
+pub fn register(ctx: *mut raw::RedisModuleCtx) -> Result<(), String> {
+    for (name, entry, flags) in COMMANDS {
+        create_command(ctx, name, entry, flags)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,51 @@
+//! `LOCK.RELEASE key owner [lease-ms]`
+//!
+//! Releases one hold of `owner` (Redisson's `unlockInnerAsync` script).
+//!
+//! Reply:
+//! * nil: `owner` does not hold the lock; nothing changed;
+//! * integer 0: the hold count was decremented and is still positive (the
+//!   lease is reset to `lease-ms` when given, kept otherwise);
+//! * integer 1: the count reached 0: the key is deleted and the lock is
+//!   handed to the first waiter, or, with none, the unlock message is published.
+//!
+//! Errors: wrong arity; `lease-ms` (when given) not a positive integer or too
+//! large; empty `owner`; `WRONGTYPE`; a hold count that is not an integer.
+//!
+//! Effects (replicated): `HSET key owner <count>` [+ `PEXPIREAT key <deadline>`],
+//! or `DEL key`.
+
+use crate::args;
+use crate::commands::announce;
+use crate::ffi::{bytes, CommandResult, Ctx, RStr};
+use crate::lock::{self, Released};
+use crate::lock_key::LockKey;
+use crate::{config, stats};
+
+pub const NAME: &str = "lock.release";
+
+pub fn run(ctx: &Ctx, argv: &[RStr]) -> CommandResult {
+    let (key, owner, lease) = match argv {
+        [_, key, owner] => (*key, *owner, None),
+        [_, key, owner, lease] => (*key, *owner, Some(*lease)),
+        _ => return Err(args::arity_error(NAME)),
+    };
+    args::owner(bytes(owner))?;
+    let expire_at = match lease {
+        None => None,
+        Some(lease) => Some(args::deadline(ctx.now_ms(), args::lease_ms(bytes(lease))?, config::max_lease_ms())?),
+    };
+    let key = LockKey::open_write(ctx, key)?;
+    let decision = lock::release(key.view(owner)?, expire_at);
+    key.apply(owner, decision.write);
+    match decision.reply {
+        Released::NotHeld => ctx.reply_null(),
+        Released::StillHeld => ctx.reply_integer(0),
+        Released::Freed => {
+            stats::RELEASED.incr();
+            announce(ctx, &key, decision.event);
+            ctx.reply_integer(1);
+        }
+    }
+    Ok(())
+}

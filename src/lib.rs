@@ -1,0 +1,75 @@
+//! Redisson-compatible distributed locks, native in Redis.
+//!
+//! Where to look:
+//! * `lock.rs`: the state machine: every acquire / renew / release / force /
+//!   hand-off decision, pure and unit-tested;
+//! * `commands/`: one file per `LOCK.*` command, with its reply contract;
+//! * `lock_key.rs`: reading a lock hash and applying + replicating writes;
+//! * `wait_queue.rs`: clients blocked in `LOCK.ACQUIRE ... WAIT`;
+//! * `events.rs`: unlock messages and keyspace notifications;
+//! * `config.rs`: the `lock.*` configs; `stats.rs`: `INFO lock`;
+//! * `args.rs`: argument validation; `ffi.rs`: the unsafe edge to Redis.
+
+pub mod args;
+pub mod commands;
+pub mod config;
+pub mod events;
+pub mod ffi;
+pub mod lock;
+pub mod lock_key;
+pub mod stats;
+pub mod wait_queue;
+
+#[cfg(not(test))]
+mod module {
+    use redis_module::configuration::ConfigurationFlags;
+    use std::os::raw::c_int;
+
+    use redis_module::{raw, redis_module, Context, RedisString, Status};
+
+    use crate::config::{PublishMode, CHANNEL_PREFIX, DEFAULT_CHANNEL_PREFIX, MAX_LEASE_MS, NOTIFY, PUBLISH};
+    use crate::{commands, stats};
+
+    /// Runs last in `RedisModule_OnLoad`, after the configs are registered.
+    fn init(ctx: &Context, _args: &[RedisString]) -> Status {
+        if let Err(message) = commands::register(ctx.ctx) {
+            ctx.log_warning(&message);
+            return Status::Err;
+        }
+        // Replaces the crate's default INFO callback (registered just before).
+        raw::register_info_function(ctx.ctx, Some(info));
+        Status::Ok
+    }
+
+    /// `INFO lock`: the `lock_stats` section.
+    extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_int) {
+        raw::add_info_section(ctx, Some("stats"));
+        for (name, counter) in stats::all() {
+            raw::add_info_field_unsigned_long_long(ctx, name, counter.get());
+        }
+    }
+
+    redis_module! {
+        name: "lock",
+        version: 1,
+        allocator: (redis_module::alloc::RedisAlloc, redis_module::alloc::RedisAlloc),
+        data_types: [],
+        init: init,
+        commands: [],
+        configurations: [
+            i64: [
+                ["max-lease-ms", &MAX_LEASE_MS, 0, 0, i64::MAX, ConfigurationFlags::DEFAULT, None],
+            ],
+            string: [
+                ["channel-prefix", &*CHANNEL_PREFIX, DEFAULT_CHANNEL_PREFIX, ConfigurationFlags::DEFAULT, None],
+            ],
+            bool: [
+                ["notify", &NOTIFY, true, ConfigurationFlags::DEFAULT, None],
+            ],
+            enum: [
+                ["publish", &PUBLISH, PublishMode::auto, ConfigurationFlags::DEFAULT, None],
+            ],
+            module_args_as_configuration: true,
+        ]
+    }
+}

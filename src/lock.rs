@@ -1,0 +1,342 @@
+//! The lock state machine: every decision the `LOCK.*` commands make, with no FFI.
+//!
+//! A lock is Redisson's RLock layout: a hash at the lock's key whose fields are
+//! owner ids and whose values are hold counts (decimal), with the lease as the
+//! key's expiry. The functions here look at what a command read from that hash
+//! (a [`LockView`]) and decide three things:
+//!
+//! * the reply,
+//! * the [`Write`] to make (which the Redis glue applies to the key *and*
+//!   replicates as plain commands with an absolute deadline, so replicas and AOF
+//!   never re-run this logic),
+//! * the [`Event`] to announce (unlock message, keyspace notification).
+//!
+//! The rules follow Redisson's Lua scripts exactly (see `README.md`,
+//! "Redisson compatibility"), so a lock taken by a script and one taken by a
+//! command exclude each other and each side can re-enter and release what the
+//! other wrote. Keeping them free of Redis makes them testable in isolation.
+
+/// What a command saw in the lock's hash before deciding.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LockView {
+    /// The key exists (it is a hash: other types were refused earlier).
+    pub exists: bool,
+    /// The calling owner's hold count, or `None` when it has no field.
+    pub hold_count: Option<i64>,
+}
+
+impl LockView {
+    /// A key that does not exist.
+    pub const FREE: LockView = LockView { exists: false, hold_count: None };
+
+    /// A lock held by someone (maybe the caller, with `hold_count`).
+    pub fn held(hold_count: Option<i64>) -> Self {
+        LockView { exists: true, hold_count }
+    }
+}
+
+/// The one write a decision makes to the lock's key.
+///
+/// `owner` is always the owner the decision was made for (the caller, or the
+/// waiter a lock is handed to).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Write {
+    /// Nothing changes.
+    None,
+    /// `HSET key owner count`, then `PEXPIREAT key expire_at` when given.
+    SetCount { count: i64, expire_at: Option<i64> },
+    /// `PEXPIREAT key expire_at`.
+    ExpireAt(i64),
+    /// `DEL key`.
+    Delete,
+}
+
+/// Something other clients may want to hear about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// The lock went from free to held (not on re-entry).
+    Acquired,
+    /// The last hold was released: the lock is free.
+    Released,
+    /// The lock was deleted by `LOCK.FORCE`.
+    Forced,
+}
+
+impl Event {
+    /// The keyspace-notification event name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Event::Acquired => "lock.acquire",
+            Event::Released => "lock.release",
+            Event::Forced => "lock.force",
+        }
+    }
+
+    /// Whether the lock is left free, which is when waiters and unlock
+    /// subscribers must hear about it.
+    pub fn frees_lock(self) -> bool {
+        matches!(self, Event::Released | Event::Forced)
+    }
+}
+
+/// A decision that cannot be carried out; nothing is written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LockError {
+    /// The owner's field does not hold a decimal integer (someone else wrote it).
+    CountNotInteger,
+    /// Re-entering would overflow the 64-bit hold count.
+    CountOverflow,
+}
+
+impl LockError {
+    pub fn message(self) -> &'static str {
+        match self {
+            LockError::CountNotInteger => "ERR the owner's hold count in the lock hash is not an integer",
+            LockError::CountOverflow => "ERR the owner's hold count would overflow",
+        }
+    }
+}
+
+/// Parses a hold count the way `HINCRBY` does: a strict decimal `i64`.
+pub fn parse_hold_count(raw: &[u8]) -> Result<i64, LockError> {
+    let text = std::str::from_utf8(raw).map_err(|_| LockError::CountNotInteger)?;
+    // `i64::from_str` accepts a leading '+', HINCRBY does not; neither accepts spaces.
+    if text.starts_with('+') || (text.len() > 1 && text.starts_with('0')) || text.starts_with("-0") {
+        return Err(LockError::CountNotInteger);
+    }
+    text.parse::<i64>().map_err(|_| LockError::CountNotInteger)
+}
+
+/// A decision: what to reply, what to write, what to announce.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Decision<R> {
+    pub reply: R,
+    pub write: Write,
+    pub event: Option<Event>,
+}
+
+impl<R> Decision<R> {
+    fn new(reply: R, write: Write, event: Option<Event>) -> Self {
+        Decision { reply, write, event }
+    }
+}
+
+/// `LOCK.ACQUIRE`'s answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Acquired {
+    /// Taken or re-entered (Redisson's `nil`).
+    Granted,
+    /// Held by someone else; the caller gets the holder's remaining lease.
+    Busy,
+}
+
+/// Take the lock, or re-enter it, with a lease ending at `expire_at`.
+///
+/// Redisson: free -> count 1; caller already holds it -> count + 1; both set the
+/// lease. Anyone else holds it -> no change, reply with the remaining lease.
+pub fn acquire(view: LockView, expire_at: i64) -> Result<Decision<Acquired>, LockError> {
+    if !view.exists {
+        return Ok(Decision::new(
+            Acquired::Granted,
+            Write::SetCount { count: 1, expire_at: Some(expire_at) },
+            Some(Event::Acquired),
+        ));
+    }
+    match view.hold_count {
+        Some(count) => {
+            let count = count.checked_add(1).ok_or(LockError::CountOverflow)?;
+            Ok(Decision::new(
+                Acquired::Granted,
+                Write::SetCount { count, expire_at: Some(expire_at) },
+                None,
+            ))
+        }
+        None => Ok(Decision::new(Acquired::Busy, Write::None, None)),
+    }
+}
+
+/// Extend the lease of a lock the caller holds (a watchdog's call).
+/// Replies whether the caller holds it.
+pub fn renew(view: LockView, expire_at: i64) -> Decision<bool> {
+    match view.hold_count {
+        Some(_) if view.exists => Decision::new(true, Write::ExpireAt(expire_at), None),
+        _ => Decision::new(false, Write::None, None),
+    }
+}
+
+/// `LOCK.RELEASE`'s answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Released {
+    /// The caller does not hold the lock (Redisson's `nil`); nothing changed.
+    NotHeld,
+    /// One hold released, more remain (Redisson's `0`).
+    StillHeld,
+    /// The last hold released; the lock is free (Redisson's `1`).
+    Freed,
+}
+
+/// Release one hold. On the last one the key is deleted; otherwise the lease is
+/// reset to `expire_at` when one is given, and kept as it is when not.
+pub fn release(view: LockView, expire_at: Option<i64>) -> Decision<Released> {
+    let Some(count) = view.hold_count.filter(|_| view.exists) else {
+        return Decision::new(Released::NotHeld, Write::None, None);
+    };
+    // Redisson decrements with HINCRBY and deletes at <= 0, so a count that was
+    // somehow 0 or negative also frees the lock. Saturating keeps i64::MIN sane.
+    let remaining = count.saturating_sub(1);
+    if remaining > 0 {
+        Decision::new(Released::StillHeld, Write::SetCount { count: remaining, expire_at }, None)
+    } else {
+        Decision::new(Released::Freed, Write::Delete, Some(Event::Released))
+    }
+}
+
+/// Delete the lock whoever holds it. Replies whether there was one.
+pub fn force(view: LockView) -> Decision<bool> {
+    if view.exists {
+        Decision::new(true, Write::Delete, Some(Event::Forced))
+    } else {
+        Decision::new(false, Write::None, None)
+    }
+}
+
+/// Hand a lock that has just been freed to a waiter: it becomes the only
+/// owner with one hold and a fresh lease. (The waiter's queue position, not a
+/// race, decides who gets it: that is what makes waiting fair.)
+pub fn hand_off(expire_at: i64) -> Decision<()> {
+    Decision::new((), Write::SetCount { count: 1, expire_at: Some(expire_at) }, Some(Event::Acquired))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const AT: i64 = 1_700_000_030_000;
+
+    #[test]
+    fn acquiring_a_free_lock_sets_count_one_and_the_lease() {
+        let d = acquire(LockView::FREE, AT).unwrap();
+        assert_eq!(d.reply, Acquired::Granted);
+        assert_eq!(d.write, Write::SetCount { count: 1, expire_at: Some(AT) });
+        assert_eq!(d.event, Some(Event::Acquired));
+    }
+
+    #[test]
+    fn re_entry_increments_and_resets_the_lease_without_an_event() {
+        let d = acquire(LockView::held(Some(2)), AT).unwrap();
+        assert_eq!(d.reply, Acquired::Granted);
+        assert_eq!(d.write, Write::SetCount { count: 3, expire_at: Some(AT) });
+        assert_eq!(d.event, None);
+    }
+
+    #[test]
+    fn another_owner_is_told_busy_and_nothing_changes() {
+        let d = acquire(LockView::held(None), AT).unwrap();
+        assert_eq!(d.reply, Acquired::Busy);
+        assert_eq!(d.write, Write::None);
+        assert_eq!(d.event, None);
+    }
+
+    #[test]
+    fn re_entry_at_the_top_of_i64_is_refused() {
+        assert_eq!(acquire(LockView::held(Some(i64::MAX)), AT), Err(LockError::CountOverflow));
+    }
+
+    #[test]
+    fn renew_only_for_a_holder() {
+        assert_eq!(renew(LockView::held(Some(1)), AT), Decision::new(true, Write::ExpireAt(AT), None));
+        assert_eq!(renew(LockView::held(None), AT), Decision::new(false, Write::None, None));
+        assert_eq!(renew(LockView::FREE, AT), Decision::new(false, Write::None, None));
+    }
+
+    #[test]
+    fn release_by_a_non_holder_changes_nothing() {
+        for view in [LockView::FREE, LockView::held(None)] {
+            let d = release(view, Some(AT));
+            assert_eq!(d, Decision::new(Released::NotHeld, Write::None, None));
+        }
+    }
+
+    #[test]
+    fn release_of_a_re_entered_lock_decrements_and_optionally_resets_the_lease() {
+        let d = release(LockView::held(Some(3)), Some(AT));
+        assert_eq!(d.reply, Released::StillHeld);
+        assert_eq!(d.write, Write::SetCount { count: 2, expire_at: Some(AT) });
+        assert_eq!(d.event, None);
+        let d = release(LockView::held(Some(2)), None);
+        assert_eq!(d.write, Write::SetCount { count: 1, expire_at: None });
+    }
+
+    #[test]
+    fn last_release_deletes_and_announces() {
+        let d = release(LockView::held(Some(1)), None);
+        assert_eq!(d, Decision::new(Released::Freed, Write::Delete, Some(Event::Released)));
+    }
+
+    #[test]
+    fn a_tampered_non_positive_count_frees_like_redissons_script() {
+        for count in [0, -5, i64::MIN] {
+            assert_eq!(release(LockView::held(Some(count)), Some(AT)).reply, Released::Freed);
+        }
+    }
+
+    #[test]
+    fn force_deletes_any_lock() {
+        assert_eq!(force(LockView::held(None)), Decision::new(true, Write::Delete, Some(Event::Forced)));
+        assert_eq!(force(LockView::FREE), Decision::new(false, Write::None, None));
+    }
+
+    #[test]
+    fn hand_off_gives_one_hold_and_a_fresh_lease() {
+        let d = hand_off(AT);
+        assert_eq!(d.write, Write::SetCount { count: 1, expire_at: Some(AT) });
+        assert_eq!(d.event, Some(Event::Acquired));
+    }
+
+    #[test]
+    fn only_release_and_force_free_the_lock() {
+        assert!(!Event::Acquired.frees_lock());
+        assert!(Event::Released.frees_lock());
+        assert!(Event::Forced.frees_lock());
+    }
+
+    #[test]
+    fn hold_counts_parse_like_hincrby() {
+        assert_eq!(parse_hold_count(b"1"), Ok(1));
+        assert_eq!(parse_hold_count(b"0"), Ok(0));
+        assert_eq!(parse_hold_count(b"-3"), Ok(-3));
+        assert_eq!(parse_hold_count(b"9223372036854775807"), Ok(i64::MAX));
+        for bad in [&b""[..], b"+1", b" 1", b"1 ", b"01", b"-0", b"1.0", b"abc", b"9223372036854775808", b"\xff"] {
+            assert_eq!(parse_hold_count(bad), Err(LockError::CountNotInteger), "{bad:?}");
+        }
+    }
+
+    /// A walk through a whole life: two owners, re-entry, release, force.
+    #[test]
+    fn a_lock_lives_and_dies_by_these_rules() {
+        // An in-memory lock: (owner, count) or free.
+        let mut held: Option<(&str, i64)> = None;
+        let view = |held: Option<(&str, i64)>, who: &str| match held {
+            None => LockView::FREE,
+            Some((o, c)) => LockView::held((o == who).then_some(c)),
+        };
+        let apply = |held: &mut Option<(&'static str, i64)>, who: &'static str, w: Write| match w {
+            Write::SetCount { count, .. } => *held = Some((who, count)),
+            Write::Delete => *held = None,
+            Write::ExpireAt(_) | Write::None => {}
+        };
+        for who in ["a", "a", "b"] {
+            let d = acquire(view(held, who), AT).unwrap();
+            apply(&mut held, who, d.write);
+        }
+        assert_eq!(held, Some(("a", 2)));
+        assert_eq!(release(view(held, "b"), None).reply, Released::NotHeld);
+        let d = release(view(held, "a"), None);
+        apply(&mut held, "a", d.write);
+        assert_eq!(held, Some(("a", 1)));
+        let d = force(view(held, "b"));
+        apply(&mut held, "b", d.write);
+        assert_eq!(held, None);
+        assert_eq!(acquire(view(held, "b"), AT).unwrap().reply, Acquired::Granted);
+    }
+}

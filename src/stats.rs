@@ -1,0 +1,57 @@
+//! Counters behind `INFO lock`.
+//!
+//! Plain relaxed atomics: commands run on Redis's main thread, and INFO only
+//! needs each number to be right, not a consistent snapshot of all of them.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+#[derive(Default)]
+pub struct Counter(AtomicU64);
+
+impl Counter {
+    pub const fn new() -> Self {
+        Counter(AtomicU64::new(0))
+    }
+
+    pub fn incr(&self) {
+        self.0.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// First acquires (free -> held), by command or hand-off.
+pub static ACQUIRED: Counter = Counter::new();
+/// Re-entries by an owner that already held the lock.
+pub static REENTERED: Counter = Counter::new();
+/// Acquires that found the lock held by someone else.
+pub static CONTENDED: Counter = Counter::new();
+/// Last holds released by `LOCK.RELEASE`.
+pub static RELEASED: Counter = Counter::new();
+/// Locks deleted by `LOCK.FORCE`.
+pub static FORCED: Counter = Counter::new();
+/// Clients that started waiting with `WAIT`.
+pub static WAITS_STARTED: Counter = Counter::new();
+/// Waiters that were granted the lock.
+pub static WAITS_GRANTED: Counter = Counter::new();
+/// Waiters whose timeout passed.
+pub static WAITS_TIMED_OUT: Counter = Counter::new();
+/// Locks handed from one owner straight to a waiter as they were freed.
+pub static HANDOFFS: Counter = Counter::new();
+
+/// Every counter with its `INFO` field name, in display order.
+pub fn all() -> [(&'static str, &'static Counter); 9] {
+    [
+        ("acquired", &ACQUIRED),
+        ("reentered", &REENTERED),
+        ("contended", &CONTENDED),
+        ("released", &RELEASED),
+        ("forced", &FORCED),
+        ("waits_started", &WAITS_STARTED),
+        ("waits_granted", &WAITS_GRANTED),
+        ("waits_timed_out", &WAITS_TIMED_OUT),
+        ("handoffs", &HANDOFFS),
+    ]
+}
