@@ -5,7 +5,8 @@
 //!   hand-off decision, pure and unit-tested;
 //! * `commands/`: one file per `LOCK.*` command, with its reply contract;
 //! * `lock_key.rs`: reading a lock hash and applying + replicating writes;
-//! * `wait_queue.rs`: clients blocked in `LOCK.ACQUIRE ... WAIT`;
+//! * `wait_queue.rs`: who waits for which lock (pure FIFO queues);
+//! * `handoff.rs`: blocking waiters and granting a freed lock to the first;
 //! * `events.rs`: unlock messages and keyspace notifications;
 //! * `config.rs`: the `lock.*` configs; `stats.rs`: `INFO lock`;
 //! * `args.rs`: argument validation; `ffi.rs`: the unsafe edge to Redis.
@@ -15,6 +16,7 @@ pub mod commands;
 pub mod config;
 pub mod events;
 pub mod ffi;
+pub mod handoff;
 pub mod lock;
 pub mod lock_key;
 pub mod stats;
@@ -28,11 +30,11 @@ mod module {
     use redis_module::{raw, redis_module, Context, RedisString, Status};
 
     use crate::config::{PublishMode, CHANNEL_PREFIX, DEFAULT_CHANNEL_PREFIX, MAX_LEASE_MS, NOTIFY, PUBLISH};
-    use crate::{commands, stats};
+    use crate::{commands, handoff, stats};
 
     /// Runs last in `RedisModule_OnLoad`, after the configs are registered.
     fn init(ctx: &Context, _args: &[RedisString]) -> Status {
-        if let Err(message) = commands::register(ctx.ctx) {
+        if let Err(message) = commands::register(ctx.ctx).and_then(|()| handoff::subscribe(ctx.ctx)) {
             ctx.log_warning(&message);
             return Status::Err;
         }
@@ -47,6 +49,7 @@ mod module {
         for (name, counter) in stats::all() {
             raw::add_info_field_unsigned_long_long(ctx, name, counter.get());
         }
+        raw::add_info_field_unsigned_long_long(ctx, "waiting_clients", handoff::waiting_clients() as u64);
     }
 
     redis_module! {

@@ -1,22 +1,250 @@
-//! Clients waiting for locks (`LOCK.ACQUIRE ... WAIT`): placeholder until
-//! server-side waiting lands; a freed lock is simply announced.
+//! The wait queues: who waits for which lock, in arrival order. No FFI.
+//!
+//! One FIFO queue per (database, key). A waiter is a client blocked in
+//! `LOCK.ACQUIRE ... WAIT`, identified by its blocked-client handle (an opaque
+//! `usize` here). Waiters leave a queue in exactly one of three ways, each of
+//! which removes them at once:
+//! * granted: popped from the front when the lock frees (`pop_next`);
+//! * timed out or disconnected: removed by handle (`remove_client`);
+//! * the server became a replica: everything is drained (`drain_all`).
+//!
+//! An empty queue is dropped, so memory follows the number of live waiters.
+//! The glue that blocks clients and hands locks over lives in `handoff.rs`.
 
-use crate::events;
-use crate::ffi::{Ctx, RStr};
+use std::collections::{HashMap, VecDeque};
 
-/// One waiter as `LOCK.INFO` shows it.
+/// A client waiting for a lock.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Waiter {
+    /// The blocked-client handle.
+    pub client: usize,
+    pub owner: Vec<u8>,
+    /// The lease it asked for, applied from the moment it is granted.
+    pub lease_ms: i64,
+    /// When it started waiting (unix ms).
+    pub since_ms: i64,
+    /// Its WAIT timeout (0 = forever).
+    pub timeout_ms: i64,
+}
+
+/// A waiter as `LOCK.INFO` shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct WaiterInfo {
     pub owner: Vec<u8>,
     pub waited_ms: i64,
     pub timeout_ms: i64,
 }
 
-/// The waiters of `key`, in queue order.
-pub fn snapshot(_ctx: &Ctx, _key: RStr) -> Vec<WaiterInfo> {
-    Vec::new()
+#[derive(Default)]
+struct Queue {
+    waiters: VecDeque<Waiter>,
+    /// When the expiry timer for this lock is due, if one is scheduled.
+    timer_at: Option<i64>,
 }
 
-/// A lock was left free: publish the unlock message.
-pub fn lock_freed(ctx: &Ctx, key: RStr) {
-    events::publish_unlock(ctx, key);
+/// Every wait queue of the server.
+#[derive(Default)]
+pub struct WaitQueues {
+    queues: HashMap<i32, HashMap<Vec<u8>, Queue>>,
+    /// Which queue each waiting client is in.
+    index: HashMap<usize, (i32, Vec<u8>)>,
+}
+
+impl WaitQueues {
+    /// Number of waiting clients, all keys together.
+    pub fn total(&self) -> usize {
+        self.index.len()
+    }
+
+    pub fn has_waiters(&self, db: i32, key: &[u8]) -> bool {
+        self.queues.get(&db).is_some_and(|keys| keys.contains_key(key))
+    }
+
+    /// Appends a waiter to the back of its key's queue.
+    pub fn push(&mut self, db: i32, key: &[u8], waiter: Waiter) {
+        self.index.insert(waiter.client, (db, key.to_vec()));
+        self.queues.entry(db).or_default().entry(key.to_vec()).or_default().waiters.push_back(waiter);
+    }
+
+    /// Takes the first waiter of a key's queue: the one to grant the lock to.
+    pub fn pop_next(&mut self, db: i32, key: &[u8]) -> Option<Waiter> {
+        let queue = self.queues.get_mut(&db)?.get_mut(key)?;
+        let waiter = queue.waiters.pop_front()?;
+        self.index.remove(&waiter.client);
+        self.drop_if_empty(db, key);
+        Some(waiter)
+    }
+
+    /// Removes a client wherever it waits (timeout, disconnect). `None` if it
+    /// is not waiting any more (already granted).
+    pub fn remove_client(&mut self, client: usize) -> Option<Waiter> {
+        let (db, key) = self.index.remove(&client)?;
+        let queue = self.queues.get_mut(&db)?.get_mut(&key)?;
+        let position = queue.waiters.iter().position(|w| w.client == client)?;
+        let waiter = queue.waiters.remove(position);
+        self.drop_if_empty(db, &key);
+        waiter
+    }
+
+    /// Removes every waiter of every queue.
+    pub fn drain_all(&mut self) -> Vec<Waiter> {
+        self.index.clear();
+        let queues = std::mem::take(&mut self.queues);
+        queues.into_values().flat_map(|keys| keys.into_values()).flat_map(|q| q.waiters).collect()
+    }
+
+    /// The keys with waiters in `db`, or in every db when `db` is `None`.
+    pub fn keys(&self, db: Option<i32>) -> Vec<(i32, Vec<u8>)> {
+        self.queues
+            .iter()
+            .filter(|(id, _)| db.is_none_or(|db| db == **id))
+            .flat_map(|(id, keys)| keys.keys().map(move |k| (*id, k.clone())))
+            .collect()
+    }
+
+    /// The waiters of a key, in queue order, as of `now_ms`.
+    pub fn snapshot(&self, db: i32, key: &[u8], now_ms: i64) -> Vec<WaiterInfo> {
+        let Some(queue) = self.queues.get(&db).and_then(|keys| keys.get(key)) else {
+            return Vec::new();
+        };
+        queue
+            .waiters
+            .iter()
+            .map(|w| WaiterInfo {
+                owner: w.owner.clone(),
+                waited_ms: (now_ms - w.since_ms).max(0),
+                timeout_ms: w.timeout_ms,
+            })
+            .collect()
+    }
+
+    /// Records that an expiry timer is due at `at` for a key, unless one is
+    /// already due no later than that. Returns whether a new timer is needed.
+    pub fn want_timer(&mut self, db: i32, key: &[u8], at: i64) -> bool {
+        let Some(queue) = self.queues.get_mut(&db).and_then(|keys| keys.get_mut(key)) else {
+            return false;
+        };
+        match queue.timer_at {
+            Some(due) if due <= at => false,
+            _ => {
+                queue.timer_at = Some(at);
+                true
+            }
+        }
+    }
+
+    /// Forgets the timer due at `at` for a key (it has fired).
+    pub fn timer_fired(&mut self, db: i32, key: &[u8], at: i64) {
+        if let Some(queue) = self.queues.get_mut(&db).and_then(|keys| keys.get_mut(key)) {
+            if queue.timer_at == Some(at) {
+                queue.timer_at = None;
+            }
+        }
+    }
+
+    fn drop_if_empty(&mut self, db: i32, key: &[u8]) {
+        if let Some(keys) = self.queues.get_mut(&db) {
+            if keys.get(key).is_some_and(|q| q.waiters.is_empty()) {
+                keys.remove(key);
+            }
+            if keys.is_empty() {
+                self.queues.remove(&db);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn waiter(client: usize) -> Waiter {
+        Waiter { client, owner: format!("o{client}").into_bytes(), lease_ms: 1000, since_ms: 100, timeout_ms: 0 }
+    }
+
+    #[test]
+    fn waiters_are_granted_in_arrival_order() {
+        let mut q = WaitQueues::default();
+        for c in 1..=10 {
+            q.push(0, b"k", waiter(c));
+        }
+        let order: Vec<usize> = std::iter::from_fn(|| q.pop_next(0, b"k")).map(|w| w.client).collect();
+        assert_eq!(order, (1..=10).collect::<Vec<_>>());
+        assert_eq!(q.total(), 0);
+        assert!(!q.has_waiters(0, b"k"));
+    }
+
+    #[test]
+    fn keys_and_databases_have_separate_queues() {
+        let mut q = WaitQueues::default();
+        q.push(0, b"a", waiter(1));
+        q.push(1, b"a", waiter(2));
+        q.push(0, b"b", waiter(3));
+        assert_eq!(q.pop_next(1, b"a").map(|w| w.client), Some(2));
+        assert_eq!(q.pop_next(1, b"a"), None);
+        assert_eq!(q.pop_next(0, b"a").map(|w| w.client), Some(1));
+        assert_eq!(q.total(), 1);
+        assert_eq!(q.keys(None), vec![(0, b"b".to_vec())]);
+        assert_eq!(q.keys(Some(1)), vec![]);
+    }
+
+    #[test]
+    fn a_timed_out_or_gone_waiter_leaves_at_once_and_is_never_granted() {
+        let mut q = WaitQueues::default();
+        for c in 1..=3 {
+            q.push(0, b"k", waiter(c));
+        }
+        assert_eq!(q.remove_client(2).map(|w| w.client), Some(2));
+        assert_eq!(q.remove_client(2), None, "removing twice finds nothing");
+        assert_eq!(q.pop_next(0, b"k").map(|w| w.client), Some(1));
+        assert_eq!(q.pop_next(0, b"k").map(|w| w.client), Some(3));
+        assert_eq!(q.remove_client(1), None, "a granted waiter is not waiting");
+    }
+
+    #[test]
+    fn empty_queues_are_dropped_so_memory_stays_flat() {
+        let mut q = WaitQueues::default();
+        for round in 0..10_000 {
+            q.push(round % 7, format!("key{round}").as_bytes(), waiter(round as usize));
+            q.remove_client(round as usize);
+        }
+        assert_eq!(q.total(), 0);
+        assert!(q.queues.is_empty() && q.index.is_empty());
+    }
+
+    #[test]
+    fn snapshots_show_queue_order_and_waiting_time() {
+        let mut q = WaitQueues::default();
+        q.push(0, b"k", waiter(1));
+        q.push(0, b"k", Waiter { since_ms: 150, timeout_ms: 500, ..waiter(2) });
+        let shot = q.snapshot(0, b"k", 200);
+        assert_eq!(shot.len(), 2);
+        assert_eq!((shot[0].owner.as_slice(), shot[0].waited_ms, shot[0].timeout_ms), (&b"o1"[..], 100, 0));
+        assert_eq!((shot[1].owner.as_slice(), shot[1].waited_ms, shot[1].timeout_ms), (&b"o2"[..], 50, 500));
+        assert!(q.snapshot(0, b"other", 200).is_empty());
+    }
+
+    #[test]
+    fn drain_takes_everyone() {
+        let mut q = WaitQueues::default();
+        q.push(0, b"a", waiter(1));
+        q.push(3, b"b", waiter(2));
+        let mut drained: Vec<usize> = q.drain_all().into_iter().map(|w| w.client).collect();
+        drained.sort();
+        assert_eq!(drained, vec![1, 2]);
+        assert_eq!(q.total(), 0);
+    }
+
+    #[test]
+    fn one_expiry_timer_per_deadline() {
+        let mut q = WaitQueues::default();
+        assert!(!q.want_timer(0, b"k", 10), "no queue, no timer");
+        q.push(0, b"k", waiter(1));
+        assert!(q.want_timer(0, b"k", 10));
+        assert!(!q.want_timer(0, b"k", 10), "already due then");
+        assert!(!q.want_timer(0, b"k", 20), "an earlier timer will reschedule");
+        assert!(q.want_timer(0, b"k", 5), "an earlier deadline needs its own timer");
+        q.timer_fired(0, b"k", 5);
+        assert!(q.want_timer(0, b"k", 20));
+    }
 }

@@ -8,6 +8,11 @@
 //! * integer: the lock is held by another owner; its remaining lease in ms
 //!   (-1 if the key has no expiry). Nothing changed.
 //!
+//! With `WAIT timeout-ms`, a held lock blocks the client in the key's FIFO
+//! queue instead: it is answered nil once the lock is handed to it, or, when
+//! `timeout-ms` passes first (0 = never), the integer above. Where blocking is
+//! not allowed (MULTI, Lua, a replica) WAIT is ignored. See `handoff.rs`.
+//!
 //! Errors: wrong arity; `lease-ms` not a positive integer, above
 //! `lock.max-lease-ms`, or overflowing an absolute deadline; empty `owner`;
 //! `WRONGTYPE` for a key that is not a hash; a hold count that is not an
@@ -20,7 +25,7 @@ use crate::commands::announce;
 use crate::ffi::{bytes, CommandResult, Ctx, RStr};
 use crate::lock::{self, Acquired};
 use crate::lock_key::LockKey;
-use crate::{config, stats};
+use crate::{config, handoff, stats};
 
 pub const NAME: &str = "lock.acquire";
 
@@ -55,7 +60,13 @@ pub fn run(ctx: &Ctx, argv: &[RStr]) -> CommandResult {
     let cmd = Acquire::parse(argv)?;
     let expire_at = args::deadline(ctx.now_ms(), cmd.lease_ms, config::max_lease_ms())?;
     let key = LockKey::open_write(ctx, cmd.key)?;
-    let decision = lock::acquire(key.view(cmd.owner)?, expire_at).map_err(|e| e.message().to_string())?;
+    let mut view = key.view(cmd.owner)?;
+    if !view.exists && handoff::settle(ctx, &key) {
+        // The lock had been freed behind the queue's back: its first waiter
+        // has it now, and this caller queues behind the others.
+        view = key.view(cmd.owner)?;
+    }
+    let decision = lock::acquire(view, expire_at).map_err(|e| e.message().to_string())?;
     key.apply(cmd.owner, decision.write);
     match decision.reply {
         Acquired::Granted => {
@@ -69,7 +80,12 @@ pub fn run(ctx: &Ctx, argv: &[RStr]) -> CommandResult {
         }
         Acquired::Busy => {
             stats::CONTENDED.incr();
-            ctx.reply_integer(key.ttl_ms());
+            match cmd.wait_ms {
+                Some(timeout_ms) if handoff::can_block(ctx) => {
+                    handoff::wait(ctx, &key, bytes(cmd.owner), cmd.lease_ms, timeout_ms);
+                }
+                _ => ctx.reply_integer(key.ttl_ms()),
+            }
         }
     }
     Ok(())

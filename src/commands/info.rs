@@ -18,7 +18,7 @@ use crate::args;
 use crate::ffi::{CommandResult, Ctx, RStr};
 use crate::lock::parse_hold_count;
 use crate::lock_key::LockKey;
-use crate::wait_queue;
+use crate::handoff;
 
 pub const NAME: &str = "lock.info";
 
@@ -28,7 +28,7 @@ pub fn run(ctx: &Ctx, argv: &[RStr]) -> CommandResult {
     };
     let lock = LockKey::open_read(ctx, *key)?;
     let owners = lock.entries();
-    let waiters = wait_queue::snapshot(ctx, *key);
+    let waiters = handoff::snapshot(ctx, *key);
 
     ctx.reply_map(5);
     ctx.reply_simple("state");

@@ -12,7 +12,7 @@ use crate::events;
 use crate::ffi::{command_entry, create_command, raw, Ctx};
 use crate::lock::Event;
 use crate::lock_key::LockKey;
-use crate::wait_queue;
+use crate::handoff;
 
 /// After a decision's write: emit its keyspace notification and, when the lock
 /// was left free, hand it to the first waiter or announce that it is free.
@@ -20,7 +20,7 @@ pub fn announce(ctx: &Ctx, key: &LockKey, event: Option<Event>) {
     let Some(event) = event else { return };
     events::notify(ctx, key.name(), event);
     if event.frees_lock() {
-        wait_queue::lock_freed(ctx, key.name());
+        handoff::grant_or_announce(ctx, key);
     }
 }
 
