@@ -31,7 +31,9 @@ pub fn lease_ms(raw: &[u8]) -> Result<i64, String> {
 /// would not fit an absolute millisecond timestamp.
 pub fn deadline(now_ms: i64, lease_ms: i64, max_lease_ms: i64) -> Result<i64, String> {
     if max_lease_ms > 0 && lease_ms > max_lease_ms {
-        return Err(format!("ERR lease-ms {lease_ms} exceeds lock.max-lease-ms ({max_lease_ms})"));
+        return Err(format!(
+            "ERR lease-ms {lease_ms} exceeds lock.max-lease-ms ({max_lease_ms})"
+        ));
     }
     now_ms
         .checked_add(lease_ms)
@@ -51,7 +53,10 @@ pub fn owner(raw: &[u8]) -> Result<&[u8], String> {
 pub fn wait_timeout_ms(raw: &[u8]) -> Result<i64, String> {
     match parse_i64(raw) {
         Some(ms) if ms >= 0 => Ok(ms),
-        _ => Err("ERR WAIT timeout-ms must be a non-negative integer (milliseconds, 0 = forever)".to_string()),
+        _ => Err(
+            "ERR WAIT timeout-ms must be a non-negative integer (milliseconds, 0 = forever)"
+                .to_string(),
+        ),
     }
 }
 
@@ -69,10 +74,26 @@ mod tests {
         assert_eq!(lease_ms(b"30000"), Ok(30000));
         assert_eq!(lease_ms(b"1"), Ok(1));
         assert_eq!(lease_ms(b"9223372036854775807"), Ok(i64::MAX));
-        for bad in [&b"0"[..], b"-1", b"", b"+5", b" 5", b"5 ", b"05", b"1.5", b"1e3", b"abc",
-                    b"9223372036854775808", b"-", b"\xff\xfe"] {
+        for bad in [
+            &b"0"[..],
+            b"-1",
+            b"",
+            b"+5",
+            b" 5",
+            b"5 ",
+            b"05",
+            b"1.5",
+            b"1e3",
+            b"abc",
+            b"9223372036854775808",
+            b"-",
+            b"\xff\xfe",
+        ] {
             let err = lease_ms(bad).unwrap_err();
-            assert!(err.starts_with("ERR ") && err.contains("lease-ms"), "{bad:?} -> {err}");
+            assert!(
+                err.starts_with("ERR ") && err.contains("lease-ms"),
+                "{bad:?} -> {err}"
+            );
         }
     }
 
@@ -81,9 +102,15 @@ mod tests {
         assert_eq!(deadline(1_000, 500, 0), Ok(1_500));
         assert_eq!(deadline(1_000, 500, 500), Ok(1_500));
         let err = deadline(1_000, 501, 500).unwrap_err();
-        assert!(err.contains("lock.max-lease-ms") && err.contains("lease-ms"), "{err}");
+        assert!(
+            err.contains("lock.max-lease-ms") && err.contains("lease-ms"),
+            "{err}"
+        );
         let err = deadline(1_700_000_000_000, i64::MAX, 0).unwrap_err();
-        assert!(err.contains("lease-ms") && err.contains("overflow"), "{err}");
+        assert!(
+            err.contains("lease-ms") && err.contains("overflow"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -98,12 +125,17 @@ mod tests {
         assert_eq!(wait_timeout_ms(b"0"), Ok(0));
         assert_eq!(wait_timeout_ms(b"250"), Ok(250));
         for bad in [&b"-1"[..], b"x", b"", b"1.5"] {
-            assert!(wait_timeout_ms(bad).unwrap_err().contains("WAIT timeout-ms"));
+            assert!(wait_timeout_ms(bad)
+                .unwrap_err()
+                .contains("WAIT timeout-ms"));
         }
     }
 
     #[test]
     fn arity_errors_name_the_command() {
-        assert_eq!(arity_error("lock.renew"), "ERR wrong number of arguments for 'lock.renew' command");
+        assert_eq!(
+            arity_error("lock.renew"),
+            "ERR wrong number of arguments for 'lock.renew' command"
+        );
     }
 }

@@ -28,7 +28,10 @@ pub struct ChannelPrefix(Mutex<Vec<u8>>);
 impl ChannelPrefix {
     /// The current prefix (a copy: it is read only when an unlock is published).
     pub fn get(&self) -> Vec<u8> {
-        self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clone()
+        self.0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
     }
 }
 
@@ -42,7 +45,10 @@ impl ConfigurationValue<RedisString> for ChannelPrefix {
         if prefix.is_empty() {
             return Err(RedisError::Str("lock.channel-prefix must not be empty"));
         }
-        *self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = prefix.to_vec();
+        *self
+            .0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = prefix.to_vec();
         Ok(())
     }
 }

@@ -78,7 +78,10 @@ mod tests {
 
     #[test]
     fn the_unlock_channel_is_redissons() {
-        assert_eq!(unlock_channel(b"redisson_lock__channel", b"MoonCake"), b"redisson_lock__channel:{MoonCake}");
+        assert_eq!(
+            unlock_channel(b"redisson_lock__channel", b"MoonCake"),
+            b"redisson_lock__channel:{MoonCake}"
+        );
         assert_eq!(unlock_channel(b"p", b"a{b}\0"), b"p:{a{b}\0}");
     }
 

@@ -28,7 +28,9 @@ macro_rules! api {
         // command can run, and never changes afterwards.
         {
             #[allow(unused_unsafe)]
-            let f = unsafe { $crate::ffi::raw::$name.expect(concat!(stringify!($name), " is missing")) };
+            let f = unsafe {
+                $crate::ffi::raw::$name.expect(concat!(stringify!($name), " is missing"))
+            };
             f
         }
     };
@@ -60,7 +62,13 @@ impl Ctx {
     }
 
     pub fn reply_bulk(&self, value: &[u8]) {
-        unsafe { api!(RedisModule_ReplyWithStringBuffer)(self.0, value.as_ptr().cast::<c_char>(), value.len()) };
+        unsafe {
+            api!(RedisModule_ReplyWithStringBuffer)(
+                self.0,
+                value.as_ptr().cast::<c_char>(),
+                value.len(),
+            )
+        };
     }
 
     pub fn reply_simple(&self, value: &str) {
@@ -99,7 +107,9 @@ impl Ctx {
 
     /// Creates a Redis string; the caller frees it with [`Ctx::free_string`].
     pub fn create_string(&self, value: &[u8]) -> RStr {
-        unsafe { api!(RedisModule_CreateString)(self.0, value.as_ptr().cast::<c_char>(), value.len()) }
+        unsafe {
+            api!(RedisModule_CreateString)(self.0, value.as_ptr().cast::<c_char>(), value.len())
+        }
     }
 
     pub fn free_string(&self, s: RStr) {
@@ -108,7 +118,9 @@ impl Ctx {
 
     pub fn log_warning(&self, message: &str) {
         let text = c_text(message);
-        unsafe { api!(RedisModule_Log)(self.0, c"warning".as_ptr(), c"%s".as_ptr(), text.as_ptr()) };
+        unsafe {
+            api!(RedisModule_Log)(self.0, c"warning".as_ptr(), c"%s".as_ptr(), text.as_ptr())
+        };
     }
 }
 
@@ -127,7 +139,12 @@ pub type Handler = fn(&Ctx, &[RStr]) -> CommandResult;
 
 /// Runs a handler for Redis: replies its error, and turns a panic into an error
 /// reply rather than letting it unwind into C (which would abort the server).
-pub fn run_command(ctx: *mut raw::RedisModuleCtx, argv: *mut RStr, argc: c_int, handler: Handler) -> c_int {
+pub fn run_command(
+    ctx: *mut raw::RedisModuleCtx,
+    argv: *mut RStr,
+    argc: c_int,
+    handler: Handler,
+) -> c_int {
     let ctx = Ctx(ctx);
     let args: &[RStr] = if argv.is_null() || argc <= 0 {
         &[]
@@ -171,7 +188,9 @@ pub fn create_command(
 ) -> Result<*mut raw::RedisModuleCommand, String> {
     let c_name = c_text(name);
     let c_flags = c_text(flags);
-    let status = unsafe { api!(RedisModule_CreateCommand)(ctx, c_name.as_ptr(), entry, c_flags.as_ptr(), 1, 1, 1) };
+    let status = unsafe {
+        api!(RedisModule_CreateCommand)(ctx, c_name.as_ptr(), entry, c_flags.as_ptr(), 1, 1, 1)
+    };
     if status != raw::REDISMODULE_OK as c_int {
         return Err(format!("could not create command {name}"));
     }

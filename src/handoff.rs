@@ -94,7 +94,13 @@ pub fn wait(ctx: &Ctx, lock: &LockKey, owner: &[u8], lease_ms: i64, timeout_ms: 
     unsafe { api!(RedisModule_SetDisconnectCallback)(bc, Some(on_disconnect)) };
     let db = selected_db(ctx);
     let key = bytes(lock.name());
-    let waiter = Waiter { client: bc as usize, owner: owner.to_vec(), lease_ms, since_ms: ctx.now_ms(), timeout_ms };
+    let waiter = Waiter {
+        client: bc as usize,
+        owner: owner.to_vec(),
+        lease_ms,
+        since_ms: ctx.now_ms(),
+        timeout_ms,
+    };
     queues(|q| q.push(db, key, waiter));
     stats::WAITS_STARTED.incr();
     if let Some(deadline) = lock.deadline_ms() {
@@ -135,7 +141,12 @@ fn grant_next(ctx: &Ctx, lock: &LockKey, db: i32) -> bool {
     if let Some(event) = decision.event {
         events::notify(ctx, lock.name(), event);
     }
-    unsafe { api!(RedisModule_UnblockClient)(waiter.client as *mut raw::RedisModuleBlockedClient, GRANTED) };
+    unsafe {
+        api!(RedisModule_UnblockClient)(
+            waiter.client as *mut raw::RedisModuleBlockedClient,
+            GRANTED,
+        )
+    };
     stats::ACQUIRED.incr();
     stats::HANDOFFS.incr();
     stats::WAITS_GRANTED.incr();
@@ -181,7 +192,9 @@ extern "C" fn on_timeout(ctx: *mut raw::RedisModuleCtx, argv: *mut RStr, argc: c
         stats::WAITS_TIMED_OUT.incr();
         let ttl = if argc >= 2 && !argv.is_null() {
             let key = unsafe { *argv.add(1) };
-            LockKey::open_read(&ctx, key).map(|lock| lock.ttl_ms()).unwrap_or(-2)
+            LockKey::open_read(&ctx, key)
+                .map(|lock| lock.ttl_ms())
+                .unwrap_or(-2)
         } else {
             -2
         };
@@ -218,7 +231,15 @@ fn arm_expiry_timer(ctx: &Ctx, db: i32, key: &[u8], deadline: i64) {
     // Redis considers a key expired once now > deadline, hence + 1.
     let at = deadline.saturating_add(1);
     if queues(|q| q.want_timer(db, key, at)) {
-        start_timer(ctx, at - ctx.now_ms(), TimerJob::Expiry { db, key: key.to_vec(), at });
+        start_timer(
+            ctx,
+            at - ctx.now_ms(),
+            TimerJob::Expiry {
+                db,
+                key: key.to_vec(),
+                at,
+            },
+        );
     }
 }
 
@@ -307,7 +328,12 @@ pub extern "C" fn on_keyspace_event(
 }
 
 /// FLUSHDB / FLUSHALL: every lock with waiters in the flushed db(s) is free.
-extern "C" fn on_flush(ctx: *mut raw::RedisModuleCtx, _e: raw::RedisModuleEvent, sub: u64, data: *mut c_void) {
+extern "C" fn on_flush(
+    ctx: *mut raw::RedisModuleCtx,
+    _e: raw::RedisModuleEvent,
+    sub: u64,
+    data: *mut c_void,
+) {
     guarded(ctx, "a flush event", || {
         if sub != raw::REDISMODULE_SUBEVENT_FLUSHDB_END || data.is_null() {
             return;
@@ -322,28 +348,44 @@ extern "C" fn on_flush(ctx: *mut raw::RedisModuleCtx, _e: raw::RedisModuleEvent,
 }
 
 /// The server became a replica: it must not hand out locks any more.
-extern "C" fn on_role_change(ctx: *mut raw::RedisModuleCtx, _e: raw::RedisModuleEvent, sub: u64, _d: *mut c_void) {
+extern "C" fn on_role_change(
+    ctx: *mut raw::RedisModuleCtx,
+    _e: raw::RedisModuleEvent,
+    sub: u64,
+    _d: *mut c_void,
+) {
     guarded(ctx, "a role change", || {
         if sub != raw::REDISMODULE_EVENT_REPLROLECHANGED_NOW_REPLICA {
             return;
         }
         for waiter in queues(|q| q.drain_all()) {
-            unsafe { api!(RedisModule_UnblockClient)(waiter.client as *mut raw::RedisModuleBlockedClient, DEMOTED) };
+            unsafe {
+                api!(RedisModule_UnblockClient)(
+                    waiter.client as *mut raw::RedisModuleBlockedClient,
+                    DEMOTED,
+                )
+            };
         }
     });
 }
 
 /// Subscribes to the notifications and server events above.
 pub fn subscribe(ctx: *mut raw::RedisModuleCtx) -> Result<(), String> {
-    let types = (raw::REDISMODULE_NOTIFY_GENERIC | raw::REDISMODULE_NOTIFY_EXPIRED | raw::REDISMODULE_NOTIFY_EVICTED)
-        as c_int;
+    let types = (raw::REDISMODULE_NOTIFY_GENERIC
+        | raw::REDISMODULE_NOTIFY_EXPIRED
+        | raw::REDISMODULE_NOTIFY_EVICTED) as c_int;
     let ok = raw::REDISMODULE_OK as c_int;
-    if unsafe { api!(RedisModule_SubscribeToKeyspaceEvents)(ctx, types, Some(on_keyspace_event)) } != ok {
+    if unsafe { api!(RedisModule_SubscribeToKeyspaceEvents)(ctx, types, Some(on_keyspace_event)) }
+        != ok
+    {
         return Err("could not subscribe to keyspace events".to_string());
     }
     let events: [(u64, raw::RedisModuleEventCallback); 2] = [
         (raw::REDISMODULE_EVENT_FLUSHDB, Some(on_flush)),
-        (raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED, Some(on_role_change)),
+        (
+            raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED,
+            Some(on_role_change),
+        ),
     ];
     for (id, callback) in events {
         let event = raw::RedisModuleEvent { id, dataver: 1 };

@@ -9,9 +9,11 @@
 //! * `handoff.rs`: blocking waiters and granting a freed lock to the first;
 //! * `events.rs`: unlock messages and keyspace notifications;
 //! * `config.rs`: the `lock.*` configs; `stats.rs`: `INFO lock`;
+//! * `command_docs.rs`: COMMAND DOCS and ACL categories;
 //! * `args.rs`: argument validation; `ffi.rs`: the unsafe edge to Redis.
 
 pub mod args;
+pub mod command_docs;
 pub mod commands;
 pub mod config;
 pub mod events;
@@ -29,12 +31,15 @@ mod module {
 
     use redis_module::{raw, redis_module, Context, RedisString, Status};
 
-    use crate::config::{PublishMode, CHANNEL_PREFIX, DEFAULT_CHANNEL_PREFIX, MAX_LEASE_MS, NOTIFY, PUBLISH};
+    use crate::config::{
+        PublishMode, CHANNEL_PREFIX, DEFAULT_CHANNEL_PREFIX, MAX_LEASE_MS, NOTIFY, PUBLISH,
+    };
     use crate::{commands, handoff, stats};
 
     /// Runs last in `RedisModule_OnLoad`, after the configs are registered.
     fn init(ctx: &Context, _args: &[RedisString]) -> Status {
-        if let Err(message) = commands::register(ctx.ctx).and_then(|()| handoff::subscribe(ctx.ctx)) {
+        if let Err(message) = commands::register(ctx.ctx).and_then(|()| handoff::subscribe(ctx.ctx))
+        {
             ctx.log_warning(&message);
             return Status::Err;
         }
@@ -49,7 +54,11 @@ mod module {
         for (name, counter) in stats::all() {
             raw::add_info_field_unsigned_long_long(ctx, name, counter.get());
         }
-        raw::add_info_field_unsigned_long_long(ctx, "waiting_clients", handoff::waiting_clients() as u64);
+        raw::add_info_field_unsigned_long_long(
+            ctx,
+            "waiting_clients",
+            handoff::waiting_clients() as u64,
+        );
     }
 
     redis_module! {

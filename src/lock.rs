@@ -27,11 +27,17 @@ pub struct LockView {
 
 impl LockView {
     /// A key that does not exist.
-    pub const FREE: LockView = LockView { exists: false, hold_count: None };
+    pub const FREE: LockView = LockView {
+        exists: false,
+        hold_count: None,
+    };
 
     /// A lock held by someone (maybe the caller, with `hold_count`).
     pub fn held(hold_count: Option<i64>) -> Self {
-        LockView { exists: true, hold_count }
+        LockView {
+            exists: true,
+            hold_count,
+        }
     }
 }
 
@@ -91,7 +97,9 @@ pub enum LockError {
 impl LockError {
     pub fn message(self) -> &'static str {
         match self {
-            LockError::CountNotInteger => "ERR the owner's hold count in the lock hash is not an integer",
+            LockError::CountNotInteger => {
+                "ERR the owner's hold count in the lock hash is not an integer"
+            }
             LockError::CountOverflow => "ERR the owner's hold count would overflow",
         }
     }
@@ -101,7 +109,8 @@ impl LockError {
 pub fn parse_hold_count(raw: &[u8]) -> Result<i64, LockError> {
     let text = std::str::from_utf8(raw).map_err(|_| LockError::CountNotInteger)?;
     // `i64::from_str` accepts a leading '+', HINCRBY does not; neither accepts spaces.
-    if text.starts_with('+') || (text.len() > 1 && text.starts_with('0')) || text.starts_with("-0") {
+    if text.starts_with('+') || (text.len() > 1 && text.starts_with('0')) || text.starts_with("-0")
+    {
         return Err(LockError::CountNotInteger);
     }
     text.parse::<i64>().map_err(|_| LockError::CountNotInteger)
@@ -117,7 +126,11 @@ pub struct Decision<R> {
 
 impl<R> Decision<R> {
     fn new(reply: R, write: Write, event: Option<Event>) -> Self {
-        Decision { reply, write, event }
+        Decision {
+            reply,
+            write,
+            event,
+        }
     }
 }
 
@@ -138,7 +151,10 @@ pub fn acquire(view: LockView, expire_at: i64) -> Result<Decision<Acquired>, Loc
     if !view.exists {
         return Ok(Decision::new(
             Acquired::Granted,
-            Write::SetCount { count: 1, expire_at: Some(expire_at) },
+            Write::SetCount {
+                count: 1,
+                expire_at: Some(expire_at),
+            },
             Some(Event::Acquired),
         ));
     }
@@ -147,7 +163,10 @@ pub fn acquire(view: LockView, expire_at: i64) -> Result<Decision<Acquired>, Loc
             let count = count.checked_add(1).ok_or(LockError::CountOverflow)?;
             Ok(Decision::new(
                 Acquired::Granted,
-                Write::SetCount { count, expire_at: Some(expire_at) },
+                Write::SetCount {
+                    count,
+                    expire_at: Some(expire_at),
+                },
                 None,
             ))
         }
@@ -185,7 +204,14 @@ pub fn release(view: LockView, expire_at: Option<i64>) -> Decision<Released> {
     // somehow 0 or negative also frees the lock. Saturating keeps i64::MIN sane.
     let remaining = count.saturating_sub(1);
     if remaining > 0 {
-        Decision::new(Released::StillHeld, Write::SetCount { count: remaining, expire_at }, None)
+        Decision::new(
+            Released::StillHeld,
+            Write::SetCount {
+                count: remaining,
+                expire_at,
+            },
+            None,
+        )
     } else {
         Decision::new(Released::Freed, Write::Delete, Some(Event::Released))
     }
@@ -204,7 +230,14 @@ pub fn force(view: LockView) -> Decision<bool> {
 /// owner with one hold and a fresh lease. (The waiter's queue position, not a
 /// race, decides who gets it: that is what makes waiting fair.)
 pub fn hand_off(expire_at: i64) -> Decision<()> {
-    Decision::new((), Write::SetCount { count: 1, expire_at: Some(expire_at) }, Some(Event::Acquired))
+    Decision::new(
+        (),
+        Write::SetCount {
+            count: 1,
+            expire_at: Some(expire_at),
+        },
+        Some(Event::Acquired),
+    )
 }
 
 #[cfg(test)]
@@ -217,7 +250,13 @@ mod tests {
     fn acquiring_a_free_lock_sets_count_one_and_the_lease() {
         let d = acquire(LockView::FREE, AT).unwrap();
         assert_eq!(d.reply, Acquired::Granted);
-        assert_eq!(d.write, Write::SetCount { count: 1, expire_at: Some(AT) });
+        assert_eq!(
+            d.write,
+            Write::SetCount {
+                count: 1,
+                expire_at: Some(AT)
+            }
+        );
         assert_eq!(d.event, Some(Event::Acquired));
     }
 
@@ -225,7 +264,13 @@ mod tests {
     fn re_entry_increments_and_resets_the_lease_without_an_event() {
         let d = acquire(LockView::held(Some(2)), AT).unwrap();
         assert_eq!(d.reply, Acquired::Granted);
-        assert_eq!(d.write, Write::SetCount { count: 3, expire_at: Some(AT) });
+        assert_eq!(
+            d.write,
+            Write::SetCount {
+                count: 3,
+                expire_at: Some(AT)
+            }
+        );
         assert_eq!(d.event, None);
     }
 
@@ -239,14 +284,26 @@ mod tests {
 
     #[test]
     fn re_entry_at_the_top_of_i64_is_refused() {
-        assert_eq!(acquire(LockView::held(Some(i64::MAX)), AT), Err(LockError::CountOverflow));
+        assert_eq!(
+            acquire(LockView::held(Some(i64::MAX)), AT),
+            Err(LockError::CountOverflow)
+        );
     }
 
     #[test]
     fn renew_only_for_a_holder() {
-        assert_eq!(renew(LockView::held(Some(1)), AT), Decision::new(true, Write::ExpireAt(AT), None));
-        assert_eq!(renew(LockView::held(None), AT), Decision::new(false, Write::None, None));
-        assert_eq!(renew(LockView::FREE, AT), Decision::new(false, Write::None, None));
+        assert_eq!(
+            renew(LockView::held(Some(1)), AT),
+            Decision::new(true, Write::ExpireAt(AT), None)
+        );
+        assert_eq!(
+            renew(LockView::held(None), AT),
+            Decision::new(false, Write::None, None)
+        );
+        assert_eq!(
+            renew(LockView::FREE, AT),
+            Decision::new(false, Write::None, None)
+        );
     }
 
     #[test]
@@ -261,35 +318,65 @@ mod tests {
     fn release_of_a_re_entered_lock_decrements_and_optionally_resets_the_lease() {
         let d = release(LockView::held(Some(3)), Some(AT));
         assert_eq!(d.reply, Released::StillHeld);
-        assert_eq!(d.write, Write::SetCount { count: 2, expire_at: Some(AT) });
+        assert_eq!(
+            d.write,
+            Write::SetCount {
+                count: 2,
+                expire_at: Some(AT)
+            }
+        );
         assert_eq!(d.event, None);
         let d = release(LockView::held(Some(2)), None);
-        assert_eq!(d.write, Write::SetCount { count: 1, expire_at: None });
+        assert_eq!(
+            d.write,
+            Write::SetCount {
+                count: 1,
+                expire_at: None
+            }
+        );
     }
 
     #[test]
     fn last_release_deletes_and_announces() {
         let d = release(LockView::held(Some(1)), None);
-        assert_eq!(d, Decision::new(Released::Freed, Write::Delete, Some(Event::Released)));
+        assert_eq!(
+            d,
+            Decision::new(Released::Freed, Write::Delete, Some(Event::Released))
+        );
     }
 
     #[test]
     fn a_tampered_non_positive_count_frees_like_redissons_script() {
         for count in [0, -5, i64::MIN] {
-            assert_eq!(release(LockView::held(Some(count)), Some(AT)).reply, Released::Freed);
+            assert_eq!(
+                release(LockView::held(Some(count)), Some(AT)).reply,
+                Released::Freed
+            );
         }
     }
 
     #[test]
     fn force_deletes_any_lock() {
-        assert_eq!(force(LockView::held(None)), Decision::new(true, Write::Delete, Some(Event::Forced)));
-        assert_eq!(force(LockView::FREE), Decision::new(false, Write::None, None));
+        assert_eq!(
+            force(LockView::held(None)),
+            Decision::new(true, Write::Delete, Some(Event::Forced))
+        );
+        assert_eq!(
+            force(LockView::FREE),
+            Decision::new(false, Write::None, None)
+        );
     }
 
     #[test]
     fn hand_off_gives_one_hold_and_a_fresh_lease() {
         let d = hand_off(AT);
-        assert_eq!(d.write, Write::SetCount { count: 1, expire_at: Some(AT) });
+        assert_eq!(
+            d.write,
+            Write::SetCount {
+                count: 1,
+                expire_at: Some(AT)
+            }
+        );
         assert_eq!(d.event, Some(Event::Acquired));
     }
 
@@ -306,8 +393,23 @@ mod tests {
         assert_eq!(parse_hold_count(b"0"), Ok(0));
         assert_eq!(parse_hold_count(b"-3"), Ok(-3));
         assert_eq!(parse_hold_count(b"9223372036854775807"), Ok(i64::MAX));
-        for bad in [&b""[..], b"+1", b" 1", b"1 ", b"01", b"-0", b"1.0", b"abc", b"9223372036854775808", b"\xff"] {
-            assert_eq!(parse_hold_count(bad), Err(LockError::CountNotInteger), "{bad:?}");
+        for bad in [
+            &b""[..],
+            b"+1",
+            b" 1",
+            b"1 ",
+            b"01",
+            b"-0",
+            b"1.0",
+            b"abc",
+            b"9223372036854775808",
+            b"\xff",
+        ] {
+            assert_eq!(
+                parse_hold_count(bad),
+                Err(LockError::CountNotInteger),
+                "{bad:?}"
+            );
         }
     }
 
@@ -337,6 +439,9 @@ mod tests {
         let d = force(view(held, "b"));
         apply(&mut held, "b", d.write);
         assert_eq!(held, None);
-        assert_eq!(acquire(view(held, "b"), AT).unwrap().reply, Acquired::Granted);
+        assert_eq!(
+            acquire(view(held, "b"), AT).unwrap().reply,
+            Acquired::Granted
+        );
     }
 }

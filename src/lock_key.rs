@@ -50,7 +50,11 @@ impl LockKey {
 
     fn open(ctx: &Ctx, name: RStr, mode: u32) -> Result<LockKey, String> {
         let key = unsafe { api!(RedisModule_OpenKey)(ctx.0, name, mode as c_int) };
-        let lock = LockKey { ctx: *ctx, name, key };
+        let lock = LockKey {
+            ctx: *ctx,
+            name,
+            key,
+        };
         match lock.key_type() {
             KEYTYPE_EMPTY | KEYTYPE_HASH => Ok(lock),
             _ => Err(WRONGTYPE.to_string()),
@@ -112,7 +116,9 @@ impl LockKey {
         }
         let hold_count = match self.field(owner) {
             None => None,
-            Some(raw_count) => Some(parse_hold_count(&raw_count).map_err(|e| e.message().to_string())?),
+            Some(raw_count) => {
+                Some(parse_hold_count(&raw_count).map_err(|e| e.message().to_string())?)
+            }
         };
         Ok(LockView::held(hold_count))
     }
@@ -157,7 +163,12 @@ impl LockKey {
         let cursor = unsafe { api!(RedisModule_ScanCursorCreate)() };
         loop {
             let more = unsafe {
-                api!(RedisModule_ScanKey)(self.key, cursor, Some(collect), &mut out as *mut _ as *mut c_void)
+                api!(RedisModule_ScanKey)(
+                    self.key,
+                    cursor,
+                    Some(collect),
+                    &mut out as *mut _ as *mut c_void,
+                )
             };
             if more == 0 {
                 break;
@@ -173,7 +184,9 @@ impl LockKey {
         match write {
             Write::None => {}
             Write::SetCount { count, expire_at } => {
-                let value = unsafe { api!(RedisModule_CreateStringFromLongLong)(ctx.0, count as c_longlong) };
+                let value = unsafe {
+                    api!(RedisModule_CreateStringFromLongLong)(ctx.0, count as c_longlong)
+                };
                 unsafe {
                     api!(RedisModule_HashSet)(
                         self.key,
@@ -194,7 +207,9 @@ impl LockKey {
             Write::ExpireAt(at) => self.expire_at(at),
             Write::Delete => {
                 unsafe { api!(RedisModule_DeleteKey)(self.key) };
-                replicate(&ctx, c"DEL", c"s", |f, cmd, fmt| unsafe { f(ctx.0, cmd, fmt, self.name) });
+                replicate(&ctx, c"DEL", c"s", |f, cmd, fmt| unsafe {
+                    f(ctx.0, cmd, fmt, self.name)
+                });
             }
         }
     }
@@ -223,7 +238,12 @@ impl Drop for LockKey {
     }
 }
 
-type ReplicateFn = unsafe extern "C" fn(*mut raw::RedisModuleCtx, *const std::os::raw::c_char, *const std::os::raw::c_char, ...) -> c_int;
+type ReplicateFn = unsafe extern "C" fn(
+    *mut raw::RedisModuleCtx,
+    *const std::os::raw::c_char,
+    *const std::os::raw::c_char,
+    ...
+) -> c_int;
 
 /// Propagates one command to replicas and the AOF. `RedisModule_Replicate` is
 /// variadic, so the caller passes the arguments matching `fmt`.

@@ -57,13 +57,21 @@ impl WaitQueues {
     }
 
     pub fn has_waiters(&self, db: i32, key: &[u8]) -> bool {
-        self.queues.get(&db).is_some_and(|keys| keys.contains_key(key))
+        self.queues
+            .get(&db)
+            .is_some_and(|keys| keys.contains_key(key))
     }
 
     /// Appends a waiter to the back of its key's queue.
     pub fn push(&mut self, db: i32, key: &[u8], waiter: Waiter) {
         self.index.insert(waiter.client, (db, key.to_vec()));
-        self.queues.entry(db).or_default().entry(key.to_vec()).or_default().waiters.push_back(waiter);
+        self.queues
+            .entry(db)
+            .or_default()
+            .entry(key.to_vec())
+            .or_default()
+            .waiters
+            .push_back(waiter);
     }
 
     /// Takes the first waiter of a key's queue: the one to grant the lock to.
@@ -90,7 +98,11 @@ impl WaitQueues {
     pub fn drain_all(&mut self) -> Vec<Waiter> {
         self.index.clear();
         let queues = std::mem::take(&mut self.queues);
-        queues.into_values().flat_map(|keys| keys.into_values()).flat_map(|q| q.waiters).collect()
+        queues
+            .into_values()
+            .flat_map(|keys| keys.into_values())
+            .flat_map(|q| q.waiters)
+            .collect()
     }
 
     /// The keys with waiters in `db`, or in every db when `db` is `None`.
@@ -159,7 +171,13 @@ mod tests {
     use super::*;
 
     fn waiter(client: usize) -> Waiter {
-        Waiter { client, owner: format!("o{client}").into_bytes(), lease_ms: 1000, since_ms: 100, timeout_ms: 0 }
+        Waiter {
+            client,
+            owner: format!("o{client}").into_bytes(),
+            lease_ms: 1000,
+            since_ms: 100,
+            timeout_ms: 0,
+        }
     }
 
     #[test]
@@ -168,7 +186,9 @@ mod tests {
         for c in 1..=10 {
             q.push(0, b"k", waiter(c));
         }
-        let order: Vec<usize> = std::iter::from_fn(|| q.pop_next(0, b"k")).map(|w| w.client).collect();
+        let order: Vec<usize> = std::iter::from_fn(|| q.pop_next(0, b"k"))
+            .map(|w| w.client)
+            .collect();
         assert_eq!(order, (1..=10).collect::<Vec<_>>());
         assert_eq!(q.total(), 0);
         assert!(!q.has_waiters(0, b"k"));
@@ -205,7 +225,11 @@ mod tests {
     fn empty_queues_are_dropped_so_memory_stays_flat() {
         let mut q = WaitQueues::default();
         for round in 0..10_000 {
-            q.push(round % 7, format!("key{round}").as_bytes(), waiter(round as usize));
+            q.push(
+                round % 7,
+                format!("key{round}").as_bytes(),
+                waiter(round as usize),
+            );
             q.remove_client(round as usize);
         }
         assert_eq!(q.total(), 0);
@@ -216,11 +240,33 @@ mod tests {
     fn snapshots_show_queue_order_and_waiting_time() {
         let mut q = WaitQueues::default();
         q.push(0, b"k", waiter(1));
-        q.push(0, b"k", Waiter { since_ms: 150, timeout_ms: 500, ..waiter(2) });
+        q.push(
+            0,
+            b"k",
+            Waiter {
+                since_ms: 150,
+                timeout_ms: 500,
+                ..waiter(2)
+            },
+        );
         let shot = q.snapshot(0, b"k", 200);
         assert_eq!(shot.len(), 2);
-        assert_eq!((shot[0].owner.as_slice(), shot[0].waited_ms, shot[0].timeout_ms), (&b"o1"[..], 100, 0));
-        assert_eq!((shot[1].owner.as_slice(), shot[1].waited_ms, shot[1].timeout_ms), (&b"o2"[..], 50, 500));
+        assert_eq!(
+            (
+                shot[0].owner.as_slice(),
+                shot[0].waited_ms,
+                shot[0].timeout_ms
+            ),
+            (&b"o1"[..], 100, 0)
+        );
+        assert_eq!(
+            (
+                shot[1].owner.as_slice(),
+                shot[1].waited_ms,
+                shot[1].timeout_ms
+            ),
+            (&b"o2"[..], 50, 500)
+        );
         assert!(q.snapshot(0, b"other", 200).is_empty());
     }
 
@@ -242,8 +288,14 @@ mod tests {
         q.push(0, b"k", waiter(1));
         assert!(q.want_timer(0, b"k", 10));
         assert!(!q.want_timer(0, b"k", 10), "already due then");
-        assert!(!q.want_timer(0, b"k", 20), "an earlier timer will reschedule");
-        assert!(q.want_timer(0, b"k", 5), "an earlier deadline needs its own timer");
+        assert!(
+            !q.want_timer(0, b"k", 20),
+            "an earlier timer will reschedule"
+        );
+        assert!(
+            q.want_timer(0, b"k", 5),
+            "an earlier deadline needs its own timer"
+        );
         q.timer_fired(0, b"k", 5);
         assert!(q.want_timer(0, b"k", 20));
     }

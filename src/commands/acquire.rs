@@ -21,6 +21,7 @@
 //! Effects (replicated): `HSET key owner <count>` + `PEXPIREAT key <deadline>`.
 
 use crate::args;
+use crate::command_docs::{ArgDoc, ArgKind, CommandDoc};
 use crate::commands::announce;
 use crate::ffi::{bytes, CommandResult, Ctx, RStr};
 use crate::lock::{self, Acquired};
@@ -28,6 +29,22 @@ use crate::lock_key::LockKey;
 use crate::{config, handoff, stats};
 
 pub const NAME: &str = "lock.acquire";
+
+/// `COMMAND DOCS` for this command.
+pub const DOC: CommandDoc = CommandDoc {
+    summary:
+        c"Acquires or re-enters a Redisson-compatible lock, optionally waiting in a fair queue",
+    complexity: c"O(1)",
+    arity: -4,
+    args: &[
+        ArgDoc::new(c"key", ArgKind::Key),
+        ArgDoc::new(c"owner", ArgKind::String),
+        ArgDoc::new(c"lease-ms", ArgKind::Integer),
+        ArgDoc::new(c"timeout-ms", ArgKind::Integer)
+            .token(c"WAIT")
+            .optional(),
+    ],
+};
 
 /// A parsed `LOCK.ACQUIRE`.
 pub struct Acquire {
@@ -50,9 +67,16 @@ impl Acquire {
             Some([option, timeout]) if bytes(*option).eq_ignore_ascii_case(b"WAIT") => {
                 Some(args::wait_timeout_ms(bytes(*timeout))?)
             }
-            Some(_) => return Err("ERR syntax error: the only option is WAIT timeout-ms".to_string()),
+            Some(_) => {
+                return Err("ERR syntax error: the only option is WAIT timeout-ms".to_string())
+            }
         };
-        Ok(Acquire { key: argv[1], owner: argv[2], lease_ms, wait_ms })
+        Ok(Acquire {
+            key: argv[1],
+            owner: argv[2],
+            lease_ms,
+            wait_ms,
+        })
     }
 }
 

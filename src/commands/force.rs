@@ -11,6 +11,7 @@
 //! Effects (replicated): `DEL key`.
 
 use crate::args;
+use crate::command_docs::{ArgDoc, ArgKind, CommandDoc};
 use crate::commands::announce;
 use crate::ffi::{CommandResult, Ctx, RStr};
 use crate::lock;
@@ -18,6 +19,14 @@ use crate::lock_key::LockKey;
 use crate::stats;
 
 pub const NAME: &str = "lock.force";
+
+/// `COMMAND DOCS` for this command.
+pub const DOC: CommandDoc = CommandDoc {
+    summary: c"Deletes a lock whoever holds it",
+    complexity: c"O(1)",
+    arity: 2,
+    args: &[ArgDoc::new(c"key", ArgKind::Key)],
+};
 
 pub fn run(ctx: &Ctx, argv: &[RStr]) -> CommandResult {
     let [_, key] = argv else {

@@ -15,12 +15,21 @@
 //! Errors: wrong arity; `WRONGTYPE`.
 
 use crate::args;
+use crate::command_docs::{ArgDoc, ArgKind, CommandDoc};
 use crate::ffi::{CommandResult, Ctx, RStr};
+use crate::handoff;
 use crate::lock::parse_hold_count;
 use crate::lock_key::LockKey;
-use crate::handoff;
 
 pub const NAME: &str = "lock.info";
+
+/// `COMMAND DOCS` for this command.
+pub const DOC: CommandDoc = CommandDoc {
+    summary: c"Shows a lock's owners, hold counts, lease and waiters",
+    complexity: c"O(N) where N is the number of owners and waiters",
+    arity: 2,
+    args: &[ArgDoc::new(c"key", ArgKind::Key)],
+};
 
 pub fn run(ctx: &Ctx, argv: &[RStr]) -> CommandResult {
     let [_, key] = argv else {

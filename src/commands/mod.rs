@@ -8,11 +8,12 @@ pub mod info;
 pub mod release;
 pub mod renew;
 
+use crate::command_docs::{self, CommandDoc};
 use crate::events;
 use crate::ffi::{command_entry, create_command, raw, Ctx};
+use crate::handoff;
 use crate::lock::Event;
 use crate::lock_key::LockKey;
-use crate::handoff;
 
 /// After a decision's write: emit its keyspace notification and, when the lock
 /// was left free, hand it to the first waiter or announce that it is free.
@@ -30,22 +31,37 @@ command_entry!(release_entry => release::run);
 command_entry!(force_entry => force::run);
 command_entry!(info_entry => info::run);
 
-/// Every command: name, entry point, flags.
+/// Every command: name, entry point, flags, docs.
 ///
 /// `deny-oom` only on acquire, so that under memory pressure locks can still be
 /// released, renewed and forced. Everything but `LOCK.INFO` is O(1): `fast`.
-pub const COMMANDS: [(&str, raw::RedisModuleCmdFunc, &str); 5] = [
-    (acquire::NAME, Some(acquire_entry), "write deny-oom fast"),
-    (renew::NAME, Some(renew_entry), "write fast"),
-    (release::NAME, Some(release_entry), "write fast"),
-    (force::NAME, Some(force_entry), "write fast"),
-    (info::NAME, Some(info_entry), "readonly"),
+const COMMANDS: [(&str, raw::RedisModuleCmdFunc, &str, &CommandDoc); 5] = [
+    (
+        acquire::NAME,
+        Some(acquire_entry),
+        "write deny-oom fast",
+        &acquire::DOC,
+    ),
+    (renew::NAME, Some(renew_entry), "write fast", &renew::DOC),
+    (
+        release::NAME,
+        Some(release_entry),
+        "write fast",
+        &release::DOC,
+    ),
+    (force::NAME, Some(force_entry), "write fast", &force::DOC),
+    (info::NAME, Some(info_entry), "readonly", &info::DOC),
 ];
 
-/// Registers every command with Redis.
+/// Registers every command with Redis, with its docs and ACL category.
 pub fn register(ctx: *mut raw::RedisModuleCtx) -> Result<(), String> {
-    for (name, entry, flags) in COMMANDS {
-        create_command(ctx, name, entry, flags)?;
+    let categories = command_docs::add_acl_category(ctx);
+    for (name, entry, flags, doc) in COMMANDS {
+        let command = create_command(ctx, name, entry, flags)?;
+        command_docs::describe(command, doc).map_err(|e| format!("{name}: {e}"))?;
+        if categories {
+            command_docs::set_acl_category(command);
+        }
     }
     Ok(())
 }

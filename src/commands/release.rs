@@ -16,6 +16,7 @@
 //! or `DEL key`.
 
 use crate::args;
+use crate::command_docs::{ArgDoc, ArgKind, CommandDoc};
 use crate::commands::announce;
 use crate::ffi::{bytes, CommandResult, Ctx, RStr};
 use crate::lock::{self, Released};
@@ -23,6 +24,18 @@ use crate::lock_key::LockKey;
 use crate::{config, stats};
 
 pub const NAME: &str = "lock.release";
+
+/// `COMMAND DOCS` for this command.
+pub const DOC: CommandDoc = CommandDoc {
+    summary: c"Releases one hold of a lock; the last hold frees it and hands it to the next waiter",
+    complexity: c"O(1)",
+    arity: -3,
+    args: &[
+        ArgDoc::new(c"key", ArgKind::Key),
+        ArgDoc::new(c"owner", ArgKind::String),
+        ArgDoc::new(c"lease-ms", ArgKind::Integer).optional(),
+    ],
+};
 
 pub fn run(ctx: &Ctx, argv: &[RStr]) -> CommandResult {
     let (key, owner, lease) = match argv {
@@ -33,7 +46,11 @@ pub fn run(ctx: &Ctx, argv: &[RStr]) -> CommandResult {
     args::owner(bytes(owner))?;
     let expire_at = match lease {
         None => None,
-        Some(lease) => Some(args::deadline(ctx.now_ms(), args::lease_ms(bytes(lease))?, config::max_lease_ms())?),
+        Some(lease) => Some(args::deadline(
+            ctx.now_ms(),
+            args::lease_ms(bytes(lease))?,
+            config::max_lease_ms(),
+        )?),
     };
     let key = LockKey::open_write(ctx, key)?;
     let decision = lock::release(key.view(owner)?, expire_at);

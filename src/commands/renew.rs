@@ -11,12 +11,25 @@
 //! Effects (replicated): `PEXPIREAT key <deadline>`.
 
 use crate::args;
+use crate::command_docs::{ArgDoc, ArgKind, CommandDoc};
 use crate::config;
 use crate::ffi::{bytes, CommandResult, Ctx, RStr};
 use crate::lock;
 use crate::lock_key::LockKey;
 
 pub const NAME: &str = "lock.renew";
+
+/// `COMMAND DOCS` for this command.
+pub const DOC: CommandDoc = CommandDoc {
+    summary: c"Resets the lease of a lock the owner holds (watchdog renewal)",
+    complexity: c"O(1)",
+    arity: 4,
+    args: &[
+        ArgDoc::new(c"key", ArgKind::Key),
+        ArgDoc::new(c"owner", ArgKind::String),
+        ArgDoc::new(c"lease-ms", ArgKind::Integer),
+    ],
+};
 
 pub fn run(ctx: &Ctx, argv: &[RStr]) -> CommandResult {
     let [_, key, owner, lease] = argv else {
