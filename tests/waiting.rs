@@ -1,0 +1,517 @@
+//! Server-side waiting: `LOCK.ACQUIRE key owner lease-ms WAIT timeout-ms`.
+//!
+//! Waiters are raw TCP clients: a test sends the command, sees the waiter in
+//! `LOCK.INFO` (so queue order is known), and reads the reply later; closing
+//! the socket is a real disconnect.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::{Shutdown, TcpStream};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Barrier, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use common::*;
+use redis::{Connection, Value};
+
+/// A reply as a waiter reads it off the wire.
+#[derive(Debug, PartialEq)]
+enum Reply {
+    Nil,
+    Int(i64),
+    Error(String),
+    Other(String),
+}
+
+/// A client that sent one command and may still be blocked on it.
+struct Waiter {
+    reader: BufReader<TcpStream>,
+}
+
+impl Waiter {
+    fn send(port: u16, args: &[&str]) -> Waiter {
+        let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("waiter connects");
+        stream.set_read_timeout(Some(IO_TIMEOUT)).expect("read timeout");
+        let mut wire = format!("*{}\r\n", args.len());
+        for arg in args {
+            wire.push_str(&format!("${}\r\n{}\r\n", arg.len(), arg));
+        }
+        stream.write_all(wire.as_bytes()).expect("waiter sends its command");
+        Waiter { reader: BufReader::new(stream) }
+    }
+
+    /// Sends `LOCK.ACQUIRE key owner lease WAIT timeout` and returns once the
+    /// server shows it queued (so the next waiter queues behind it).
+    fn queue(server: &Server, key: &str, owner: &str, lease_ms: u64, timeout_ms: u64) -> Waiter {
+        let before = waiter_owners(server, key).len();
+        let waiter = Waiter::send(
+            server.port,
+            &["LOCK.ACQUIRE", key, owner, &lease_ms.to_string(), "WAIT", &timeout_ms.to_string()],
+        );
+        poll_until(Duration::from_secs(5), "the waiter is queued", || waiter_owners(server, key).len() > before);
+        waiter
+    }
+
+    fn reply(&mut self) -> Reply {
+        let mut line = String::new();
+        self.reader.read_line(&mut line).expect("waiter reads its reply");
+        let line = line.trim_end();
+        match line.as_bytes().first() {
+            Some(b'$') if line == "$-1" => Reply::Nil,
+            Some(b'_') => Reply::Nil,
+            Some(b':') => Reply::Int(line[1..].parse().expect("integer reply")),
+            Some(b'-') => Reply::Error(line[1..].to_string()),
+            _ => Reply::Other(line.to_string()),
+        }
+    }
+
+    /// The reply and the unix-ms time it arrived.
+    fn reply_at(&mut self) -> (Reply, i64) {
+        let reply = self.reply();
+        (reply, now_ms())
+    }
+
+    fn disconnect(self) {
+        let _ = self.reader.get_ref().shutdown(Shutdown::Both);
+    }
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).expect("clock after 1970").as_millis() as i64
+}
+
+fn acquire(con: &mut Connection, key: &str, owner: &str, lease_ms: u64) -> Option<i64> {
+    redis::cmd("LOCK.ACQUIRE").arg(key).arg(owner).arg(lease_ms).query(con).expect("LOCK.ACQUIRE")
+}
+
+fn release(con: &mut Connection, key: &str, owner: &str) -> Option<i64> {
+    redis::cmd("LOCK.RELEASE").arg(key).arg(owner).query(con).expect("LOCK.RELEASE")
+}
+
+fn holders(con: &mut Connection, key: &str) -> Vec<(String, String)> {
+    let mut pairs: Vec<(String, String)> = redis::cmd("HGETALL").arg(key).query(con).expect("HGETALL");
+    pairs.sort();
+    pairs
+}
+
+fn holder_is(con: &mut Connection, key: &str, owner: &str) -> bool {
+    holders(con, key) == vec![(owner.to_string(), "1".to_string())]
+}
+
+/// The owners in the lock's wait queue, in order, per `LOCK.INFO`.
+fn waiter_owners(server: &Server, key: &str) -> Vec<String> {
+    let info: Value = redis::cmd("LOCK.INFO").arg(key).query(&mut server.connection()).expect("LOCK.INFO");
+    let waiters = map_pairs(&info)
+        .into_iter()
+        .find(|(k, _)| as_string(k).as_deref() == Some("waiters"))
+        .map(|(_, v)| v)
+        .expect("LOCK.INFO has waiters");
+    let Value::Array(items) = waiters else { panic!("waiters is an array: {waiters:?}") };
+    items
+        .iter()
+        .map(|w| {
+            map_pairs(w)
+                .into_iter()
+                .find(|(k, _)| as_string(k).as_deref() == Some("owner"))
+                .and_then(|(_, v)| as_string(&v))
+                .expect("a waiter has an owner")
+        })
+        .collect()
+}
+
+fn stat(server: &Server, name: &str) -> u64 {
+    server.lock_stats().get(name).copied().unwrap_or_else(|| panic!("INFO lock_stats has {name}"))
+}
+
+#[test]
+fn ten_waiters_are_granted_in_arrival_order() {
+    let server = Server::start();
+    let mut con = server.connection();
+    assert_eq!(acquire(&mut con, "L", "holder", 30_000), None);
+    let mut waiters: Vec<Waiter> = (0..10).map(|i| Waiter::queue(&server, "L", &format!("w{i}"), 30_000, 0)).collect();
+    assert_eq!(waiter_owners(&server, "L"), (0..10).map(|i| format!("w{i}")).collect::<Vec<_>>());
+
+    assert_eq!(release(&mut con, "L", "holder"), Some(1));
+    for (i, waiter) in waiters.iter_mut().enumerate() {
+        let owner = format!("w{i}");
+        assert_eq!(waiter.reply(), Reply::Nil, "{owner} is granted");
+        assert!(holder_is(&mut con, "L", &owner), "{owner} holds the lock when granted: {:?}", holders(&mut con, "L"));
+        assert_eq!(release(&mut con, "L", &owner), Some(1));
+    }
+    assert_eq!(redis::cmd("EXISTS").arg("L").query::<i64>(&mut con).expect("EXISTS"), 0);
+    assert_eq!(stat(&server, "lock_handoffs"), 10);
+    assert_eq!(stat(&server, "lock_waiting_clients"), 0);
+}
+
+#[test]
+fn lock_info_lists_waiters_in_order_with_their_waiting_time() {
+    let server = Server::start();
+    let mut con = server.connection();
+    acquire(&mut con, "L", "holder", 30_000);
+    let _a = Waiter::queue(&server, "L", "a", 1000, 0);
+    std::thread::sleep(Duration::from_millis(50));
+    let _b = Waiter::queue(&server, "L", "b", 1000, 7000);
+    let info: Value = redis::cmd("LOCK.INFO").arg("L").query(&mut con).expect("LOCK.INFO");
+    let waiters = map_pairs(&info).into_iter().find(|(k, _)| as_string(k).as_deref() == Some("waiters")).unwrap().1;
+    let Value::Array(items) = waiters else { panic!("waiters array") };
+    let fields: Vec<Vec<(String, Value)>> = items
+        .iter()
+        .map(|w| map_pairs(w).into_iter().map(|(k, v)| (as_string(&k).unwrap(), v)).collect())
+        .collect();
+    let get = |i: usize, name: &str| fields[i].iter().find(|(k, _)| k == name).map(|(_, v)| v.clone()).unwrap();
+    assert_eq!(as_string(&get(0, "owner")).as_deref(), Some("a"));
+    assert_eq!(as_string(&get(1, "owner")).as_deref(), Some("b"));
+    let (Value::Int(waited_a), Value::Int(waited_b)) = (get(0, "waited_ms"), get(1, "waited_ms")) else { panic!() };
+    assert!(waited_a >= waited_b + 40, "a waited longer than b: {waited_a} vs {waited_b}");
+    assert_eq!(get(0, "timeout_ms"), Value::Int(0));
+    assert_eq!(get(1, "timeout_ms"), Value::Int(7000));
+}
+
+#[test]
+fn a_wait_times_out_on_time_with_the_holders_lease() {
+    let server = Server::with(Options::new().config("hz", &["100"]));
+    let mut con = server.connection();
+    acquire(&mut con, "L", "holder", 30_000);
+    for timeout_ms in [50i64, 300] {
+        let started = Instant::now();
+        let mut waiter = Waiter::send(server.port, &["LOCK.ACQUIRE", "L", "w", "1000", "WAIT", &timeout_ms.to_string()]);
+        let reply = waiter.reply();
+        let elapsed = started.elapsed().as_millis() as i64;
+        let Reply::Int(ttl) = reply else { panic!("a timed-out wait answers the remaining lease, got {reply:?}") };
+        assert!(ttl > 25_000 && ttl <= 30_000, "remaining lease {ttl}");
+        assert!(elapsed >= timeout_ms && elapsed <= timeout_ms + 100, "WAIT {timeout_ms} answered after {elapsed} ms");
+    }
+    assert!(holder_is(&mut con, "L", "holder"), "a timeout changes nothing");
+    assert_eq!(stat(&server, "lock_waits_timed_out"), 2);
+    assert_eq!(stat(&server, "lock_waiting_clients"), 0);
+}
+
+#[test]
+fn a_free_or_re_entered_lock_is_granted_at_once_even_with_wait() {
+    let server = Server::start();
+    let mut con = server.connection();
+    let got: Option<i64> =
+        redis::cmd("LOCK.ACQUIRE").arg("L").arg("a").arg(5000).arg("WAIT").arg(0).query(&mut con).expect("acquire");
+    assert_eq!(got, None);
+    let got: Option<i64> =
+        redis::cmd("LOCK.ACQUIRE").arg("L").arg("a").arg(5000).arg("wait").arg(0).query(&mut con).expect("re-enter");
+    assert_eq!(got, None);
+    assert_eq!(holders(&mut con, "L"), vec![("a".to_string(), "2".to_string())]);
+}
+
+#[test]
+fn release_and_force_hand_the_lock_to_the_waiter_and_publish_nothing() {
+    let server = Server::start();
+    let mut con = server.connection();
+    let mut sub_con = server.connection();
+    let mut pubsub = sub_con.as_pubsub();
+    pubsub.subscribe("redisson_lock__channel:{L}").expect("SUBSCRIBE");
+    pubsub.set_read_timeout(Some(Duration::from_millis(200))).expect("timeout");
+
+    acquire(&mut con, "L", "a", 30_000);
+    let mut b = Waiter::queue(&server, "L", "b", 30_000, 0);
+    assert_eq!(release(&mut con, "L", "a"), Some(1));
+    assert_eq!(b.reply(), Reply::Nil);
+    assert!(holder_is(&mut con, "L", "b"));
+
+    let mut c = Waiter::queue(&server, "L", "c", 30_000, 0);
+    let forced: i64 = redis::cmd("LOCK.FORCE").arg("L").query(&mut con).expect("LOCK.FORCE");
+    assert_eq!(forced, 1);
+    assert_eq!(c.reply(), Reply::Nil);
+    assert!(holder_is(&mut con, "L", "c"));
+    assert!(pubsub.get_message().is_err(), "no unlock message while the lock is handed on");
+
+    assert_eq!(release(&mut con, "L", "c"), Some(1));
+    let message = pubsub.get_message().expect("the unlock message once the lock is left free");
+    assert_eq!(message.get_payload::<String>().expect("payload"), "0");
+}
+
+#[test]
+fn del_unlink_hdel_and_flush_by_anyone_hand_the_lock_on() {
+    let server = Server::start();
+    let mut con = server.connection();
+    let frees: [&[&str]; 5] = [&["DEL", "L"], &["UNLINK", "L"], &["HDEL", "L", "a"], &["FLUSHDB"], &["FLUSHALL"]];
+    for free in frees {
+        acquire(&mut con, "L", "a", 30_000);
+        let mut waiter = Waiter::queue(&server, "L", "b", 30_000, 0);
+        let mut cmd = redis::cmd(free[0]);
+        for arg in &free[1..] {
+            cmd.arg(*arg);
+        }
+        let _: Value = cmd.query(&mut con).expect("the freeing command");
+        assert_eq!(waiter.reply(), Reply::Nil, "granted after {free:?}");
+        assert!(holder_is(&mut con, "L", "b"), "b holds after {free:?}");
+        assert_eq!(release(&mut con, "L", "b"), Some(1));
+    }
+}
+
+#[test]
+fn an_expired_lease_is_handed_on_within_20_ms_of_its_deadline() {
+    let server = Server::start();
+    let mut con = server.connection();
+    for round in 0..3 {
+        acquire(&mut con, "L", "a", 300);
+        let deadline: i64 = redis::cmd("PEXPIRETIME").arg("L").query(&mut con).expect("PEXPIRETIME");
+        let mut waiter = Waiter::queue(&server, "L", "b", 30_000, 0);
+        let (reply, at) = waiter.reply_at();
+        assert_eq!(reply, Reply::Nil);
+        let late = at - deadline;
+        assert!((0..=20).contains(&late), "round {round}: granted {late} ms after the deadline");
+        assert!(holder_is(&mut con, "L", "b"));
+        assert_eq!(release(&mut con, "L", "b"), Some(1));
+    }
+}
+
+#[test]
+fn a_renewed_lease_is_not_handed_on_early() {
+    let server = Server::start();
+    let mut con = server.connection();
+    acquire(&mut con, "L", "a", 200);
+    let mut waiter = Waiter::queue(&server, "L", "b", 30_000, 0);
+    let renewed: i64 = redis::cmd("LOCK.RENEW").arg("L").arg("a").arg(600).query(&mut con).expect("renew");
+    assert_eq!(renewed, 1);
+    let deadline: i64 = redis::cmd("PEXPIRETIME").arg("L").query(&mut con).expect("PEXPIRETIME");
+    let (reply, at) = waiter.reply_at();
+    assert_eq!(reply, Reply::Nil);
+    assert!((0..=20).contains(&(at - deadline)), "granted {} ms after the renewed deadline", at - deadline);
+}
+
+#[test]
+fn nobody_barges_past_the_queue() {
+    let server = Server::start();
+    let mut con = server.connection();
+    // A release and a competing acquire in one pipeline: the queued waiter wins.
+    acquire(&mut con, "L", "a", 30_000);
+    let mut waiter = Waiter::queue(&server, "L", "w", 30_000, 0);
+    let (released, barger): (i64, Option<i64>) = redis::pipe()
+        .cmd("LOCK.RELEASE").arg("L").arg("a")
+        .cmd("LOCK.ACQUIRE").arg("L").arg("barger").arg(30_000)
+        .query(&mut con)
+        .expect("pipeline");
+    assert_eq!(released, 1);
+    assert!(matches!(barger, Some(ttl) if ttl > 0), "the barger is refused: {barger:?}");
+    assert_eq!(waiter.reply(), Reply::Nil);
+    assert!(holder_is(&mut con, "L", "w"));
+    release(&mut con, "L", "w");
+
+    // Same with a DEL (handed on by a timer): the acquire right behind it
+    // must still find the lock handed to the queue.
+    acquire(&mut con, "L", "a", 30_000);
+    let mut waiter = Waiter::queue(&server, "L", "w", 30_000, 0);
+    let (_, barger): (i64, Option<i64>) = redis::pipe()
+        .cmd("DEL").arg("L")
+        .cmd("LOCK.ACQUIRE").arg("L").arg("barger").arg(30_000)
+        .query(&mut con)
+        .expect("pipeline");
+    assert!(matches!(barger, Some(ttl) if ttl > 0), "the barger is refused after DEL: {barger:?}");
+    assert_eq!(waiter.reply(), Reply::Nil);
+    assert!(holder_is(&mut con, "L", "w"));
+}
+
+#[test]
+fn killed_and_disconnected_waiters_leave_the_queue_and_are_skipped() {
+    let server = Server::start();
+    let mut con = server.connection();
+    acquire(&mut con, "L", "a", 30_000);
+    let killed = Waiter::queue(&server, "L", "killed", 30_000, 0);
+    let gone = Waiter::queue(&server, "L", "gone", 30_000, 0);
+    let mut last = Waiter::queue(&server, "L", "last", 30_000, 0);
+    assert_eq!(waiter_owners(&server, "L"), vec!["killed", "gone", "last"]);
+
+    let clients: String = redis::cmd("CLIENT").arg("LIST").query(&mut con).expect("CLIENT LIST");
+    let blocked_ids: Vec<String> = clients
+        .lines()
+        .filter(|l| l.contains("cmd=lock.acquire") && l.contains("flags=b"))
+        .filter_map(|l| l.split_whitespace().find_map(|f| f.strip_prefix("id=")).map(str::to_string))
+        .collect();
+    assert_eq!(blocked_ids.len(), 3, "three blocked clients: {clients}");
+    let killed_n: i64 = redis::cmd("CLIENT").arg("KILL").arg("ID").arg(&blocked_ids[0]).query(&mut con).expect("KILL");
+    assert_eq!(killed_n, 1);
+    drop(killed);
+    poll_until(Duration::from_secs(2), "the killed waiter leaves at once", || {
+        waiter_owners(&server, "L") == vec!["gone", "last"]
+    });
+    gone.disconnect();
+    poll_until(Duration::from_secs(2), "the disconnected waiter leaves at once", || {
+        waiter_owners(&server, "L") == vec!["last"]
+    });
+    assert_eq!(release(&mut con, "L", "a"), Some(1));
+    assert_eq!(last.reply(), Reply::Nil);
+    assert!(holder_is(&mut con, "L", "last"));
+    assert_eq!(stat(&server, "lock_waiting_clients"), 0);
+}
+
+#[test]
+fn multi_and_lua_do_not_block() {
+    let server = Server::start();
+    let mut con = server.connection();
+    acquire(&mut con, "L", "a", 30_000);
+    let started = Instant::now();
+    let (ttl,): (i64,) = redis::pipe()
+        .atomic()
+        .cmd("LOCK.ACQUIRE").arg("L").arg("b").arg(1000).arg("WAIT").arg(0)
+        .query(&mut con)
+        .expect("MULTI/EXEC");
+    assert!(ttl > 0, "inside MULTI the acquire answers the lease: {ttl}");
+    let ttl: i64 = redis::cmd("EVAL")
+        .arg("return redis.call('LOCK.ACQUIRE', KEYS[1], 'b', 1000, 'WAIT', 0)")
+        .arg(1)
+        .arg("L")
+        .query(&mut con)
+        .expect("EVAL");
+    assert!(ttl > 0, "inside Lua the acquire answers the lease: {ttl}");
+    assert!(started.elapsed() < Duration::from_secs(1), "nothing blocked");
+    assert_eq!(stat(&server, "lock_waits_started"), 0);
+}
+
+#[test]
+fn replicas_receive_hand_offs_as_effects_and_never_block() {
+    let master = Server::start();
+    let with_module = Server::start();
+    let without_module = Server::with(Options::new().without_module());
+    with_module.replicaof(&master);
+    without_module.replicaof(&master);
+    let mut con = master.connection();
+
+    // Hand-off by release, then by lease expiry (done from a timer).
+    acquire(&mut con, "L", "a", 30_000);
+    let mut b = Waiter::queue(&master, "L", "b", 40_000, 0);
+    release(&mut con, "L", "a");
+    assert_eq!(b.reply(), Reply::Nil);
+    acquire(&mut con, "E", "a", 200);
+    let mut c = Waiter::queue(&master, "E", "c", 50_000, 0);
+    assert_eq!(c.reply(), Reply::Nil);
+
+    wait_for_replicas(&master, &[&with_module, &without_module]);
+    for key in ["L", "E"] {
+        let at_master: i64 = redis::cmd("PEXPIRETIME").arg(key).query(&mut con).expect("PEXPIRETIME");
+        let owners = holders(&mut con, key);
+        for replica in [&with_module, &without_module] {
+            let mut rc = replica.connection();
+            assert_eq!(holders(&mut rc, key), owners, "{key}: replica holds the master's hash");
+            let at: i64 = redis::cmd("PEXPIRETIME").arg(key).query(&mut rc).expect("PEXPIRETIME");
+            assert_eq!(at, at_master, "{key}: replica has the master's absolute deadline");
+        }
+    }
+    assert_eq!(holders(&mut con, "L"), vec![("b".to_string(), "1".to_string())]);
+    assert_eq!(holders(&mut con, "E"), vec![("c".to_string(), "1".to_string())]);
+
+    // A replica refuses lock writes rather than blocking anyone.
+    let refused = redis::cmd("LOCK.ACQUIRE").arg("L").arg("x").arg(1000).arg("WAIT").arg(0)
+        .query::<Value>(&mut with_module.connection());
+    expect_err(refused, "READONLY", "", "LOCK.ACQUIRE WAIT on a replica");
+}
+
+#[test]
+fn waiters_get_an_error_when_their_master_becomes_a_replica() {
+    let other = Server::start();
+    let master = Server::start();
+    let mut con = master.connection();
+    acquire(&mut con, "L", "a", 30_000);
+    let mut waiter = Waiter::queue(&master, "L", "b", 30_000, 0);
+    let _: Value = redis::cmd("REPLICAOF").arg("127.0.0.1").arg(other.port).query(&mut con).expect("REPLICAOF");
+    match waiter.reply() {
+        Reply::Error(text) => assert!(text.contains("replica"), "error names the cause: {text}"),
+        other => panic!("expected an error, got {other:?}"),
+    }
+    assert_eq!(stat(&master, "lock_waiting_clients"), 0);
+}
+
+#[test]
+fn memory_stays_flat_over_ten_thousand_wait_timeouts() {
+    let server = Server::with(Options::new().config("hz", &["100"]));
+    let mut con = server.connection();
+    acquire(&mut con, "L", "holder", 600_000);
+    let run = |cycles_per_client: usize| {
+        let clients = 50;
+        let handles: Vec<_> = (0..clients)
+            .map(|c| {
+                let port = server.port;
+                std::thread::spawn(move || {
+                    let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+                    stream.set_read_timeout(Some(IO_TIMEOUT)).expect("timeout");
+                    let owner = format!("w{c}");
+                    let one = format!(
+                        "*6\r\n$12\r\nLOCK.ACQUIRE\r\n$1\r\nL\r\n${}\r\n{owner}\r\n$4\r\n1000\r\n$4\r\nWAIT\r\n$1\r\n1\r\n",
+                        owner.len()
+                    );
+                    stream.write_all(one.repeat(cycles_per_client).as_bytes()).expect("pipeline");
+                    let mut reader = BufReader::new(stream);
+                    for _ in 0..cycles_per_client {
+                        let mut line = String::new();
+                        reader.read_line(&mut line).expect("reply");
+                        assert!(line.starts_with(':'), "each wait times out with the lease: {line:?}");
+                    }
+                })
+            })
+            .collect();
+        for h in handles {
+            h.join().expect("client thread");
+        }
+        clients * cycles_per_client
+    };
+    let used = |con: &mut Connection| -> i64 {
+        let info: String = redis::cmd("INFO").arg("memory").query(con).expect("INFO memory");
+        info_field(&info, "used_memory").and_then(|v| v.parse().ok()).expect("used_memory")
+    };
+    let warmup = run(20);
+    let before = used(&mut con);
+    let cycles = run(200);
+    let after = used(&mut con);
+    assert_eq!(cycles, 10_000);
+    assert_eq!(stat(&server, "lock_waits_timed_out") as usize, warmup + cycles);
+    assert_eq!(stat(&server, "lock_waiting_clients"), 0);
+    assert!(after - before < 256 * 1024, "memory grew by {} bytes over 10k waits", after - before);
+}
+
+#[test]
+fn stock_scenario_with_wait_and_no_retry_loop() {
+    let server = Server::start();
+    let mut con = server.connection();
+    let _: () = redis::cmd("SET").arg("MoonCakeStock").arg(90).query(&mut con).expect("SET stock");
+    let buyers = 100;
+    let sold = Arc::new(AtomicUsize::new(0));
+    let inside = Arc::new(AtomicUsize::new(0));
+    let max_inside = Arc::new(AtomicUsize::new(0));
+    let lowest = Arc::new(Mutex::new(i64::MAX));
+    let start = Arc::new(Barrier::new(buyers));
+    let handles: Vec<_> = (0..buyers)
+        .map(|i| {
+            let (sold, inside, max_inside, lowest, start) =
+                (sold.clone(), inside.clone(), max_inside.clone(), lowest.clone(), start.clone());
+            let url = server.url();
+            std::thread::spawn(move || {
+                let mut con = redis::Client::open(url).expect("client").get_connection().expect("connection");
+                let owner = format!("8e0c2a5e-buyer:{i}");
+                start.wait();
+                let got: Option<i64> = redis::cmd("LOCK.ACQUIRE")
+                    .arg("MoonCake").arg(&owner).arg(30_000).arg("WAIT").arg(10_000)
+                    .query(&mut con)
+                    .expect("acquire");
+                assert_eq!(got, None, "{owner} is granted the lock without retrying");
+                let now = inside.fetch_add(1, Ordering::SeqCst) + 1;
+                max_inside.fetch_max(now, Ordering::SeqCst);
+                let stock: i64 = redis::cmd("GET").arg("MoonCakeStock").query(&mut con).expect("GET");
+                if stock > 0 {
+                    let _: () = redis::cmd("SET").arg("MoonCakeStock").arg(stock - 1).query(&mut con).expect("SET");
+                    sold.fetch_add(1, Ordering::SeqCst);
+                    let mut low = lowest.lock().expect("lowest");
+                    *low = (*low).min(stock - 1);
+                }
+                inside.fetch_sub(1, Ordering::SeqCst);
+                let released: Option<i64> =
+                    redis::cmd("LOCK.RELEASE").arg("MoonCake").arg(&owner).query(&mut con).expect("release");
+                assert_eq!(released, Some(1));
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().expect("buyer");
+    }
+    let stock: i64 = redis::cmd("GET").arg("MoonCakeStock").query(&mut con).expect("GET");
+    assert_eq!(sold.load(Ordering::SeqCst), 90);
+    assert_eq!(stock, 0);
+    assert!(*lowest.lock().unwrap() >= 0, "stock never went negative");
+    assert_eq!(max_inside.load(Ordering::SeqCst), 1, "one buyer at a time");
+}
