@@ -6,75 +6,28 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Write};
-use std::net::{Shutdown, TcpStream};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use common::raw::{RawClient, Resp};
 use common::*;
 use redis::{Connection, Value};
 
-/// A reply as a waiter reads it off the wire.
-#[derive(Debug, PartialEq)]
-enum Reply {
-    Nil,
-    Int(i64),
-    Error(String),
-    Other(String),
+/// Sends `LOCK.ACQUIRE key owner lease WAIT timeout` and returns once the
+/// server shows the client queued (so the next waiter queues behind it).
+fn queue(server: &Server, key: &str, owner: &str, lease_ms: u64, timeout_ms: u64) -> RawClient {
+    let before = waiter_owners(server, key).len();
+    let mut waiter = RawClient::connect(server.port);
+    waiter.send(&["LOCK.ACQUIRE", key, owner, &lease_ms.to_string(), "WAIT", &timeout_ms.to_string()]);
+    poll_until(Duration::from_secs(5), "the waiter is queued", || waiter_owners(server, key).len() > before);
+    waiter
 }
 
-/// A client that sent one command and may still be blocked on it.
-struct Waiter {
-    reader: BufReader<TcpStream>,
-}
-
-impl Waiter {
-    fn send(port: u16, args: &[&str]) -> Waiter {
-        let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("waiter connects");
-        stream.set_read_timeout(Some(IO_TIMEOUT)).expect("read timeout");
-        let mut wire = format!("*{}\r\n", args.len());
-        for arg in args {
-            wire.push_str(&format!("${}\r\n{}\r\n", arg.len(), arg));
-        }
-        stream.write_all(wire.as_bytes()).expect("waiter sends its command");
-        Waiter { reader: BufReader::new(stream) }
-    }
-
-    /// Sends `LOCK.ACQUIRE key owner lease WAIT timeout` and returns once the
-    /// server shows it queued (so the next waiter queues behind it).
-    fn queue(server: &Server, key: &str, owner: &str, lease_ms: u64, timeout_ms: u64) -> Waiter {
-        let before = waiter_owners(server, key).len();
-        let waiter = Waiter::send(
-            server.port,
-            &["LOCK.ACQUIRE", key, owner, &lease_ms.to_string(), "WAIT", &timeout_ms.to_string()],
-        );
-        poll_until(Duration::from_secs(5), "the waiter is queued", || waiter_owners(server, key).len() > before);
-        waiter
-    }
-
-    fn reply(&mut self) -> Reply {
-        let mut line = String::new();
-        self.reader.read_line(&mut line).expect("waiter reads its reply");
-        let line = line.trim_end();
-        match line.as_bytes().first() {
-            Some(b'$') if line == "$-1" => Reply::Nil,
-            Some(b'_') => Reply::Nil,
-            Some(b':') => Reply::Int(line[1..].parse().expect("integer reply")),
-            Some(b'-') => Reply::Error(line[1..].to_string()),
-            _ => Reply::Other(line.to_string()),
-        }
-    }
-
-    /// The reply and the unix-ms time it arrived.
-    fn reply_at(&mut self) -> (Reply, i64) {
-        let reply = self.reply();
-        (reply, now_ms())
-    }
-
-    fn disconnect(self) {
-        let _ = self.reader.get_ref().shutdown(Shutdown::Both);
-    }
+/// A waiter's reply and the unix-ms time it arrived.
+fn reply_at(waiter: &mut RawClient) -> (Resp, i64) {
+    let reply = waiter.read();
+    (reply, now_ms())
 }
 
 fn now_ms() -> i64 {
@@ -129,13 +82,13 @@ fn ten_waiters_are_granted_in_arrival_order() {
     let server = Server::start();
     let mut con = server.connection();
     assert_eq!(acquire(&mut con, "L", "holder", 30_000), None);
-    let mut waiters: Vec<Waiter> = (0..10).map(|i| Waiter::queue(&server, "L", &format!("w{i}"), 30_000, 0)).collect();
+    let mut waiters: Vec<RawClient> = (0..10).map(|i| queue(&server, "L", &format!("w{i}"), 30_000, 0)).collect();
     assert_eq!(waiter_owners(&server, "L"), (0..10).map(|i| format!("w{i}")).collect::<Vec<_>>());
 
     assert_eq!(release(&mut con, "L", "holder"), Some(1));
     for (i, waiter) in waiters.iter_mut().enumerate() {
         let owner = format!("w{i}");
-        assert_eq!(waiter.reply(), Reply::Nil, "{owner} is granted");
+        assert_eq!(waiter.read(), Resp::Nil, "{owner} is granted");
         assert!(holder_is(&mut con, "L", &owner), "{owner} holds the lock when granted: {:?}", holders(&mut con, "L"));
         assert_eq!(release(&mut con, "L", &owner), Some(1));
     }
@@ -149,9 +102,9 @@ fn lock_info_lists_waiters_in_order_with_their_waiting_time() {
     let server = Server::start();
     let mut con = server.connection();
     acquire(&mut con, "L", "holder", 30_000);
-    let _a = Waiter::queue(&server, "L", "a", 1000, 0);
+    let _a = queue(&server, "L", "a", 1000, 0);
     std::thread::sleep(Duration::from_millis(50));
-    let _b = Waiter::queue(&server, "L", "b", 1000, 7000);
+    let _b = queue(&server, "L", "b", 1000, 7000);
     let info: Value = redis::cmd("LOCK.INFO").arg("L").query(&mut con).expect("LOCK.INFO");
     let waiters = map_pairs(&info).into_iter().find(|(k, _)| as_string(k).as_deref() == Some("waiters")).unwrap().1;
     let Value::Array(items) = waiters else { panic!("waiters array") };
@@ -175,10 +128,11 @@ fn a_wait_times_out_on_time_with_the_holders_lease() {
     acquire(&mut con, "L", "holder", 30_000);
     for timeout_ms in [50i64, 300] {
         let started = Instant::now();
-        let mut waiter = Waiter::send(server.port, &["LOCK.ACQUIRE", "L", "w", "1000", "WAIT", &timeout_ms.to_string()]);
-        let reply = waiter.reply();
+        let mut waiter = RawClient::connect(server.port);
+        waiter.send(&["LOCK.ACQUIRE", "L", "w", "1000", "WAIT", &timeout_ms.to_string()]);
+        let reply = waiter.read();
         let elapsed = started.elapsed().as_millis() as i64;
-        let Reply::Int(ttl) = reply else { panic!("a timed-out wait answers the remaining lease, got {reply:?}") };
+        let Resp::Int(ttl) = reply else { panic!("a timed-out wait answers the remaining lease, got {reply:?}") };
         assert!(ttl > 25_000 && ttl <= 30_000, "remaining lease {ttl}");
         assert!(elapsed >= timeout_ms && elapsed <= timeout_ms + 100, "WAIT {timeout_ms} answered after {elapsed} ms");
     }
@@ -210,15 +164,15 @@ fn release_and_force_hand_the_lock_to_the_waiter_and_publish_nothing() {
     pubsub.set_read_timeout(Some(Duration::from_millis(200))).expect("timeout");
 
     acquire(&mut con, "L", "a", 30_000);
-    let mut b = Waiter::queue(&server, "L", "b", 30_000, 0);
+    let mut b = queue(&server, "L", "b", 30_000, 0);
     assert_eq!(release(&mut con, "L", "a"), Some(1));
-    assert_eq!(b.reply(), Reply::Nil);
+    assert_eq!(b.read(), Resp::Nil);
     assert!(holder_is(&mut con, "L", "b"));
 
-    let mut c = Waiter::queue(&server, "L", "c", 30_000, 0);
+    let mut c = queue(&server, "L", "c", 30_000, 0);
     let forced: i64 = redis::cmd("LOCK.FORCE").arg("L").query(&mut con).expect("LOCK.FORCE");
     assert_eq!(forced, 1);
-    assert_eq!(c.reply(), Reply::Nil);
+    assert_eq!(c.read(), Resp::Nil);
     assert!(holder_is(&mut con, "L", "c"));
     assert!(pubsub.get_message().is_err(), "no unlock message while the lock is handed on");
 
@@ -234,13 +188,13 @@ fn del_unlink_hdel_and_flush_by_anyone_hand_the_lock_on() {
     let frees: [&[&str]; 5] = [&["DEL", "L"], &["UNLINK", "L"], &["HDEL", "L", "a"], &["FLUSHDB"], &["FLUSHALL"]];
     for free in frees {
         acquire(&mut con, "L", "a", 30_000);
-        let mut waiter = Waiter::queue(&server, "L", "b", 30_000, 0);
+        let mut waiter = queue(&server, "L", "b", 30_000, 0);
         let mut cmd = redis::cmd(free[0]);
         for arg in &free[1..] {
             cmd.arg(*arg);
         }
         let _: Value = cmd.query(&mut con).expect("the freeing command");
-        assert_eq!(waiter.reply(), Reply::Nil, "granted after {free:?}");
+        assert_eq!(waiter.read(), Resp::Nil, "granted after {free:?}");
         assert!(holder_is(&mut con, "L", "b"), "b holds after {free:?}");
         assert_eq!(release(&mut con, "L", "b"), Some(1));
     }
@@ -253,9 +207,9 @@ fn an_expired_lease_is_handed_on_within_20_ms_of_its_deadline() {
     for round in 0..3 {
         acquire(&mut con, "L", "a", 300);
         let deadline: i64 = redis::cmd("PEXPIRETIME").arg("L").query(&mut con).expect("PEXPIRETIME");
-        let mut waiter = Waiter::queue(&server, "L", "b", 30_000, 0);
-        let (reply, at) = waiter.reply_at();
-        assert_eq!(reply, Reply::Nil);
+        let mut waiter = queue(&server, "L", "b", 30_000, 0);
+        let (reply, at) = reply_at(&mut waiter);
+        assert_eq!(reply, Resp::Nil);
         let late = at - deadline;
         assert!((0..=20).contains(&late), "round {round}: granted {late} ms after the deadline");
         assert!(holder_is(&mut con, "L", "b"));
@@ -268,12 +222,12 @@ fn a_renewed_lease_is_not_handed_on_early() {
     let server = Server::start();
     let mut con = server.connection();
     acquire(&mut con, "L", "a", 200);
-    let mut waiter = Waiter::queue(&server, "L", "b", 30_000, 0);
+    let mut waiter = queue(&server, "L", "b", 30_000, 0);
     let renewed: i64 = redis::cmd("LOCK.RENEW").arg("L").arg("a").arg(600).query(&mut con).expect("renew");
     assert_eq!(renewed, 1);
     let deadline: i64 = redis::cmd("PEXPIRETIME").arg("L").query(&mut con).expect("PEXPIRETIME");
-    let (reply, at) = waiter.reply_at();
-    assert_eq!(reply, Reply::Nil);
+    let (reply, at) = reply_at(&mut waiter);
+    assert_eq!(reply, Resp::Nil);
     assert!((0..=20).contains(&(at - deadline)), "granted {} ms after the renewed deadline", at - deadline);
 }
 
@@ -283,7 +237,7 @@ fn nobody_barges_past_the_queue() {
     let mut con = server.connection();
     // A release and a competing acquire in one pipeline: the queued waiter wins.
     acquire(&mut con, "L", "a", 30_000);
-    let mut waiter = Waiter::queue(&server, "L", "w", 30_000, 0);
+    let mut waiter = queue(&server, "L", "w", 30_000, 0);
     let (released, barger): (i64, Option<i64>) = redis::pipe()
         .cmd("LOCK.RELEASE").arg("L").arg("a")
         .cmd("LOCK.ACQUIRE").arg("L").arg("barger").arg(30_000)
@@ -291,21 +245,21 @@ fn nobody_barges_past_the_queue() {
         .expect("pipeline");
     assert_eq!(released, 1);
     assert!(matches!(barger, Some(ttl) if ttl > 0), "the barger is refused: {barger:?}");
-    assert_eq!(waiter.reply(), Reply::Nil);
+    assert_eq!(waiter.read(), Resp::Nil);
     assert!(holder_is(&mut con, "L", "w"));
     release(&mut con, "L", "w");
 
     // Same with a DEL (handed on by a timer): the acquire right behind it
     // must still find the lock handed to the queue.
     acquire(&mut con, "L", "a", 30_000);
-    let mut waiter = Waiter::queue(&server, "L", "w", 30_000, 0);
+    let mut waiter = queue(&server, "L", "w", 30_000, 0);
     let (_, barger): (i64, Option<i64>) = redis::pipe()
         .cmd("DEL").arg("L")
         .cmd("LOCK.ACQUIRE").arg("L").arg("barger").arg(30_000)
         .query(&mut con)
         .expect("pipeline");
     assert!(matches!(barger, Some(ttl) if ttl > 0), "the barger is refused after DEL: {barger:?}");
-    assert_eq!(waiter.reply(), Reply::Nil);
+    assert_eq!(waiter.read(), Resp::Nil);
     assert!(holder_is(&mut con, "L", "w"));
 }
 
@@ -314,9 +268,9 @@ fn killed_and_disconnected_waiters_leave_the_queue_and_are_skipped() {
     let server = Server::start();
     let mut con = server.connection();
     acquire(&mut con, "L", "a", 30_000);
-    let killed = Waiter::queue(&server, "L", "killed", 30_000, 0);
-    let gone = Waiter::queue(&server, "L", "gone", 30_000, 0);
-    let mut last = Waiter::queue(&server, "L", "last", 30_000, 0);
+    let killed = queue(&server, "L", "killed", 30_000, 0);
+    let gone = queue(&server, "L", "gone", 30_000, 0);
+    let mut last = queue(&server, "L", "last", 30_000, 0);
     assert_eq!(waiter_owners(&server, "L"), vec!["killed", "gone", "last"]);
 
     let clients: String = redis::cmd("CLIENT").arg("LIST").query(&mut con).expect("CLIENT LIST");
@@ -337,7 +291,7 @@ fn killed_and_disconnected_waiters_leave_the_queue_and_are_skipped() {
         waiter_owners(&server, "L") == vec!["last"]
     });
     assert_eq!(release(&mut con, "L", "a"), Some(1));
-    assert_eq!(last.reply(), Reply::Nil);
+    assert_eq!(last.read(), Resp::Nil);
     assert!(holder_is(&mut con, "L", "last"));
     assert_eq!(stat(&server, "lock_waiting_clients"), 0);
 }
@@ -376,12 +330,12 @@ fn replicas_receive_hand_offs_as_effects_and_never_block() {
 
     // Hand-off by release, then by lease expiry (done from a timer).
     acquire(&mut con, "L", "a", 30_000);
-    let mut b = Waiter::queue(&master, "L", "b", 40_000, 0);
+    let mut b = queue(&master, "L", "b", 40_000, 0);
     release(&mut con, "L", "a");
-    assert_eq!(b.reply(), Reply::Nil);
+    assert_eq!(b.read(), Resp::Nil);
     acquire(&mut con, "E", "a", 200);
-    let mut c = Waiter::queue(&master, "E", "c", 50_000, 0);
-    assert_eq!(c.reply(), Reply::Nil);
+    let mut c = queue(&master, "E", "c", 50_000, 0);
+    assert_eq!(c.read(), Resp::Nil);
 
     wait_for_replicas(&master, &[&with_module, &without_module]);
     for key in ["L", "E"] {
@@ -409,10 +363,10 @@ fn waiters_get_an_error_when_their_master_becomes_a_replica() {
     let master = Server::start();
     let mut con = master.connection();
     acquire(&mut con, "L", "a", 30_000);
-    let mut waiter = Waiter::queue(&master, "L", "b", 30_000, 0);
+    let mut waiter = queue(&master, "L", "b", 30_000, 0);
     let _: Value = redis::cmd("REPLICAOF").arg("127.0.0.1").arg(other.port).query(&mut con).expect("REPLICAOF");
-    match waiter.reply() {
-        Reply::Error(text) => assert!(text.contains("replica"), "error names the cause: {text}"),
+    match waiter.read() {
+        Resp::Error(text) => assert!(text.contains("replica"), "error names the cause: {text}"),
         other => panic!("expected an error, got {other:?}"),
     }
     assert_eq!(stat(&master, "lock_waiting_clients"), 0);
@@ -429,19 +383,12 @@ fn memory_stays_flat_over_ten_thousand_wait_timeouts() {
             .map(|c| {
                 let port = server.port;
                 std::thread::spawn(move || {
-                    let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("connect");
-                    stream.set_read_timeout(Some(IO_TIMEOUT)).expect("timeout");
+                    let mut client = RawClient::connect(port);
                     let owner = format!("w{c}");
-                    let one = format!(
-                        "*6\r\n$12\r\nLOCK.ACQUIRE\r\n$1\r\nL\r\n${}\r\n{owner}\r\n$4\r\n1000\r\n$4\r\nWAIT\r\n$1\r\n1\r\n",
-                        owner.len()
-                    );
-                    stream.write_all(one.repeat(cycles_per_client).as_bytes()).expect("pipeline");
-                    let mut reader = BufReader::new(stream);
+                    client.send_many(cycles_per_client, &["LOCK.ACQUIRE", "L", &owner, "1000", "WAIT", "1"]);
                     for _ in 0..cycles_per_client {
-                        let mut line = String::new();
-                        reader.read_line(&mut line).expect("reply");
-                        assert!(line.starts_with(':'), "each wait times out with the lease: {line:?}");
+                        let reply = client.read();
+                        assert!(matches!(reply, Resp::Int(_)), "each wait times out with the lease: {reply:?}");
                     }
                 })
             })

@@ -1,0 +1,197 @@
+//! Redis Cluster: three masters on loopback, each with the module, joined by
+//! `redis-cli --cluster create`, driven by the `redis` crate's cluster client.
+
+mod common;
+
+use std::net::TcpListener;
+use std::process::Command;
+use std::time::Duration;
+
+use common::raw::RawClient;
+use common::*;
+use redis::cluster::{ClusterClient, ClusterConnection};
+use redis::Value;
+
+/// A port for the cluster bus (the default, port + 10000, may not exist).
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port()
+}
+
+struct Cluster {
+    nodes: Vec<Server>,
+}
+
+impl Cluster {
+    fn start() -> Cluster {
+        let nodes: Vec<Server> = (0..3)
+            .map(|_| {
+                Server::with(
+                    Options::new()
+                        .config("cluster-enabled", &["yes"])
+                        .config("cluster-config-file", &["nodes.conf"])
+                        .config("cluster-port", &[&free_port().to_string()])
+                        .config("cluster-node-timeout", &["5000"]),
+                )
+            })
+            .collect();
+        let cli = std::env::var("REDIS_CLI").unwrap_or_else(|_| "redis-cli".to_string());
+        let addresses: Vec<String> = nodes.iter().map(|n| format!("127.0.0.1:{}", n.port)).collect();
+        let output = Command::new(&cli)
+            .arg("--cluster")
+            .arg("create")
+            .args(&addresses)
+            .arg("--cluster-yes")
+            .output()
+            .unwrap_or_else(|e| panic!("run `{cli} --cluster create` ({e}); set REDIS_CLI"));
+        assert!(
+            output.status.success(),
+            "cluster create failed: {}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        for node in &nodes {
+            poll_until(Duration::from_secs(20), "every node sees the cluster ok", || {
+                let info: String = redis::cmd("CLUSTER").arg("INFO").query(&mut node.connection()).expect("CLUSTER INFO");
+                info_field(&info, "cluster_state").as_deref() == Some("ok")
+                    && info_field(&info, "cluster_slots_ok").as_deref() == Some("16384")
+                    && info_field(&info, "cluster_known_nodes").as_deref() == Some("3")
+            });
+        }
+        Cluster { nodes }
+    }
+
+    fn client(&self) -> ClusterConnection {
+        let urls: Vec<String> = self.nodes.iter().map(|n| n.url()).collect();
+        ClusterClient::new(urls).expect("cluster client").get_connection().expect("cluster connection")
+    }
+
+    /// The node serving `key`'s slot.
+    fn node_for(&self, key: &str) -> &Server {
+        let mut con = self.nodes[0].connection();
+        let slot: i64 = redis::cmd("CLUSTER").arg("KEYSLOT").arg(key).query(&mut con).expect("KEYSLOT");
+        let ranges: Vec<Value> = redis::cmd("CLUSTER").arg("SLOTS").query(&mut con).expect("CLUSTER SLOTS");
+        for range in ranges {
+            let Value::Array(parts) = range else { continue };
+            let (Value::Int(lo), Value::Int(hi), Value::Array(master)) = (&parts[0], &parts[1], &parts[2]) else {
+                continue;
+            };
+            if (*lo..=*hi).contains(&slot) {
+                let Value::Int(port) = master[1] else { panic!("port in CLUSTER SLOTS") };
+                return self.nodes.iter().find(|n| i64::from(n.port) == port).expect("a node of ours");
+            }
+        }
+        panic!("no node serves slot {slot}");
+    }
+
+    /// Any node that does not serve `key`.
+    fn other_node(&self, key: &str) -> &Server {
+        let owner = self.node_for(key).port;
+        self.nodes.iter().find(|n| n.port != owner).expect("another node")
+    }
+}
+
+fn acquire<C: redis::ConnectionLike>(con: &mut C, key: &str, owner: &str) -> Option<i64> {
+    redis::cmd("LOCK.ACQUIRE").arg(key).arg(owner).arg(30_000).query(con).expect("LOCK.ACQUIRE")
+}
+
+fn release<C: redis::ConnectionLike>(con: &mut C, key: &str, owner: &str) -> Option<i64> {
+    redis::cmd("LOCK.RELEASE").arg(key).arg(owner).query(con).expect("LOCK.RELEASE")
+}
+
+#[test]
+fn locks_work_on_every_node_through_the_cluster_client_and_moved_routing() {
+    let cluster = Cluster::start();
+    let mut con = cluster.client();
+
+    // Keys across the whole slot space: every node gets some.
+    let keys: Vec<String> = (0..300).map(|i| format!("lock:{i}")).collect();
+    let mut per_node = std::collections::HashMap::new();
+    for key in &keys {
+        assert_eq!(acquire(&mut con, key, "a"), None, "{key} taken");
+        assert_eq!(acquire(&mut con, key, "a"), None, "{key} re-entered");
+        assert!(matches!(acquire(&mut con, key, "b"), Some(ttl) if ttl > 0), "{key} excludes b");
+        *per_node.entry(cluster.node_for(key).port).or_insert(0) += 1;
+        // The hash lives on the slot's own node.
+        let count: Option<String> =
+            redis::cmd("HGET").arg(key).arg("a").query(&mut cluster.node_for(key).connection()).expect("HGET");
+        assert_eq!(count.as_deref(), Some("2"), "{key} on its own node");
+    }
+    assert_eq!(per_node.len(), 3, "keys landed on all three masters: {per_node:?}");
+    for key in &keys {
+        assert_eq!(release(&mut con, key, "a"), Some(0));
+        assert_eq!(release(&mut con, key, "a"), Some(1));
+    }
+
+    // Hash-tagged keys share a slot and a node.
+    let tagged = ["{order:7}:stock", "{order:7}:payment"];
+    assert_eq!(cluster.node_for(tagged[0]).port, cluster.node_for(tagged[1]).port);
+    for key in tagged {
+        assert_eq!(acquire(&mut con, key, "a"), None);
+    }
+
+    // The key position (1/1/1) is what routes: a wrong node answers MOVED.
+    let wrong = cluster.other_node("lock:1");
+    let moved = redis::cmd("LOCK.ACQUIRE").arg("lock:1").arg("a").arg(1000).query::<Value>(&mut wrong.connection());
+    expect_err(moved, "MOVED", &cluster.node_for("lock:1").port.to_string(), "LOCK.ACQUIRE on the wrong node");
+    let moved = redis::cmd("LOCK.INFO").arg("lock:1").query::<Value>(&mut wrong.connection());
+    expect_err(moved, "MOVED", "", "LOCK.INFO on the wrong node");
+}
+
+#[test]
+fn unlock_messages_are_sharded_to_the_keys_own_node() {
+    let cluster = Cluster::start();
+    let mut con = cluster.client();
+    let key = "MoonCake";
+    let channel = format!("redisson_lock__channel:{{{key}}}");
+    let node = cluster.node_for(key);
+
+    let mut sharded = RawClient::connect(node.port);
+    sharded.send(&["SSUBSCRIBE", &channel]);
+    assert_eq!(sharded.read().array()[0].text(), "ssubscribe");
+    let mut classic = RawClient::connect(node.port);
+    classic.send(&["SUBSCRIBE", &channel]);
+    assert_eq!(classic.read().array()[0].text(), "subscribe");
+
+    for free in ["release", "force"] {
+        acquire(&mut con, key, "a");
+        if free == "release" {
+            assert_eq!(release(&mut con, key, "a"), Some(1));
+        } else {
+            let forced: i64 = redis::cmd("LOCK.FORCE").arg(key).query(&mut con).expect("LOCK.FORCE");
+            assert_eq!(forced, 1);
+        }
+        let message = sharded.read().array();
+        let texts: Vec<String> = message.iter().map(|v| v.text()).collect();
+        assert_eq!(texts, vec!["smessage".to_string(), channel.clone(), "0".to_string()], "after {free}");
+    }
+    assert!(classic.nothing_within(Duration::from_millis(200)), "no classic broadcast in cluster mode");
+
+    // lock.publish classic puts it back on the classic channel.
+    for n in &cluster.nodes {
+        let _: () = redis::cmd("CONFIG").arg("SET").arg("lock.publish").arg("classic").query(&mut n.connection()).expect("CONFIG SET");
+    }
+    acquire(&mut con, key, "a");
+    release(&mut con, key, "a");
+    let texts: Vec<String> = classic.read().array().iter().map(|v| v.text()).collect();
+    assert_eq!(texts, vec!["message".to_string(), channel, "0".to_string()]);
+}
+
+#[test]
+fn waiting_and_hand_off_work_in_the_cluster() {
+    let cluster = Cluster::start();
+    let mut con = cluster.client();
+    for key in ["lock:a", "lock:b", "lock:c", "{tag}:x"] {
+        assert_eq!(acquire(&mut con, key, "holder"), None);
+        // A waiter talks to the node that serves the key, as a cluster client would.
+        let mut waiter = RawClient::connect(cluster.node_for(key).port);
+        waiter.send(&["LOCK.ACQUIRE", key, "waiter", "30000", "WAIT", "5000"]);
+        poll_until(Duration::from_secs(5), "the waiter is queued", || {
+            let info: String = redis::cmd("INFO").arg("lock_stats").query(&mut cluster.node_for(key).connection()).expect("INFO");
+            info_field(&info, "lock_waiting_clients").as_deref() == Some("1")
+        });
+        assert_eq!(release(&mut con, key, "holder"), Some(1));
+        assert!(waiter.read().is_nil(), "{key}: the waiter is granted");
+        let owners: Vec<(String, String)> = redis::cmd("HGETALL").arg(key).query(&mut con).expect("HGETALL");
+        assert_eq!(owners, vec![("waiter".to_string(), "1".to_string())], "{key}");
+    }
+}

@@ -1,0 +1,104 @@
+//! A raw RESP2 client over TCP, for what a library client hides: a command
+//! that blocks (read its reply later), pub/sub pushes, and real disconnects.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{Shutdown, TcpStream};
+use std::time::Duration;
+
+use super::IO_TIMEOUT;
+
+/// A RESP2 value.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Resp {
+    Nil,
+    Int(i64),
+    Text(Vec<u8>),
+    Error(String),
+    Array(Vec<Resp>),
+}
+
+impl Resp {
+    pub fn is_nil(&self) -> bool {
+        matches!(self, Resp::Nil)
+    }
+
+    /// The text of a string reply (lossy); panics on anything else.
+    pub fn text(&self) -> String {
+        match self {
+            Resp::Text(bytes) => String::from_utf8_lossy(bytes).into_owned(),
+            other => panic!("expected a string reply, got {other:?}"),
+        }
+    }
+
+    pub fn array(self) -> Vec<Resp> {
+        match self {
+            Resp::Array(items) => items,
+            other => panic!("expected an array reply, got {other:?}"),
+        }
+    }
+}
+
+pub struct RawClient {
+    reader: BufReader<TcpStream>,
+}
+
+impl RawClient {
+    pub fn connect(port: u16) -> RawClient {
+        let stream = TcpStream::connect(("127.0.0.1", port)).expect("raw client connects");
+        stream.set_read_timeout(Some(IO_TIMEOUT)).expect("read timeout");
+        RawClient { reader: BufReader::new(stream) }
+    }
+
+    /// Sends one command without waiting for its reply.
+    pub fn send(&mut self, args: &[&str]) {
+        self.send_many(1, args);
+    }
+
+    /// Sends the same command `times` times in one write (a pipeline).
+    pub fn send_many(&mut self, times: usize, args: &[&str]) {
+        let mut wire = format!("*{}\r\n", args.len());
+        for arg in args {
+            wire.push_str(&format!("${}\r\n{}\r\n", arg.len(), arg));
+        }
+        self.reader.get_mut().write_all(wire.repeat(times).as_bytes()).expect("raw client sends");
+    }
+
+    /// Reads the next reply or push message.
+    pub fn read(&mut self) -> Resp {
+        let mut line = String::new();
+        self.reader.read_line(&mut line).expect("raw client reads a reply");
+        let line = line.trim_end_matches("\r\n");
+        let (kind, rest) = line.split_at(1.min(line.len()));
+        let number = || rest.parse::<i64>().unwrap_or_else(|_| panic!("bad RESP line {line:?}"));
+        match kind {
+            "+" => Resp::Text(rest.as_bytes().to_vec()),
+            "-" => Resp::Error(rest.to_string()),
+            ":" => Resp::Int(number()),
+            "_" => Resp::Nil,
+            "$" if number() < 0 => Resp::Nil,
+            "$" => {
+                let mut bytes = vec![0; number() as usize + 2];
+                self.reader.read_exact(&mut bytes).expect("bulk string body");
+                bytes.truncate(bytes.len() - 2);
+                Resp::Text(bytes)
+            }
+            "*" if number() < 0 => Resp::Nil,
+            "*" => Resp::Array((0..number()).map(|_| self.read()).collect()),
+            _ => panic!("unexpected RESP line {line:?}"),
+        }
+    }
+
+    /// True if nothing arrives within `wait`.
+    pub fn nothing_within(&mut self, wait: Duration) -> bool {
+        let stream = self.reader.get_ref();
+        stream.set_read_timeout(Some(wait)).expect("short timeout");
+        let quiet = self.reader.buffer().is_empty() && matches!(self.reader.fill_buf(), Err(_) | Ok([]));
+        self.reader.get_ref().set_read_timeout(Some(IO_TIMEOUT)).expect("restore timeout");
+        quiet
+    }
+
+    /// Closes the connection (the server sees a disconnect).
+    pub fn disconnect(self) {
+        let _ = self.reader.get_ref().shutdown(Shutdown::Both);
+    }
+}
