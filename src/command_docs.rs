@@ -5,10 +5,10 @@
 //! check the arity and lets redis-cli show argument hints. The key spec stays
 //! the one Redis derives from `first,last,step = 1,1,1`.
 //!
-//! The module ACL category `lock` needs `AddACLCategory` /
-//! `SetCommandACLCategories`, which Redis 7.0 lacks: they are used only where
-//! present, so loading never fails on 7.0. `@write`, `@read`, `@fast` come from
-//! the command flags on every version.
+//! ACL categories (`@write`/`@read`/`@fast` and the module's own `@lock`) need
+//! `SetCommandACLCategories` / `AddACLCategory`, which Redis 7.0 lacks: they
+//! are used only where present, so loading never fails on 7.0 (where module
+//! commands simply have no categories).
 
 use std::ffi::CStr;
 use std::os::raw::c_int;
@@ -134,9 +134,17 @@ pub fn add_acl_category(ctx: *mut raw::RedisModuleCtx) -> bool {
     }
 }
 
-/// Puts a command in the `lock` ACL category, where supported.
-pub fn set_acl_category(command: *mut raw::RedisModuleCommand) {
-    if let Some(set) = unsafe { raw::RedisModule_SetCommandACLCategories } {
-        unsafe { set(command, ACL_CATEGORY.as_ptr()) };
+/// Puts a command in `categories` (and in `lock` when `own_category`), where
+/// the server supports setting module command categories.
+pub fn set_acl_categories(command: *mut raw::RedisModuleCommand, categories: &CStr, own_category: bool) {
+    let Some(set) = (unsafe { raw::RedisModule_SetCommandACLCategories }) else {
+        return;
+    };
+    let mut all = categories.to_bytes().to_vec();
+    if own_category {
+        all.push(b' ');
+        all.extend_from_slice(ACL_CATEGORY.to_bytes());
     }
+    let Ok(all) = std::ffi::CString::new(all) else { return };
+    unsafe { set(command, all.as_ptr()) };
 }

@@ -8,6 +8,8 @@ pub mod info;
 pub mod release;
 pub mod renew;
 
+use std::ffi::CStr;
+
 use crate::command_docs::{self, CommandDoc};
 use crate::events;
 use crate::ffi::{command_entry, create_command, raw, Ctx};
@@ -31,37 +33,27 @@ command_entry!(release_entry => release::run);
 command_entry!(force_entry => force::run);
 command_entry!(info_entry => info::run);
 
-/// Every command: name, entry point, flags, docs.
+/// Every command: name, entry point, flags, ACL categories, docs.
 ///
 /// `deny-oom` only on acquire, so that under memory pressure locks can still be
 /// released, renewed and forced. Everything but `LOCK.INFO` is O(1): `fast`.
-const COMMANDS: [(&str, raw::RedisModuleCmdFunc, &str, &CommandDoc); 5] = [
-    (
-        acquire::NAME,
-        Some(acquire_entry),
-        "write deny-oom fast",
-        &acquire::DOC,
-    ),
-    (renew::NAME, Some(renew_entry), "write fast", &renew::DOC),
-    (
-        release::NAME,
-        Some(release_entry),
-        "write fast",
-        &release::DOC,
-    ),
-    (force::NAME, Some(force_entry), "write fast", &force::DOC),
-    (info::NAME, Some(info_entry), "readonly", &info::DOC),
+/// The ACL categories repeat what the flags say because Redis does not derive
+/// them for module commands; they are applied where the server supports it.
+const COMMANDS: [(&str, raw::RedisModuleCmdFunc, &str, &CStr, &CommandDoc); 5] = [
+    (acquire::NAME, Some(acquire_entry), "write deny-oom fast", c"write fast", &acquire::DOC),
+    (renew::NAME, Some(renew_entry), "write fast", c"write fast", &renew::DOC),
+    (release::NAME, Some(release_entry), "write fast", c"write fast", &release::DOC),
+    (force::NAME, Some(force_entry), "write fast", c"write fast", &force::DOC),
+    (info::NAME, Some(info_entry), "readonly", c"read", &info::DOC),
 ];
 
-/// Registers every command with Redis, with its docs and ACL category.
+/// Registers every command with Redis, with its docs and ACL categories.
 pub fn register(ctx: *mut raw::RedisModuleCtx) -> Result<(), String> {
-    let categories = command_docs::add_acl_category(ctx);
-    for (name, entry, flags, doc) in COMMANDS {
+    let own_category = command_docs::add_acl_category(ctx);
+    for (name, entry, flags, categories, doc) in COMMANDS {
         let command = create_command(ctx, name, entry, flags)?;
         command_docs::describe(command, doc).map_err(|e| format!("{name}: {e}"))?;
-        if categories {
-            command_docs::set_acl_category(command);
-        }
+        command_docs::set_acl_categories(command, categories, own_category);
     }
     Ok(())
 }
