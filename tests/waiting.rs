@@ -182,10 +182,18 @@ fn release_and_force_hand_the_lock_to_the_waiter_and_publish_nothing() {
 }
 
 #[test]
-fn del_unlink_hdel_and_flush_by_anyone_hand_the_lock_on() {
+fn del_unlink_hdel_rename_move_and_flush_by_anyone_hand_the_lock_on() {
     let server = Server::start();
     let mut con = server.connection();
-    let frees: [&[&str]; 5] = [&["DEL", "L"], &["UNLINK", "L"], &["HDEL", "L", "a"], &["FLUSHDB"], &["FLUSHALL"]];
+    let frees: [&[&str]; 7] = [
+        &["DEL", "L"],
+        &["UNLINK", "L"],
+        &["HDEL", "L", "a"],
+        &["RENAME", "L", "elsewhere"],
+        &["MOVE", "L", "1"],
+        &["FLUSHDB"],
+        &["FLUSHALL"],
+    ];
     for free in frees {
         acquire(&mut con, "L", "a", 30_000);
         let mut waiter = queue(&server, "L", "b", 30_000, 0);
