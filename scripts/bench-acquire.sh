@@ -1,0 +1,157 @@
+#!/usr/bin/env bash
+# Server-side cost of taking a lock: SET NX PX vs LOCK.ACQUIRE vs Redisson's
+# acquire script (tryLockInnerAsync) through EVALSHA.
+#
+# Starts a fresh server with the module on a free loopback port (no
+# persistence), drives each command with redis-benchmark (same N, key space
+# and pipeline for all three), and reads usec_per_call from INFO commandstats:
+# the time the server spent in the command, without network or client cost.
+# Each measurement is repeated (interleaved) and the median is reported.
+#
+# Scenarios:
+#   fresh keys  lock:__rand_int__ with -r 100000: mostly free locks (the share
+#               that took a free key is shown; the rest re-enter / SET NX fails)
+#   hot key     one key, the same owner re-entering it (SET NX always fails)
+#
+# Environment: REDIS_SERVER (default redis-server), LOCK_MODULE_PATH (default
+# target/release/libredis_lock.so), BENCH_N requests per run (default 100000),
+# BENCH_REPEAT runs per command (default 3).
+# Targets: LOCK.ACQUIRE <= 1.15x SET NX PX and <= 0.5x EVALSHA.
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+server=${REDIS_SERVER:-redis-server}
+module=$(realpath -m "${LOCK_MODULE_PATH:-target/release/libredis_lock.so}")
+n=${BENCH_N:-100000}
+repeat=${BENCH_REPEAT:-3}
+keyspace=100000
+bench_opts=(-P 16 -c 50 -n "$n")
+
+[[ -f $module ]] || { echo "error: no module at $module (make build)" >&2; exit 1; }
+
+tmp=$(mktemp -d)
+server_pid=
+cleanup() {
+  if [[ -n $server_pid ]]; then
+    kill "$server_pid" 2>/dev/null || true
+    wait "$server_pid" 2>/dev/null || true
+  fi
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+cli() { redis-cli -h 127.0.0.1 -p "$port" "$@"; }
+
+server_cmd=("$server" --bind 127.0.0.1 --port "$port" --save '' --appendonly no
+  --dir "$tmp" --logfile "$tmp/server.log" --loadmodule "$module")
+"${server_cmd[@]}" &
+server_pid=$!
+
+for _ in $(seq 50); do
+  cli PING >/dev/null 2>&1 && break
+  kill -0 "$server_pid" 2>/dev/null || break
+  sleep 0.1
+done
+if ! cli MODULE LIST 2>/dev/null | grep -qx lock; then
+  echo "error: the module did not load into $server:" >&2
+  cat "$tmp/server.log" >&2
+  exit 1
+fi
+
+# Redisson's RedissonLock.tryLockInnerAsync: KEYS[1] lock, ARGV[1] lease ms, ARGV[2] owner.
+script="if (redis.call('exists', KEYS[1]) == 0) then redis.call('hincrby', KEYS[1], ARGV[2], 1); redis.call('pexpire', KEYS[1], ARGV[1]); return nil; end; if (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then redis.call('hincrby', KEYS[1], ARGV[2], 1); redis.call('pexpire', KEYS[1], ARGV[1]); return nil; end; return redis.call('pttl', KEYS[1]);"
+sha=$(cli SCRIPT LOAD "$script")
+
+# label|commandstats name|command (KEY stands for the scenario's key)
+commands=(
+  "SET NX PX|set|SET KEY v NX PX 30000"
+  "LOCK.ACQUIRE|lock.acquire|LOCK.ACQUIRE KEY owner:1 30000"
+  "EVALSHA (Redisson)|evalsha|EVALSHA $sha 1 KEY 30000 owner:1"
+)
+# name|key|extra redis-benchmark options|judge the targets (1/0)
+scenarios=(
+  "fresh keys|lock:__rand_int__|-r $keyspace|1"
+  "hot key, same owner re-entering|lock:hot||0"
+)
+
+# One run: "usec_per_call requests_per_s keys_left"
+run_once() { # stat, extra options, command words...
+  local stat=$1 extra=$2; shift 2
+  cli FLUSHALL >/dev/null
+  cli CONFIG RESETSTAT >/dev/null
+  local csv rps stats usec failed
+  # shellcheck disable=SC2086 # $extra is a list of options
+  csv=$(redis-benchmark -h 127.0.0.1 -p "$port" "${bench_opts[@]}" $extra --csv "$@")
+  rps=$(tail -n 1 <<<"$csv" | cut -d, -f2 | tr -d '"')
+  stats=$(cli INFO commandstats | tr -d '\r' | grep "^cmdstat_$stat:")
+  usec=$(sed -n 's/.*usec_per_call=\([0-9.]*\).*/\1/p' <<<"$stats")
+  failed=$(sed -n 's/.*failed_calls=\([0-9]*\).*/\1/p' <<<"$stats")
+  if [[ -z $usec || ${failed:-0} -ne 0 ]]; then
+    echo "error: bad run of '$*': $stats" >&2
+    exit 1
+  fi
+  echo "$usec $rps $(cli DBSIZE)"
+}
+
+median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+
+echo "# bench-acquire: $("$server" --version)"
+echo
+server_line=$(printf '%q ' "${server_cmd[@]}")
+echo "server:    ${server_line% }"
+for scenario in "${scenarios[@]}"; do
+  IFS='|' read -r _ key extra _ <<<"$scenario"
+  for c in "${commands[@]}"; do
+    IFS='|' read -r _ _ cmd <<<"$c"
+    echo "benchmark: redis-benchmark -h 127.0.0.1 -p $port ${bench_opts[*]} ${extra:+$extra }--csv ${cmd//KEY/$key}"
+  done
+done
+echo "between runs: FLUSHALL, CONFIG RESETSTAT; after each: INFO commandstats (usec_per_call), DBSIZE"
+echo "each command $repeat times, interleaved; median reported"
+
+for scenario in "${scenarios[@]}"; do
+  IFS='|' read -r sname key extra judge <<<"$scenario"
+  declare -A usecs=() rpss=() keys=()
+  for ((r = 1; r <= repeat; r++)); do
+    for c in "${commands[@]}"; do
+      IFS='|' read -r label stat cmd <<<"$c"
+      read -r -a words <<<"${cmd//KEY/$key}"
+      out=$(run_once "$stat" "$extra" "${words[@]}")
+      read -r usec rps left <<<"$out"
+      usecs[$label]+="$usec "
+      rpss[$label]+="$rps "
+      keys[$label]+="$left "
+    done
+  done
+
+  # shellcheck disable=SC2086
+  set_usec=$(median ${usecs["SET NX PX"]})
+  echo
+  echo "## $sname ($key, N=$n)"
+  echo
+  echo "| command | usec_per_call (median) | runs | vs SET NX PX | requests/s (median) | free-lock share |"
+  echo "|---|---|---|---|---|---|"
+  for c in "${commands[@]}"; do
+    IFS='|' read -r label _ _ <<<"$c"
+    # shellcheck disable=SC2086
+    u=$(median ${usecs[$label]})
+    # shellcheck disable=SC2086
+    rps=$(median ${rpss[$label]})
+    # shellcheck disable=SC2086
+    share=$(awk -v k="$(median ${keys[$label]})" -v n="$n" 'BEGIN { printf "%.0f%%", 100 * k / n }')
+    ratio=$(awk -v a="$u" -v b="$set_usec" 'BEGIN { printf "%.2fx", a / b }')
+    echo "| $label | $u | ${usecs[$label]% } | $ratio | $rps | $share |"
+    case $label in LOCK.ACQUIRE) acquire_usec=$u ;; EVALSHA*) evalsha_usec=$u ;; esac
+  done
+  echo
+  # The targets are about taking locks (fresh keys); on the hot key SET NX
+  # fails without writing anything, so that ratio is shown but not judged.
+  awk -v a="$acquire_usec" -v s="$set_usec" -v e="$evalsha_usec" -v judge="$judge" '
+    function verdict(ok) { return judge ? (ok ? " (target met)" : " (target MISSED)") : "" }
+    BEGIN {
+      printf "LOCK.ACQUIRE / SET NX PX = %.2f, target <= 1.15%s\n", a / s, verdict(a / s <= 1.15)
+      printf "LOCK.ACQUIRE / EVALSHA   = %.2f, target <= 0.50%s\n", a / e, verdict(a / e <= 0.50)
+    }'
+  unset usecs rpss keys
+done
