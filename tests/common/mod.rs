@@ -1,0 +1,863 @@
+//! Test harness: real `redis-server` processes on free loopback ports, each in
+//! its own temporary directory, with the lock module loaded.
+//!
+//! * server binary: `$REDIS_SERVER`, else `redis-server` from `PATH`;
+//! * module: `$LOCK_MODULE_PATH`, else `<crate>/target/release/libredis_lock.so`.
+//!
+//! Every test starts its own servers, so tests run in parallel; a server is
+//! killed and its directory removed when its [`Server`] is dropped.
+
+#![allow(dead_code)]
+
+pub mod raw;
+
+use std::collections::HashMap;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use redis::{Connection, RedisError, RedisResult, Value};
+
+/// How long a server may take to answer PING, a replica to link up, etc.
+pub const STARTUP_TIMEOUT: Duration = Duration::from_secs(15);
+/// Read timeout of every connection: a hung server fails the test instead of hanging it.
+pub const IO_TIMEOUT: Duration = Duration::from_secs(10);
+
+// ---------------------------------------------------------------------------
+// Locations
+// ---------------------------------------------------------------------------
+
+/// The module to load: `$LOCK_MODULE_PATH` or the release build.
+pub fn module_path() -> PathBuf {
+    let path = match std::env::var_os("LOCK_MODULE_PATH") {
+        Some(path) => PathBuf::from(path),
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("target/release/libredis_lock.so"),
+    };
+    if !path.is_file() {
+        panic!(
+            "lock module not found at {}: run `make build` (or `cargo build --release`) first, \
+             or point LOCK_MODULE_PATH at the .so",
+            path.display()
+        );
+    }
+    path
+}
+
+/// The server binary: `$REDIS_SERVER` or `redis-server`.
+pub fn server_binary() -> String {
+    std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".to_string())
+}
+
+// ---------------------------------------------------------------------------
+// Temporary directories
+// ---------------------------------------------------------------------------
+
+/// A fresh directory under the system temp dir, removed on drop.
+pub struct TestDir {
+    path: PathBuf,
+}
+
+impl TestDir {
+    pub fn new(tag: &str) -> TestDir {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
+        let path = std::env::temp_dir().join(format!(
+            "redis-lock-test-{tag}-{}-{}-{nanos}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&path)
+            .unwrap_or_else(|e| panic!("cannot create test dir {}: {e}", path.display()));
+        TestDir { path }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for TestDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Server options
+// ---------------------------------------------------------------------------
+
+/// How to start a server. `Options::new()` = module loaded, no persistence.
+#[derive(Clone, Debug)]
+pub struct Options {
+    module: bool,
+    module_args: Vec<String>,
+    args: Vec<(String, Vec<String>)>,
+    aof: bool,
+    dir: Option<PathBuf>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            module: true,
+            module_args: Vec::new(),
+            args: Vec::new(),
+            aof: false,
+            dir: None,
+        }
+    }
+}
+
+impl Options {
+    pub fn new() -> Options {
+        Options::default()
+    }
+
+    /// A plain server (e.g. a replica without the module).
+    pub fn without_module(mut self) -> Options {
+        self.module = false;
+        self
+    }
+
+    /// Arguments after the module path on the `loadmodule` line.
+    pub fn module_args(mut self, args: &[&str]) -> Options {
+        self.module_args = args.iter().map(|s| s.to_string()).collect();
+        self
+    }
+
+    /// An extra `--name value...` config.
+    pub fn config(mut self, name: &str, values: &[&str]) -> Options {
+        self.args.push((
+            name.to_string(),
+            values.iter().map(|s| s.to_string()).collect(),
+        ));
+        self
+    }
+
+    /// `--appendonly yes --appendfsync always`.
+    pub fn aof(mut self) -> Options {
+        self.aof = true;
+        self
+    }
+
+    /// Use (and do not remove) this directory: for restarts on the same data.
+    pub fn dir(mut self, dir: &Path) -> Options {
+        self.dir = Some(dir.to_path_buf());
+        self
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Server
+// ---------------------------------------------------------------------------
+
+/// A running `redis-server`; killed (and its own temp dir removed) on drop.
+pub struct Server {
+    child: Option<Child>,
+    pub port: u16,
+    dir: PathBuf,
+    _owned_dir: Option<TestDir>,
+    options: Options,
+}
+
+fn free_port() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind a free loopback port");
+    listener
+        .local_addr()
+        .expect("local address of the port probe")
+        .port()
+}
+
+enum StartError {
+    /// Worth retrying on another port (bind failure, someone else's server).
+    Retry(String),
+    /// Startup failed for a reason a new port will not fix.
+    Fatal(String),
+}
+
+impl Server {
+    /// A server with the module loaded and default options.
+    pub fn start() -> Server {
+        Server::with(Options::new())
+    }
+
+    pub fn with(options: Options) -> Server {
+        let (owned, dir) = match &options.dir {
+            Some(dir) => (None, dir.clone()),
+            None => {
+                let owned = TestDir::new("srv");
+                let dir = owned.path().to_path_buf();
+                (Some(owned), dir)
+            }
+        };
+        let module = options.module.then(module_path);
+        let mut last_error = String::new();
+        for _attempt in 0..8 {
+            let port = free_port();
+            match Server::spawn(&options, module.as_deref(), &dir, port) {
+                Ok(child) => {
+                    return Server {
+                        child: Some(child),
+                        port,
+                        dir,
+                        _owned_dir: owned,
+                        options,
+                    };
+                }
+                Err(StartError::Retry(why)) => last_error = why,
+                Err(StartError::Fatal(why)) => panic!("{why}"),
+            }
+        }
+        panic!(
+            "could not start {} after several ports: {last_error}",
+            server_binary()
+        );
+    }
+
+    fn spawn(
+        options: &Options,
+        module: Option<&Path>,
+        dir: &Path,
+        port: u16,
+    ) -> Result<Child, StartError> {
+        let log = dir.join("redis.log");
+        let _ = std::fs::remove_file(&log);
+        let mut cmd = Command::new(server_binary());
+        cmd.arg("--port")
+            .arg(port.to_string())
+            .arg("--bind")
+            .arg("127.0.0.1")
+            .arg("--dir")
+            .arg(dir)
+            .arg("--logfile")
+            .arg(&log)
+            .arg("--daemonize")
+            .arg("no")
+            .arg("--save")
+            .arg("")
+            .arg("--repl-diskless-sync-delay")
+            .arg("0");
+        if options.aof {
+            cmd.arg("--appendonly")
+                .arg("yes")
+                .arg("--appendfsync")
+                .arg("always");
+        } else {
+            cmd.arg("--appendonly").arg("no");
+        }
+        if let Some(module) = module {
+            cmd.arg("--loadmodule")
+                .arg(module)
+                .args(&options.module_args);
+        }
+        for (name, values) in &options.args {
+            cmd.arg(format!("--{name}")).args(values);
+        }
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        let mut child = cmd.spawn().map_err(|e| {
+            StartError::Fatal(format!(
+                "cannot run `{}` ({e}); set REDIS_SERVER",
+                server_binary()
+            ))
+        })?;
+        let pid = child.id();
+
+        let deadline = Instant::now() + STARTUP_TIMEOUT;
+        loop {
+            if let Ok(Some(status)) = child.try_wait() {
+                let log_text = std::fs::read_to_string(&log).unwrap_or_default();
+                let why = format!(
+                    "{} exited at startup ({status}) on port {port}; log:\n{log_text}",
+                    server_binary()
+                );
+                return if log_text.contains("in use")
+                    || log_text.contains("Could not create server TCP")
+                {
+                    Err(StartError::Retry(why))
+                } else {
+                    Err(StartError::Fatal(why))
+                };
+            }
+            if let Ok(mut con) = connect(port, false) {
+                match redis::cmd("PING").query::<String>(&mut con) {
+                    Ok(_) => {
+                        // Make sure the server answering is ours, not a neighbour
+                        // test's that won the race for this port.
+                        let info: String = redis::cmd("INFO")
+                            .arg("server")
+                            .query(&mut con)
+                            .unwrap_or_default();
+                        if info_field(&info, "process_id") == Some(pid.to_string()) {
+                            return Ok(child);
+                        }
+                        let _ = child.kill();
+                        let _ = child.wait();
+                        return Err(StartError::Retry(format!(
+                            "port {port} answered by another server"
+                        )));
+                    }
+                    Err(_) => {} // LOADING, or not ready yet
+                }
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                let log_text = std::fs::read_to_string(&log).unwrap_or_default();
+                return Err(StartError::Fatal(format!(
+                    "{} did not answer PING within {STARTUP_TIMEOUT:?} on port {port}; log:\n{log_text}",
+                    server_binary()
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    /// A RESP2 connection with read/write timeouts.
+    pub fn connection(&self) -> Connection {
+        connect(self.port, false)
+            .unwrap_or_else(|e| panic!("connect to 127.0.0.1:{}: {e}", self.port))
+    }
+
+    /// A RESP2 connection to database `db`.
+    pub fn connection_db(&self, db: i64) -> Connection {
+        let mut con = self.connection();
+        let _: () = redis::cmd("SELECT")
+            .arg(db)
+            .query(&mut con)
+            .expect("SELECT");
+        con
+    }
+
+    /// A RESP3 connection (HELLO 3 sent by the client library).
+    pub fn resp3_connection(&self) -> Connection {
+        connect(self.port, true)
+            .unwrap_or_else(|e| panic!("RESP3 connect to 127.0.0.1:{}: {e}", self.port))
+    }
+
+    /// The server log so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("redis.log")).unwrap_or_default()
+    }
+
+    /// One `INFO <section>` field.
+    pub fn info(&self, section: &str, field: &str) -> Option<String> {
+        let text: String = redis::cmd("INFO")
+            .arg(section)
+            .query(&mut self.connection())
+            .expect("INFO");
+        info_field(&text, field)
+    }
+
+    /// The `lock_stats` INFO section as field -> value (fields keep their
+    /// `lock_` prefix, e.g. `lock_acquired`).
+    pub fn lock_stats(&self) -> HashMap<String, u64> {
+        let text: String = redis::cmd("INFO")
+            .arg("lock_stats")
+            .query(&mut self.connection())
+            .expect("INFO lock_stats");
+        text.lines()
+            .filter_map(|line| line.split_once(':'))
+            .filter_map(|(k, v)| {
+                v.trim()
+                    .parse::<u64>()
+                    .ok()
+                    .map(|v| (k.trim().to_string(), v))
+            })
+            .collect()
+    }
+
+    /// `INFO commandstats` as command name (lower case, e.g. `lock.acquire`) -> calls.
+    pub fn command_stats(&self) -> HashMap<String, u64> {
+        let text: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query(&mut self.connection())
+            .expect("INFO commandstats");
+        text.lines()
+            .filter_map(|line| line.strip_prefix("cmdstat_"))
+            .filter_map(|line| line.split_once(':'))
+            .map(|(name, rest)| {
+                let calls = rest
+                    .split(',')
+                    .find_map(|kv| kv.strip_prefix("calls="))
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(0);
+                (name.to_ascii_lowercase(), calls)
+            })
+            .collect()
+    }
+
+    /// Makes this server a replica of `master` and waits until the link is up
+    /// and the initial sync is done.
+    pub fn replicaof(&self, master: &Server) {
+        let mut con = self.connection();
+        let _: Value = redis::cmd("REPLICAOF")
+            .arg("127.0.0.1")
+            .arg(master.port)
+            .query(&mut con)
+            .expect("REPLICAOF");
+        poll_until(STARTUP_TIMEOUT, "replica link up", || {
+            let text: String = redis::cmd("INFO")
+                .arg("replication")
+                .query(&mut con)
+                .expect("INFO replication");
+            info_field(&text, "master_link_status").as_deref() == Some("up")
+                && info_field(&text, "master_sync_in_progress").as_deref() != Some("1")
+        });
+        wait_for_replicas(master, &[self]);
+    }
+
+    /// SIGKILL, keeping the directory: a crash.
+    pub fn crash(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Whether the process is still running.
+    pub fn is_alive(&mut self) -> bool {
+        match &mut self.child {
+            Some(child) => matches!(child.try_wait(), Ok(None)),
+            None => false,
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            let log = self.log();
+            let tail: Vec<&str> = log.lines().rev().take(40).collect();
+            let tail: Vec<&str> = tail.into_iter().rev().collect();
+            eprintln!(
+                "---- redis-server on port {} ({:?}) log tail ----\n{}\n----",
+                self.port,
+                self.options,
+                tail.join("\n")
+            );
+        }
+        self.crash();
+    }
+}
+
+fn connect(port: u16, resp3: bool) -> RedisResult<Connection> {
+    let url = if resp3 {
+        format!("redis://127.0.0.1:{port}/?protocol=resp3")
+    } else {
+        format!("redis://127.0.0.1:{port}/")
+    };
+    let client = redis::Client::open(url)?;
+    let con = client.get_connection_with_timeout(Duration::from_secs(2))?;
+    con.set_read_timeout(Some(IO_TIMEOUT))?;
+    con.set_write_timeout(Some(IO_TIMEOUT))?;
+    Ok(con)
+}
+
+/// `field:value` out of an INFO text.
+pub fn info_field(info: &str, field: &str) -> Option<String> {
+    info.lines().find_map(|line| {
+        let (k, v) = line.split_once(':')?;
+        (k == field).then(|| v.trim().to_string())
+    })
+}
+
+/// The replication offset a server reports (its own on a master, the
+/// processed one on a replica).
+pub fn repl_offset(server: &Server) -> i64 {
+    server
+        .info("replication", "master_repl_offset")
+        .and_then(|v| v.parse().ok())
+        .expect("master_repl_offset in INFO replication")
+}
+
+/// Waits until every replica has processed everything the master wrote so far.
+pub fn wait_for_replicas(master: &Server, replicas: &[&Server]) {
+    let target = repl_offset(master);
+    let acked: i64 = redis::cmd("WAIT")
+        .arg(replicas.len())
+        .arg(5000)
+        .query(&mut master.connection())
+        .expect("WAIT on the master");
+    assert!(
+        acked >= replicas.len() as i64,
+        "only {acked} of {} replicas acknowledged the writes",
+        replicas.len()
+    );
+    for replica in replicas {
+        poll_until(
+            STARTUP_TIMEOUT,
+            "replica caught up with the master offset",
+            || repl_offset(replica) >= target,
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Polling and time
+// ---------------------------------------------------------------------------
+
+/// Calls `check` every few ms until it is true; panics naming `what` after `timeout`.
+pub fn poll_until(timeout: Duration, what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if check() {
+            return;
+        }
+        if Instant::now() > deadline {
+            panic!("timed out after {timeout:?} waiting for: {what}");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Replies and errors
+// ---------------------------------------------------------------------------
+
+/// An error as the server sent it: `CODE detail`.
+pub fn err_text(e: &RedisError) -> String {
+    match (e.code(), e.detail()) {
+        (Some(code), Some(detail)) => format!("{code} {detail}"),
+        (Some(code), None) => code.to_string(),
+        _ => format!("<not a server error: {e}>"),
+    }
+}
+
+/// Asserts `result` is a server error starting with `prefix` and containing
+/// `needle`; returns the error text.
+pub fn expect_err<T: std::fmt::Debug>(
+    result: RedisResult<T>,
+    prefix: &str,
+    needle: &str,
+    what: &str,
+) -> String {
+    match result {
+        Ok(v) => panic!("{what}: expected an error `{prefix} ...{needle}...`, got reply {v:?}"),
+        Err(e) => {
+            let text = err_text(&e);
+            assert!(
+                text.starts_with(prefix),
+                "{what}: error should start with {prefix:?}: {text:?}"
+            );
+            assert!(
+                text.contains(needle),
+                "{what}: error should mention {needle:?}: {text:?}"
+            );
+            text
+        }
+    }
+}
+
+/// Bytes of a bulk/simple string reply.
+pub fn as_bytes(v: &Value) -> Option<Vec<u8>> {
+    match v {
+        Value::BulkString(b) => Some(b.clone()),
+        Value::SimpleString(s) => Some(s.as_bytes().to_vec()),
+        Value::Okay => Some(b"OK".to_vec()),
+        Value::VerbatimString { text, .. } => Some(text.as_bytes().to_vec()),
+        _ => None,
+    }
+}
+
+pub fn as_string(v: &Value) -> Option<String> {
+    as_bytes(v).map(|b| String::from_utf8_lossy(&b).into_owned())
+}
+
+/// The pairs of a map reply: a RESP3 map or a RESP2 flat key/value array.
+pub fn map_pairs(v: &Value) -> Vec<(Value, Value)> {
+    match v {
+        Value::Map(pairs) => pairs.clone(),
+        Value::Array(items) => {
+            assert!(
+                items.len() % 2 == 0,
+                "a flat map must have an even length: {v:?}"
+            );
+            items
+                .chunks(2)
+                .map(|c| (c[0].clone(), c[1].clone()))
+                .collect()
+        }
+        other => panic!("expected a map or flat array, got {other:?}"),
+    }
+}
+
+/// `LOCK.INFO`, decoded from either protocol.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LockInfo {
+    pub state: String,
+    /// owner -> count reply (Int normally; bulk bytes for a foreign value).
+    pub owners: Vec<(Vec<u8>, Value)>,
+    pub ttl_ms: i64,
+    pub deadline_ms: i64,
+    pub waiters: Vec<Value>,
+}
+
+impl LockInfo {
+    pub fn parse(v: &Value) -> LockInfo {
+        let pairs = map_pairs(v);
+        let fields: Vec<String> = pairs
+            .iter()
+            .map(|(k, _)| as_string(k).expect("LOCK.INFO field name"))
+            .collect();
+        assert_eq!(
+            fields,
+            ["state", "owners", "ttl_ms", "deadline_ms", "waiters"],
+            "LOCK.INFO fields: {v:?}"
+        );
+        let get = |name: &str| {
+            &pairs[fields
+                .iter()
+                .position(|f| f == name)
+                .expect("field present")]
+            .1
+        };
+        let int = |name: &str| match get(name) {
+            Value::Int(i) => *i,
+            other => panic!("LOCK.INFO {name} should be an integer: {other:?}"),
+        };
+        LockInfo {
+            state: as_string(get("state")).expect("state is a string"),
+            owners: map_pairs(get("owners"))
+                .into_iter()
+                .map(|(k, v)| (as_bytes(&k).expect("owner id is a string"), v))
+                .collect(),
+            ttl_ms: int("ttl_ms"),
+            deadline_ms: int("deadline_ms"),
+            waiters: match get("waiters") {
+                Value::Array(w) | Value::Set(w) => w.clone(),
+                other => panic!("LOCK.INFO waiters should be an array: {other:?}"),
+            },
+        }
+    }
+
+    pub fn count_of(&self, owner: &[u8]) -> Option<i64> {
+        self.owners
+            .iter()
+            .find(|(o, _)| o == owner)
+            .map(|(_, v)| match v {
+                Value::Int(i) => *i,
+                other => panic!(
+                    "count of {:?} is not an integer: {other:?}",
+                    String::from_utf8_lossy(owner)
+                ),
+            })
+    }
+}
+
+pub fn lock_info(con: &mut Connection, key: &[u8]) -> LockInfo {
+    let v: Value = redis::cmd("LOCK.INFO")
+        .arg(key)
+        .query(con)
+        .expect("LOCK.INFO");
+    LockInfo::parse(&v)
+}
+
+/// The hash of a lock as sorted (field, value) pairs.
+pub fn hgetall(con: &mut Connection, key: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let mut pairs: Vec<(Vec<u8>, Vec<u8>)> =
+        redis::cmd("HGETALL").arg(key).query(con).expect("HGETALL");
+    pairs.sort();
+    pairs
+}
+
+pub fn pttl(con: &mut Connection, key: &[u8]) -> i64 {
+    redis::cmd("PTTL").arg(key).query(con).expect("PTTL")
+}
+
+pub fn pexpiretime(con: &mut Connection, key: &[u8]) -> i64 {
+    redis::cmd("PEXPIRETIME")
+        .arg(key)
+        .query(con)
+        .expect("PEXPIRETIME")
+}
+
+pub fn exists(con: &mut Connection, key: &[u8]) -> bool {
+    redis::cmd("EXISTS")
+        .arg(key)
+        .query::<i64>(con)
+        .expect("EXISTS")
+        == 1
+}
+
+/// Server time in unix ms.
+pub fn server_now_ms(con: &mut Connection) -> i64 {
+    let (secs, micros): (i64, i64) = redis::cmd("TIME").query(con).expect("TIME");
+    secs * 1000 + micros / 1000
+}
+
+// ---------------------------------------------------------------------------
+// Lock commands, typed
+// ---------------------------------------------------------------------------
+
+/// `LOCK.ACQUIRE`: `None` = granted (nil), `Some(ttl)` = busy.
+pub fn acquire(con: &mut Connection, key: &[u8], owner: &[u8], lease_ms: i64) -> Option<i64> {
+    redis::cmd("LOCK.ACQUIRE")
+        .arg(key)
+        .arg(owner)
+        .arg(lease_ms)
+        .query(con)
+        .expect("LOCK.ACQUIRE")
+}
+
+pub fn renew(con: &mut Connection, key: &[u8], owner: &[u8], lease_ms: i64) -> i64 {
+    redis::cmd("LOCK.RENEW")
+        .arg(key)
+        .arg(owner)
+        .arg(lease_ms)
+        .query(con)
+        .expect("LOCK.RENEW")
+}
+
+/// `LOCK.RELEASE`: `None` = not held (nil), `Some(0|1)`.
+pub fn release(
+    con: &mut Connection,
+    key: &[u8],
+    owner: &[u8],
+    lease_ms: Option<i64>,
+) -> Option<i64> {
+    let mut cmd = redis::cmd("LOCK.RELEASE");
+    cmd.arg(key).arg(owner);
+    if let Some(lease) = lease_ms {
+        cmd.arg(lease);
+    }
+    cmd.query(con).expect("LOCK.RELEASE")
+}
+
+pub fn force(con: &mut Connection, key: &[u8]) -> i64 {
+    redis::cmd("LOCK.FORCE")
+        .arg(key)
+        .query(con)
+        .expect("LOCK.FORCE")
+}
+
+/// Redisson's unlock channel for `key` with the default prefix.
+pub fn unlock_channel(key: &[u8]) -> Vec<u8> {
+    channel_with_prefix(b"redisson_lock__channel", key)
+}
+
+pub fn channel_with_prefix(prefix: &[u8], key: &[u8]) -> Vec<u8> {
+    let mut c = prefix.to_vec();
+    c.extend_from_slice(b":{");
+    c.extend_from_slice(key);
+    c.push(b'}');
+    c
+}
+
+// ---------------------------------------------------------------------------
+// Pub/sub
+// ---------------------------------------------------------------------------
+
+/// A real subscriber on its own RESP2 connection.
+///
+/// Negative checks need no sleeps: [`Subscriber::drain`] publishes a marker on
+/// a private channel after the commands under test and returns whatever
+/// arrived before it (Redis delivers one client's messages in order).
+pub struct Subscriber {
+    con: Connection,
+    marker: Vec<u8>,
+    seq: u64,
+}
+
+/// One message: (channel, payload).
+pub type Message = (Vec<u8>, Vec<u8>);
+
+impl Subscriber {
+    pub fn new(server: &Server, channels: &[&[u8]]) -> Subscriber {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let marker = format!(
+            "test-marker-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        )
+        .into_bytes();
+        let mut sub = Subscriber {
+            con: server.connection(),
+            marker,
+            seq: 0,
+        };
+        let mut all: Vec<&[u8]> = channels.to_vec();
+        let marker = sub.marker.clone();
+        all.push(&marker);
+        let packed = redis::cmd("SUBSCRIBE").arg(&all).get_packed_command();
+        sub.con
+            .send_packed_command(&packed)
+            .expect("send SUBSCRIBE");
+        for _ in &all {
+            let reply = sub.con.recv_response().expect("SUBSCRIBE confirmation");
+            match &reply {
+                Value::Array(items)
+                    if items.first().and_then(as_string).as_deref() == Some("subscribe") => {}
+                other => panic!("unexpected reply to SUBSCRIBE: {other:?}"),
+            }
+        }
+        sub
+    }
+
+    /// Publishes a marker through `publisher` and returns every message that
+    /// arrived before it, in order.
+    pub fn drain(&mut self, publisher: &mut Connection) -> Vec<Message> {
+        self.seq += 1;
+        let token = format!("m{}", self.seq).into_bytes();
+        let receivers: i64 = redis::cmd("PUBLISH")
+            .arg(&self.marker)
+            .arg(&token)
+            .query(publisher)
+            .expect("PUBLISH marker");
+        assert!(receivers >= 1, "the marker PUBLISH reached no subscriber");
+        let mut out = Vec::new();
+        loop {
+            let reply = self
+                .con
+                .recv_response()
+                .expect("a pub/sub message (read timed out?)");
+            let Value::Array(items) = &reply else {
+                panic!("unexpected pub/sub frame {reply:?}")
+            };
+            let kind = items.first().and_then(as_string).unwrap_or_default();
+            let (channel, payload) = match kind.as_str() {
+                "message" if items.len() == 3 => (as_bytes(&items[1]), as_bytes(&items[2])),
+                "pmessage" if items.len() == 4 => (as_bytes(&items[2]), as_bytes(&items[3])),
+                _ => panic!("unexpected pub/sub frame {reply:?}"),
+            };
+            let (channel, payload) = (
+                channel.expect("channel bytes"),
+                payload.expect("payload bytes"),
+            );
+            if channel == self.marker {
+                if payload == token {
+                    return out;
+                }
+                continue; // an older marker
+            }
+            out.push((channel, payload));
+        }
+    }
+}
+
+/// Messages rendered for assertion messages.
+pub fn show(messages: &[Message]) -> Vec<(String, String)> {
+    messages
+        .iter()
+        .map(|(c, p)| {
+            (
+                String::from_utf8_lossy(c).into_owned(),
+                String::from_utf8_lossy(p).into_owned(),
+            )
+        })
+        .collect()
+}

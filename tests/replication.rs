@@ -1,0 +1,578 @@
+//! Lock writes replicate as plain effects (`HSET` + `PEXPIREAT <absolute>`,
+//! `DEL`): replicas with and without the module, and an AOF reloaded after a
+//! crash, end with exactly the master's hash and deadline.
+
+mod common;
+
+use std::collections::HashMap;
+
+use common::*;
+use redis::{Connection, Value};
+
+/// A master with the module, a replica with it and a replica without it.
+struct Trio {
+    master: Server,
+    with_module: Server,
+    plain: Server,
+}
+
+impl Trio {
+    fn start() -> Trio {
+        let master = Server::start();
+        let with_module = Server::start();
+        let plain = Server::with(Options::new().without_module());
+        with_module.replicaof(&master);
+        plain.replicaof(&master);
+        Trio {
+            master,
+            with_module,
+            plain,
+        }
+    }
+
+    fn sync(&self) {
+        wait_for_replicas(&self.master, &[&self.with_module, &self.plain]);
+    }
+
+    /// After a sync: both replicas hold exactly the master's hash and deadline for `key`.
+    fn assert_same(&self, key: &[u8], step: &str) {
+        self.sync();
+        let mut m = self.master.connection();
+        let hash = hgetall(&mut m, key);
+        let deadline = pexpiretime(&mut m, key);
+        let existed = exists(&mut m, key);
+        for (name, replica) in [
+            ("replica with the module", &self.with_module),
+            ("replica without the module", &self.plain),
+        ] {
+            let mut r = replica.connection();
+            assert_eq!(
+                hgetall(&mut r, key),
+                hash,
+                "{step}: {name} hash of {:?}",
+                String::from_utf8_lossy(key)
+            );
+            assert_eq!(
+                pexpiretime(&mut r, key),
+                deadline,
+                "{step}: {name} absolute deadline of {:?}",
+                String::from_utf8_lossy(key)
+            );
+            assert_eq!(
+                exists(&mut r, key),
+                existed,
+                "{step}: {name} existence of {:?}",
+                String::from_utf8_lossy(key)
+            );
+        }
+    }
+}
+
+#[test]
+fn replicas_with_and_without_module_hold_the_same_lock() {
+    let trio = Trio::start();
+    let mut m = trio.master.connection();
+
+    assert_eq!(acquire(&mut m, b"res", b"A", 60_000), None);
+    assert_eq!(
+        hgetall(&mut m, b"res"),
+        vec![(b"A".to_vec(), b"1".to_vec())]
+    );
+    trio.assert_same(b"res", "acquire");
+
+    assert_eq!(acquire(&mut m, b"res", b"A", 50_000), None);
+    assert_eq!(
+        hgetall(&mut m, b"res"),
+        vec![(b"A".to_vec(), b"2".to_vec())]
+    );
+    trio.assert_same(b"res", "re-entry");
+
+    assert_eq!(renew(&mut m, b"res", b"A", 70_000), 1);
+    trio.assert_same(b"res", "renew");
+
+    assert_eq!(release(&mut m, b"res", b"A", Some(40_000)), Some(0));
+    assert_eq!(
+        hgetall(&mut m, b"res"),
+        vec![(b"A".to_vec(), b"1".to_vec())]
+    );
+    trio.assert_same(b"res", "partial release with lease");
+
+    assert_eq!(acquire(&mut m, b"res", b"A", 45_000), None);
+    let deadline = pexpiretime(&mut m, b"res");
+    assert_eq!(release(&mut m, b"res", b"A", None), Some(0));
+    assert_eq!(pexpiretime(&mut m, b"res"), deadline);
+    trio.assert_same(b"res", "partial release keeping the lease");
+
+    assert_eq!(release(&mut m, b"res", b"A", None), Some(1));
+    assert!(!exists(&mut m, b"res"));
+    trio.assert_same(b"res", "last release");
+
+    assert_eq!(acquire(&mut m, b"other", b"B", 60_000), None);
+    assert_eq!(acquire(&mut m, b"other", b"B", 60_000), None);
+    trio.assert_same(b"other", "acquire before force");
+    assert_eq!(force(&mut m, b"other"), 1);
+    trio.assert_same(b"other", "force");
+
+    // Binary owner and key.
+    let key: &[u8] = b"bin\x00\xff";
+    let owner: &[u8] = b"\x00owner\xfe";
+    assert_eq!(acquire(&mut m, key, owner, 60_000), None);
+    assert_eq!(acquire(&mut m, key, owner, 60_000), None);
+    trio.assert_same(key, "binary acquire");
+    assert_eq!(release(&mut m, key, owner, None), Some(0));
+    trio.assert_same(key, "binary partial release");
+
+    // A deadline close to i64::MAX: the largest lease that does not overflow.
+    let far_lease = i64::MAX - server_now_ms(&mut m) - 3_600_000;
+    assert_eq!(acquire(&mut m, b"far", b"F", far_lease), None);
+    assert!(pexpiretime(&mut m, b"far") > i64::MAX - 4_000_000);
+    trio.assert_same(b"far", "deadline near i64::MAX");
+
+    // A lock left held, to compare LOCK.INFO on the replica with the module.
+    assert_eq!(acquire(&mut m, b"held", b"C", 60_000), None);
+    trio.assert_same(b"held", "held lock");
+
+    // The replication stream carried effects, never LOCK.* commands.
+    for (name, replica) in [
+        ("replica with the module", &trio.with_module),
+        ("replica without the module", &trio.plain),
+    ] {
+        let stats = replica.command_stats();
+        let lock_cmds: Vec<&String> = stats.keys().filter(|k| k.starts_with("lock.")).collect();
+        assert!(
+            lock_cmds.is_empty(),
+            "{name} executed {lock_cmds:?} from the replication stream: {stats:?}"
+        );
+        for effect in ["hset", "pexpireat", "del"] {
+            assert!(
+                stats.get(effect).copied().unwrap_or(0) > 0,
+                "{name} never ran {effect}: {stats:?}"
+            );
+        }
+        for relative in ["pexpire", "expire", "hincrby"] {
+            assert!(
+                !stats.contains_key(relative),
+                "{name} ran {relative} (not an absolute effect): {stats:?}"
+            );
+        }
+    }
+
+    // LOCK.INFO is a read: it answers on the replica with the module.
+    let mut r = trio.with_module.connection();
+    let info = lock_info(&mut r, b"held");
+    let deadline = pexpiretime(&mut m, b"held");
+    assert_eq!(info.state, "held");
+    assert_eq!(info.count_of(b"C"), Some(1));
+    assert!(
+        (info.deadline_ms - deadline).abs() <= 50,
+        "replica LOCK.INFO deadline {} vs master {deadline}",
+        info.deadline_ms
+    );
+}
+
+fn effect_counts(replica: &Server) -> HashMap<String, u64> {
+    replica
+        .command_stats()
+        .into_iter()
+        .filter(|(k, _)| ["hset", "pexpireat", "del", "multi", "exec"].contains(&k.as_str()))
+        .collect()
+}
+
+#[test]
+fn commands_that_change_nothing_replicate_nothing() {
+    let trio = Trio::start();
+    let mut m = trio.master.connection();
+    assert_eq!(acquire(&mut m, b"res", b"A", 60_000), None);
+    trio.assert_same(b"res", "setup");
+    let before_mod = effect_counts(&trio.with_module);
+    let before_plain = effect_counts(&trio.plain);
+
+    assert!(acquire(&mut m, b"res", b"B", 60_000).is_some());
+    assert_eq!(renew(&mut m, b"res", b"B", 60_000), 0);
+    assert_eq!(renew(&mut m, b"missing", b"B", 60_000), 0);
+    assert_eq!(release(&mut m, b"res", b"B", None), None);
+    assert_eq!(release(&mut m, b"missing", b"B", Some(1000)), None);
+    assert_eq!(force(&mut m, b"missing"), 0);
+    let _ = lock_info(&mut m, b"res");
+    let _ = redis::cmd("LOCK.ACQUIRE")
+        .arg("res")
+        .arg("A")
+        .arg(0)
+        .query::<Value>(&mut m); // error
+                                 // A marker write, so the sync below waits past everything above.
+    let _: () = redis::cmd("SET")
+        .arg("marker")
+        .arg(1)
+        .query(&mut m)
+        .expect("SET marker");
+    trio.assert_same(b"res", "no-ops");
+
+    assert_eq!(
+        effect_counts(&trio.with_module),
+        before_mod,
+        "no-op lock commands replicated effects"
+    );
+    assert_eq!(
+        effect_counts(&trio.plain),
+        before_plain,
+        "no-op lock commands replicated effects"
+    );
+}
+
+#[test]
+fn replica_refuses_lock_writes_with_readonly() {
+    let master = Server::start();
+    let replica = Server::start();
+    replica.replicaof(&master);
+    let mut m = master.connection();
+    assert_eq!(acquire(&mut m, b"res", b"A", 60_000), None);
+    wait_for_replicas(&master, &[&replica]);
+
+    let mut r = replica.connection();
+    let writes: [&[&str]; 5] = [
+        &["LOCK.ACQUIRE", "res", "A", "60000"],
+        &["LOCK.ACQUIRE", "new", "A", "60000"],
+        &["LOCK.RENEW", "res", "A", "60000"],
+        &["LOCK.RELEASE", "res", "A"],
+        &["LOCK.FORCE", "res"],
+    ];
+    for args in writes {
+        let r2 = redis::cmd(args[0]).arg(&args[1..]).query::<Value>(&mut r);
+        expect_err(r2, "READONLY", "", &args.join(" "));
+    }
+    assert_eq!(
+        hgetall(&mut r, b"res"),
+        vec![(b"A".to_vec(), b"1".to_vec())],
+        "the replica's copy is unchanged"
+    );
+    assert!(!exists(&mut r, b"new"));
+    assert_eq!(
+        lock_info(&mut r, b"res").count_of(b"A"),
+        Some(1),
+        "LOCK.INFO works on a replica"
+    );
+    assert_eq!(
+        hgetall(&mut m, b"res"),
+        vec![(b"A".to_vec(), b"1".to_vec())],
+        "the master is unchanged"
+    );
+}
+
+#[test]
+fn replica_attached_after_the_lock_gets_it_by_full_sync() {
+    let master = Server::start();
+    let mut m = master.connection();
+    assert_eq!(acquire(&mut m, b"res", b"A", 60_000), None);
+    assert_eq!(acquire(&mut m, b"res", b"A", 60_000), None);
+    let deadline = pexpiretime(&mut m, b"res");
+    let plain = Server::with(Options::new().without_module());
+    plain.replicaof(&master);
+    let mut r = plain.connection();
+    assert_eq!(
+        hgetall(&mut r, b"res"),
+        vec![(b"A".to_vec(), b"2".to_vec())]
+    );
+    assert_eq!(pexpiretime(&mut r, b"res"), deadline);
+    // And the stream continues after the full sync.
+    assert_eq!(release(&mut m, b"res", b"A", None), Some(0));
+    assert_eq!(release(&mut m, b"res", b"A", None), Some(1));
+    wait_for_replicas(&master, &[&plain]);
+    assert!(!exists(&mut r, b"res"));
+}
+
+// ---------------------------------------------------------------------------
+// AOF
+// ---------------------------------------------------------------------------
+
+/// Every file under `dir` except the log, searched for LOCK.* command names.
+fn lock_commands_in_files(dir: &std::path::Path) -> Vec<String> {
+    fn walk(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+        for entry in std::fs::read_dir(dir).expect("read the data dir").flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                walk(&path, out);
+            } else {
+                out.push(path);
+            }
+        }
+    }
+    let mut files = Vec::new();
+    walk(dir, &mut files);
+    let mut found = Vec::new();
+    for file in files {
+        if file.file_name().and_then(|n| n.to_str()) == Some("redis.log") {
+            continue;
+        }
+        let bytes = std::fs::read(&file)
+            .expect("read a data file")
+            .to_ascii_lowercase();
+        for name in ["lock.acquire", "lock.renew", "lock.release", "lock.force"] {
+            if bytes.windows(name.len()).any(|w| w == name.as_bytes()) {
+                found.push(format!("{name} in {}", file.display()));
+            }
+        }
+    }
+    found
+}
+
+fn aof_files_exist(dir: &std::path::Path) -> bool {
+    let aof_dir = dir.join("appendonlydir");
+    aof_dir.is_dir() || dir.join("appendonly.aof").is_file()
+}
+
+fn state(con: &mut Connection, key: &[u8]) -> (Vec<(Vec<u8>, Vec<u8>)>, i64) {
+    (hgetall(con, key), pexpiretime(con, key))
+}
+
+#[test]
+fn aof_reload_after_crash_keeps_hash_count_and_exact_deadline() {
+    let dir = TestDir::new("aof");
+    let mut first = Server::with(Options::new().aof().dir(dir.path()));
+    let mut con = first.connection();
+    assert_eq!(acquire(&mut con, b"res", b"A", 60_000), None);
+    assert_eq!(acquire(&mut con, b"res", b"A", 60_000), None); // re-entrant count 2
+    assert_eq!(acquire(&mut con, b"gone", b"B", 60_000), None);
+    assert_eq!(release(&mut con, b"gone", b"B", None), Some(1));
+    assert_eq!(acquire(&mut con, b"forced", b"C", 60_000), None);
+    assert_eq!(force(&mut con, b"forced"), 1);
+    assert_eq!(acquire(&mut con, b"kept", b"D", 90_000), None);
+    assert_eq!(acquire(&mut con, b"kept", b"D", 90_000), None);
+    assert_eq!(release(&mut con, b"kept", b"D", None), Some(0)); // count 1, lease kept
+    let res = state(&mut con, b"res");
+    let kept = state(&mut con, b"kept");
+    assert_eq!(res.0, vec![(b"A".to_vec(), b"2".to_vec())]);
+    assert!(res.1 > 0 && kept.1 > 0);
+    drop(con);
+    // appendfsync always: every write is on disk before its reply.
+    first.crash();
+    assert!(!first.is_alive());
+    assert!(
+        aof_files_exist(dir.path()),
+        "no AOF written in {}",
+        dir.path().display()
+    );
+    let found = lock_commands_in_files(dir.path());
+    assert!(
+        found.is_empty(),
+        "the AOF holds LOCK.* commands instead of effects: {found:?}"
+    );
+
+    // Restart with the module on the same directory.
+    let mut second = Server::with(Options::new().aof().dir(dir.path()));
+    let mut con = second.connection();
+    assert_eq!(
+        state(&mut con, b"res"),
+        res,
+        "lock hash and exact deadline after AOF reload"
+    );
+    assert_eq!(
+        state(&mut con, b"kept"),
+        kept,
+        "kept lease after AOF reload"
+    );
+    assert!(!exists(&mut con, b"gone"), "a released lock came back");
+    assert!(!exists(&mut con, b"forced"), "a forced lock came back");
+    assert!(
+        acquire(&mut con, b"res", b"B", 60_000).is_some(),
+        "the reloaded lock still excludes others"
+    );
+    // The re-entrant count survived: two releases needed.
+    assert_eq!(release(&mut con, b"res", b"A", None), Some(0));
+    let res_after = state(&mut con, b"res");
+    assert_eq!(res_after, (vec![(b"A".to_vec(), b"1".to_vec())], res.1));
+    drop(con);
+    second.crash();
+
+    // A server without the module loads the same AOF: it holds only plain commands.
+    let third = Server::with(Options::new().aof().without_module().dir(dir.path()));
+    let mut con = third.connection();
+    assert_eq!(
+        state(&mut con, b"res"),
+        res_after,
+        "plain server reading the AOF"
+    );
+    assert_eq!(
+        state(&mut con, b"kept"),
+        kept,
+        "plain server reading the AOF"
+    );
+    assert!(!exists(&mut con, b"gone") && !exists(&mut con, b"forced"));
+}
+
+#[test]
+fn lazily_expired_lock_taken_by_another_owner_replicates_in_order() {
+    // With active expiry off, the master notices A's lapsed lease only when B's
+    // LOCK.ACQUIRE opens the key: the expiry's DEL must reach the replicas
+    // before B's HSET, or they would lose B's lock (or keep A in it).
+    let master = Server::with(Options::new().config("enable-debug-command", &["yes"]));
+    let with_module = Server::start();
+    let plain = Server::with(Options::new().without_module());
+    with_module.replicaof(&master);
+    plain.replicaof(&master);
+    let mut m = master.connection();
+    let _: () = redis::cmd("DEBUG")
+        .arg("SET-ACTIVE-EXPIRE")
+        .arg(0)
+        .query(&mut m)
+        .expect("DEBUG SET-ACTIVE-EXPIRE 0");
+
+    assert_eq!(acquire(&mut m, b"res", b"A", 50), None);
+    let deadline = pexpiretime(&mut m, b"res");
+    poll_until(
+        std::time::Duration::from_secs(2),
+        "the server clock passes A's deadline",
+        || server_now_ms(&mut m) > deadline + 5,
+    );
+    assert_eq!(
+        acquire(&mut m, b"res", b"B", 60_000),
+        None,
+        "B takes the lapsed lock"
+    );
+    assert_eq!(
+        hgetall(&mut m, b"res"),
+        vec![(b"B".to_vec(), b"1".to_vec())]
+    );
+    let deadline = pexpiretime(&mut m, b"res");
+    wait_for_replicas(&master, &[&with_module, &plain]);
+    for (name, replica) in [
+        ("replica with the module", &with_module),
+        ("replica without the module", &plain),
+    ] {
+        let mut r = replica.connection();
+        assert_eq!(
+            hgetall(&mut r, b"res"),
+            vec![(b"B".to_vec(), b"1".to_vec())],
+            "{name}"
+        );
+        assert_eq!(pexpiretime(&mut r, b"res"), deadline, "{name}");
+    }
+}
+
+#[test]
+fn lock_writes_from_multi_and_lua_replicate() {
+    let trio = Trio::start();
+    let mut m = trio.master.connection();
+
+    let _: Vec<Value> = redis::pipe()
+        .atomic()
+        .cmd("LOCK.ACQUIRE")
+        .arg("tx")
+        .arg("A")
+        .arg(60_000)
+        .cmd("LOCK.ACQUIRE")
+        .arg("tx")
+        .arg("A")
+        .arg(50_000)
+        .cmd("LOCK.ACQUIRE")
+        .arg("tx-gone")
+        .arg("A")
+        .arg(60_000)
+        .cmd("LOCK.FORCE")
+        .arg("tx-gone")
+        .cmd("SET")
+        .arg("tx-plain")
+        .arg("1")
+        .query(&mut m)
+        .expect("MULTI/EXEC of lock commands");
+    assert_eq!(hgetall(&mut m, b"tx"), vec![(b"A".to_vec(), b"2".to_vec())]);
+    trio.assert_same(b"tx", "MULTI acquire + re-entry");
+    trio.assert_same(b"tx-gone", "MULTI acquire + force");
+
+    let script = "redis.call('LOCK.ACQUIRE', KEYS[1], 'L', '60000'); \
+                  redis.call('LOCK.ACQUIRE', KEYS[1], 'L', '40000'); \
+                  redis.call('LOCK.RELEASE', KEYS[1], 'L'); \
+                  redis.call('LOCK.RENEW', KEYS[1], 'L', '70000'); \
+                  return redis.call('HGET', KEYS[1], 'L')";
+    let count: String = redis::cmd("EVAL")
+        .arg(script)
+        .arg(1)
+        .arg("lua")
+        .query(&mut m)
+        .expect("EVAL of lock commands");
+    assert_eq!(count, "1");
+    trio.assert_same(b"lua", "Lua acquire, re-entry, release, renew");
+    let freed: i64 = redis::cmd("EVAL")
+        .arg("return redis.call('LOCK.RELEASE', KEYS[1], 'L')")
+        .arg(1)
+        .arg("lua")
+        .query(&mut m)
+        .expect("EVAL release");
+    assert_eq!(freed, 1);
+    trio.assert_same(b"lua", "Lua last release");
+}
+
+#[test]
+fn locks_in_another_database_replicate_to_that_database() {
+    let trio = Trio::start();
+    let mut m3 = trio.master.connection_db(3);
+    assert_eq!(acquire(&mut m3, b"res", b"A", 60_000), None);
+    assert_eq!(acquire(&mut m3, b"res", b"A", 60_000), None);
+    let deadline = pexpiretime(&mut m3, b"res");
+    trio.sync();
+    for (name, replica) in [
+        ("replica with the module", &trio.with_module),
+        ("replica without the module", &trio.plain),
+    ] {
+        let mut r3 = replica.connection_db(3);
+        assert_eq!(
+            hgetall(&mut r3, b"res"),
+            vec![(b"A".to_vec(), b"2".to_vec())],
+            "{name}, db 3"
+        );
+        assert_eq!(pexpiretime(&mut r3, b"res"), deadline, "{name}, db 3");
+        assert!(
+            !exists(&mut replica.connection(), b"res"),
+            "{name}: the lock leaked into db 0"
+        );
+    }
+    assert_eq!(release(&mut m3, b"res", b"A", None), Some(0));
+    assert_eq!(release(&mut m3, b"res", b"A", None), Some(1));
+    trio.sync();
+    for replica in [&trio.with_module, &trio.plain] {
+        assert!(
+            !exists(&mut replica.connection_db(3), b"res"),
+            "released in db 3 on the replica"
+        );
+    }
+}
+
+#[test]
+fn promoted_replica_continues_the_lock() {
+    // Failover: the replica with the module becomes a master and the holder
+    // carries on with the same hold count and lease.
+    let master = Server::start();
+    let replica = Server::start();
+    replica.replicaof(&master);
+    let mut m = master.connection();
+    assert_eq!(acquire(&mut m, b"res", b"A", 60_000), None);
+    assert_eq!(acquire(&mut m, b"res", b"A", 60_000), None);
+    let deadline = pexpiretime(&mut m, b"res");
+    wait_for_replicas(&master, &[&replica]);
+
+    let mut r = replica.connection();
+    let _: () = redis::cmd("REPLICAOF")
+        .arg("NO")
+        .arg("ONE")
+        .query(&mut r)
+        .expect("REPLICAOF NO ONE");
+    let mut sub = Subscriber::new(&replica, &[&unlock_channel(b"res")]);
+    assert_eq!(
+        pexpiretime(&mut r, b"res"),
+        deadline,
+        "the lease survives the promotion"
+    );
+    assert!(
+        acquire(&mut r, b"res", b"B", 60_000).is_some(),
+        "the promoted server still excludes others"
+    );
+    assert_eq!(release(&mut r, b"res", b"A", None), Some(0));
+    assert_eq!(release(&mut r, b"res", b"A", None), Some(1));
+    let messages = sub.drain(&mut r);
+    assert_eq!(
+        messages,
+        vec![(unlock_channel(b"res"), b"0".to_vec())],
+        "{:?}",
+        show(&messages)
+    );
+    assert_eq!(acquire(&mut r, b"res", b"B", 60_000), None);
+}

@@ -1,0 +1,780 @@
+//! Bad input: every malformed command answers an error naming the problem and
+//! changes nothing; thousands of random argument lists leave the server alive,
+//! its wrong-type keys untouched and its lock hashes well formed.
+
+mod common;
+
+use std::collections::HashMap;
+
+use common::*;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use redis::{Connection, ConnectionLike, Value};
+
+/// Everything observable about the keys a bad command might damage.
+#[derive(Debug, PartialEq)]
+struct Snapshot {
+    lock_dump: Option<Vec<u8>>,
+    lock_hash: Vec<(Vec<u8>, Vec<u8>)>,
+    lock_deadline: i64,
+    string_value: Option<Vec<u8>>,
+    string_deadline: i64,
+    list_value: Vec<Vec<u8>>,
+    odd_hash: Vec<(Vec<u8>, Vec<u8>)>,
+    big_hash: Vec<(Vec<u8>, Vec<u8>)>,
+    dbsize: i64,
+}
+
+fn snapshot(con: &mut Connection) -> Snapshot {
+    Snapshot {
+        lock_dump: redis::cmd("DUMP").arg("lk").query(con).expect("DUMP lk"),
+        lock_hash: hgetall(con, b"lk"),
+        lock_deadline: pexpiretime(con, b"lk"),
+        string_value: redis::cmd("GET").arg("sk").query(con).expect("GET sk"),
+        string_deadline: pexpiretime(con, b"sk"),
+        list_value: redis::cmd("LRANGE")
+            .arg("lst")
+            .arg(0)
+            .arg(-1)
+            .query(con)
+            .expect("LRANGE lst"),
+        odd_hash: hgetall(con, b"odd"),
+        big_hash: hgetall(con, b"big"),
+        dbsize: redis::cmd("DBSIZE").query(con).expect("DBSIZE"),
+    }
+}
+
+/// `lk`: held by `o` twice with a 60 s lease; `sk`: a string with a TTL;
+/// `lst`: a list; `odd`: a hash whose count is not an integer; `big`: a count
+/// at i64::MAX.
+fn setup(con: &mut Connection) {
+    assert_eq!(acquire(con, b"lk", b"o", 60_000), None);
+    assert_eq!(acquire(con, b"lk", b"o", 60_000), None);
+    let _: () = redis::cmd("SET")
+        .arg("sk")
+        .arg("v")
+        .arg("PX")
+        .arg(60_000)
+        .query(con)
+        .expect("SET sk");
+    let _: i64 = redis::cmd("RPUSH")
+        .arg("lst")
+        .arg("a")
+        .arg("b")
+        .query(con)
+        .expect("RPUSH lst");
+    let _: i64 = redis::cmd("HSET")
+        .arg("odd")
+        .arg("o")
+        .arg("abc")
+        .query(con)
+        .expect("HSET odd");
+    let _: i64 = redis::cmd("HSET")
+        .arg("big")
+        .arg("o")
+        .arg(i64::MAX)
+        .query(con)
+        .expect("HSET big");
+}
+
+const BAD_LEASES: [&str; 12] = [
+    "0",
+    "-1",
+    "abc",
+    "1.5",
+    "",
+    "9223372036854775807",
+    "+5",
+    " 5",
+    "5 ",
+    "05",
+    "1e3",
+    "9223372036854775808",
+];
+
+struct Case {
+    args: Vec<Vec<u8>>,
+    prefix: &'static str,
+    needle: &'static str,
+}
+
+fn case(args: &[&[u8]], prefix: &'static str, needle: &'static str) -> Case {
+    Case {
+        args: args.iter().map(|a| a.to_vec()).collect(),
+        prefix,
+        needle,
+    }
+}
+
+fn bad_input_table() -> Vec<Case> {
+    let mut cases = Vec::new();
+    let arity = "wrong number of arguments";
+    for lease in BAD_LEASES {
+        let lease = lease.as_bytes();
+        // `o` holds `lk`: a command that skipped validation would visibly change it.
+        cases.push(case(
+            &[b"LOCK.ACQUIRE", b"lk", b"o", lease],
+            "ERR",
+            "lease-ms",
+        ));
+        cases.push(case(
+            &[b"LOCK.ACQUIRE", b"free", b"o", lease],
+            "ERR",
+            "lease-ms",
+        ));
+        cases.push(case(
+            &[b"LOCK.RENEW", b"lk", b"o", lease],
+            "ERR",
+            "lease-ms",
+        ));
+        cases.push(case(
+            &[b"LOCK.RELEASE", b"lk", b"o", lease],
+            "ERR",
+            "lease-ms",
+        ));
+        cases.push(case(
+            &[b"LOCK.ACQUIRE", b"lk", b"o", lease, b"WAIT", b"10"],
+            "ERR",
+            "lease-ms",
+        ));
+    }
+    // Empty owner.
+    cases.push(case(&[b"LOCK.ACQUIRE", b"lk", b"", b"100"], "ERR", "owner"));
+    cases.push(case(
+        &[b"LOCK.ACQUIRE", b"free", b"", b"100"],
+        "ERR",
+        "owner",
+    ));
+    cases.push(case(&[b"LOCK.RENEW", b"lk", b"", b"100"], "ERR", "owner"));
+    cases.push(case(&[b"LOCK.RELEASE", b"lk", b""], "ERR", "owner"));
+    cases.push(case(&[b"LOCK.RELEASE", b"lk", b"", b"100"], "ERR", "owner"));
+    // Arity.
+    for args in [
+        &[&b"LOCK.ACQUIRE"[..]][..],
+        &[b"LOCK.ACQUIRE", b"lk"],
+        &[b"LOCK.ACQUIRE", b"lk", b"o"],
+        &[b"LOCK.ACQUIRE", b"lk", b"o", b"100", b"WAIT"],
+        &[b"LOCK.ACQUIRE", b"lk", b"o", b"100", b"WAIT", b"10", b"x"],
+        &[
+            b"LOCK.ACQUIRE",
+            b"lk",
+            b"o",
+            b"100",
+            b"WAIT",
+            b"10",
+            b"WAIT",
+            b"10",
+        ],
+        &[b"LOCK.RENEW"],
+        &[b"LOCK.RENEW", b"lk"],
+        &[b"LOCK.RENEW", b"lk", b"o"],
+        &[b"LOCK.RENEW", b"lk", b"o", b"100", b"x"],
+        &[b"LOCK.RENEW", b"lk", b"o", b"100", b"WAIT", b"10"],
+        &[b"LOCK.RELEASE"],
+        &[b"LOCK.RELEASE", b"lk"],
+        &[b"LOCK.RELEASE", b"lk", b"o", b"100", b"x"],
+        &[b"LOCK.RELEASE", b"lk", b"o", b"WAIT", b"10"],
+        &[b"LOCK.FORCE"],
+        &[b"LOCK.FORCE", b"lk", b"x"],
+        &[b"LOCK.FORCE", b"lk", b"lk"],
+        &[b"LOCK.INFO"],
+        &[b"LOCK.INFO", b"lk", b"x"],
+    ] {
+        cases.push(case(args, "ERR", arity));
+    }
+    // WAIT option syntax (only LOCK.ACQUIRE has options).
+    for (option, timeout) in [
+        (&b"NOWAIT"[..], &b"5"[..]),
+        (b"WAITS", b"5"),
+        (b"", b"5"),
+        (b"PX", b"100"),
+        (b"WAIT", b"-1"),
+        (b"WAIT", b"x"),
+        (b"WAIT", b"1.5"),
+        (b"WAIT", b""),
+        (b"WAIT", b"+5"),
+        (b"WAIT", b"9223372036854775808"),
+        (b"wait", b"-1"),
+    ] {
+        cases.push(case(
+            &[b"LOCK.ACQUIRE", b"lk", b"o", b"100", option, timeout],
+            "ERR",
+            "WAIT",
+        ));
+        cases.push(case(
+            &[b"LOCK.ACQUIRE", b"free", b"o", b"100", option, timeout],
+            "ERR",
+            "WAIT",
+        ));
+    }
+    // A bulk-string lease (not `LEASE` the argument): the release lease slot
+    // taking `WAIT` is a lease error.
+    cases.push(case(
+        &[b"LOCK.RELEASE", b"lk", b"o", b"WAIT"],
+        "ERR",
+        "lease-ms",
+    ));
+    // Wrong type.
+    for key in [&b"sk"[..], b"lst"] {
+        cases.push(case(&[b"LOCK.ACQUIRE", key, b"o", b"100"], "WRONGTYPE", ""));
+        cases.push(case(&[b"LOCK.RENEW", key, b"o", b"100"], "WRONGTYPE", ""));
+        cases.push(case(&[b"LOCK.RELEASE", key, b"o"], "WRONGTYPE", ""));
+        cases.push(case(&[b"LOCK.RELEASE", key, b"o", b"100"], "WRONGTYPE", ""));
+        cases.push(case(&[b"LOCK.FORCE", key], "WRONGTYPE", ""));
+        cases.push(case(&[b"LOCK.INFO", key], "WRONGTYPE", ""));
+    }
+    // Hold counts a foreign writer broke.
+    cases.push(case(
+        &[b"LOCK.ACQUIRE", b"odd", b"o", b"100"],
+        "ERR",
+        "hold count",
+    ));
+    cases.push(case(&[b"LOCK.RELEASE", b"odd", b"o"], "ERR", "hold count"));
+    cases.push(case(
+        &[b"LOCK.RELEASE", b"odd", b"o", b"100"],
+        "ERR",
+        "hold count",
+    ));
+    cases.push(case(
+        &[b"LOCK.ACQUIRE", b"big", b"o", b"100"],
+        "ERR",
+        "overflow",
+    ));
+    cases
+}
+
+fn show_args(args: &[Vec<u8>]) -> String {
+    args.iter()
+        .map(|a| format!("{:?}", String::from_utf8_lossy(a)))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[test]
+fn bad_inputs_answer_errors_and_change_nothing() {
+    let server = Server::start();
+    let mut con = server.connection();
+    setup(&mut con);
+    let before = snapshot(&mut con);
+    assert_eq!(before.lock_hash, vec![(b"o".to_vec(), b"2".to_vec())]);
+    assert!(before.lock_deadline > 0 && before.string_deadline > 0);
+
+    let table = bad_input_table();
+    assert!(table.len() > 100, "the table has {} cases", table.len());
+    let mut failures = Vec::new();
+    for Case {
+        args,
+        prefix,
+        needle,
+    } in &table
+    {
+        let mut cmd = redis::cmd(std::str::from_utf8(&args[0]).expect("command name"));
+        for a in &args[1..] {
+            cmd.arg(&a[..]);
+        }
+        let what = show_args(args);
+        match cmd.query::<Value>(&mut con) {
+            Ok(v) => failures.push(format!(
+                "{what}: expected {prefix} ...{needle}..., got {v:?}"
+            )),
+            Err(e) => {
+                let text = err_text(&e);
+                if !text.starts_with(prefix) || !text.contains(needle) {
+                    failures.push(format!(
+                        "{what}: expected {prefix} ...{needle}..., got {text:?}"
+                    ));
+                }
+            }
+        }
+        let now = snapshot(&mut con);
+        if now != before {
+            failures.push(format!(
+                "{what}: changed state\n  before {before:?}\n  after  {now:?}"
+            ));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} bad inputs misbehaved:\n{}",
+        failures.len(),
+        table.len(),
+        failures.join("\n")
+    );
+
+    // And the lock still works afterwards.
+    assert_eq!(release(&mut con, b"lk", b"o", None), Some(0));
+    assert_eq!(release(&mut con, b"lk", b"o", None), Some(1));
+    assert_eq!(acquire(&mut con, b"lk", b"p", 1000), None);
+}
+
+#[test]
+fn bad_inputs_publish_and_notify_nothing() {
+    let server = Server::start();
+    let mut con = server.connection();
+    setup(&mut con);
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("notify-keyspace-events")
+        .arg("KEA")
+        .query(&mut con)
+        .expect("CONFIG SET");
+    let mut sub = Subscriber::new(
+        &server,
+        &[
+            &unlock_channel(b"lk"),
+            &unlock_channel(b"sk"),
+            &unlock_channel(b"lst"),
+        ],
+    );
+    let mut keyspace = Subscriber::new(
+        &server,
+        &[
+            b"__keyspace@0__:lk",
+            b"__keyspace@0__:sk",
+            b"__keyspace@0__:free",
+        ],
+    );
+    let before = server.lock_stats();
+    for Case { args, .. } in bad_input_table() {
+        let mut cmd = redis::cmd(std::str::from_utf8(&args[0]).expect("command name"));
+        for a in &args[1..] {
+            cmd.arg(&a[..]);
+        }
+        assert!(
+            cmd.query::<Value>(&mut con).is_err(),
+            "{} must fail",
+            show_args(&args)
+        );
+    }
+    let messages = sub.drain(&mut con);
+    assert!(
+        messages.is_empty(),
+        "bad input published unlock messages: {:?}",
+        show(&messages)
+    );
+    let events = keyspace.drain(&mut con);
+    assert!(
+        events.is_empty(),
+        "bad input fired keyspace events: {:?}",
+        show(&events)
+    );
+    let after = server.lock_stats();
+    assert_eq!(before, after, "bad input moved INFO lock_stats counters");
+}
+
+// ---------------------------------------------------------------------------
+// Random argument lists
+// ---------------------------------------------------------------------------
+
+const COMMANDS: [&str; 6] = [
+    "LOCK.ACQUIRE",
+    "LOCK.RENEW",
+    "LOCK.RELEASE",
+    "LOCK.FORCE",
+    "LOCK.INFO",
+    "lock.acquire",
+];
+const KEYS: [&[u8]; 6] = [b"fz:a", b"fz:b", b"fz:str", b"fz:list", b"fz:\x00\xff", b""];
+
+fn random_bytes(rng: &mut StdRng) -> Vec<u8> {
+    let len = rng.gen_range(0..24);
+    (0..len).map(|_| rng.gen()).collect()
+}
+
+fn random_value(rng: &mut StdRng) -> Vec<u8> {
+    const POOL: [&str; 28] = [
+        "",
+        "0",
+        "-1",
+        "1",
+        "2",
+        "100",
+        "30000",
+        "60000",
+        "1000000000000",
+        "9223372036854775807",
+        "9223372036854775808",
+        "-9223372036854775808",
+        "18446744073709551616",
+        "+5",
+        "1.5",
+        "1e3",
+        " 5",
+        "05",
+        "abc",
+        "o",
+        "p",
+        "WAITS",
+        "NOWAIT",
+        "nil",
+        "fz:a",
+        "fz:str",
+        "\u{0}",
+        "99999999999999999999999",
+    ];
+    match rng.gen_range(0..10) {
+        0..=5 => POOL[rng.gen_range(0..POOL.len())].as_bytes().to_vec(),
+        6 => KEYS[rng.gen_range(0..KEYS.len())].to_vec(),
+        7 => random_bytes(rng),
+        8 => b"WAIT".to_vec(), // only ever kept where it cannot block, see below
+        _ => rng.gen_range(-5i64..200_000).to_string().into_bytes(),
+    }
+}
+
+/// Values a WAIT timeout parser must refuse.
+const INVALID_TIMEOUTS: [&str; 7] = [
+    "-1",
+    "x",
+    "1.5",
+    "",
+    "+5",
+    "-9223372036854775808",
+    "9223372036854775808",
+];
+
+/// Mostly `valid`, sometimes anything.
+fn mostly(rng: &mut StdRng, valid: &[&str]) -> Vec<u8> {
+    if rng.gen_bool(0.85) {
+        valid[rng.gen_range(0..valid.len())].as_bytes().to_vec()
+    } else {
+        random_value(rng)
+    }
+}
+
+fn random_command(rng: &mut StdRng) -> Vec<Vec<u8>> {
+    let name = COMMANDS[rng.gen_range(0..COMMANDS.len())];
+    let mut args = vec![name.as_bytes().to_vec()];
+    if rng.gen_bool(0.5) {
+        // Random arity, random arguments.
+        let arity = rng.gen_range(0..=7);
+        for i in 0..arity {
+            // Mostly a real key in the key slot, so the lock logic is reached.
+            if i == 0 && rng.gen_bool(0.8) {
+                args.push(KEYS[rng.gen_range(0..KEYS.len())].to_vec());
+            } else {
+                args.push(random_value(rng));
+            }
+        }
+    } else {
+        // The command's own shape, each argument mostly valid.
+        const OWNERS: [&str; 3] = ["o", "p", "q"];
+        const LEASES: [&str; 4] = ["1", "100", "30000", "60000"];
+        args.push(KEYS[rng.gen_range(0..KEYS.len())].to_vec());
+        match name.to_ascii_uppercase().as_str() {
+            "LOCK.ACQUIRE" => {
+                args.push(mostly(rng, &OWNERS));
+                args.push(mostly(rng, &LEASES));
+                if rng.gen_bool(0.2) {
+                    args.push(mostly(rng, &["WAIT"]));
+                    args.push(random_value(rng));
+                }
+            }
+            "LOCK.RENEW" => {
+                args.push(mostly(rng, &OWNERS));
+                args.push(mostly(rng, &LEASES));
+            }
+            "LOCK.RELEASE" => {
+                args.push(mostly(rng, &OWNERS));
+                if rng.gen_bool(0.5) {
+                    args.push(mostly(rng, &LEASES));
+                }
+            }
+            _ => {}
+        }
+    }
+    // `LOCK.ACQUIRE key owner lease WAIT <valid timeout>` could block on a held
+    // lock: a WAIT in the option slot always gets an invalid timeout.
+    if args.len() == 6
+        && args[0].eq_ignore_ascii_case(b"LOCK.ACQUIRE")
+        && args[4].eq_ignore_ascii_case(b"WAIT")
+    {
+        args[5] = INVALID_TIMEOUTS[rng.gen_range(0..INVALID_TIMEOUTS.len())]
+            .as_bytes()
+            .to_vec();
+    }
+    args
+}
+
+/// Whether `reply` is one `args[0]` may give.
+fn reply_is_plausible(args: &[Vec<u8>], reply: &Value) -> bool {
+    if let Value::ServerError(e) = reply {
+        return e.code() == "ERR" || e.code() == "WRONGTYPE";
+    }
+    let name = String::from_utf8_lossy(&args[0]).to_ascii_uppercase();
+    match name.as_str() {
+        "LOCK.ACQUIRE" => matches!(reply, Value::Nil) || matches!(reply, Value::Int(t) if *t >= -1),
+        "LOCK.RENEW" | "LOCK.FORCE" => matches!(reply, Value::Int(0 | 1)),
+        "LOCK.RELEASE" => matches!(reply, Value::Nil | Value::Int(0 | 1)),
+        "LOCK.INFO" => matches!(reply, Value::Array(items) if items.len() == 10),
+        _ => false,
+    }
+}
+
+#[test]
+fn random_argument_lists_never_break_the_server() {
+    let seed = std::env::var("LOCK_FUZZ_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| rand::thread_rng().gen::<u64>());
+    eprintln!("fuzz seed {seed} (set LOCK_FUZZ_SEED to replay)");
+    let mut rng = StdRng::seed_from_u64(seed);
+
+    let server = Server::start();
+    let mut con = server.connection();
+    let _: () = redis::cmd("SET")
+        .arg("fz:str")
+        .arg("keep me")
+        .query(&mut con)
+        .expect("SET fz:str");
+    let _: i64 = redis::cmd("RPUSH")
+        .arg("fz:list")
+        .arg("x")
+        .arg("y")
+        .query(&mut con)
+        .expect("RPUSH fz:list");
+
+    const TOTAL: usize = 5000;
+    const BATCH: usize = 250;
+    let mut replies_by_kind: HashMap<&'static str, usize> = HashMap::new();
+    let mut implausible = Vec::new();
+    for _ in 0..TOTAL / BATCH {
+        let commands: Vec<Vec<Vec<u8>>> = (0..BATCH).map(|_| random_command(&mut rng)).collect();
+        let mut pipe = redis::pipe();
+        for args in &commands {
+            let cmd = pipe.cmd(std::str::from_utf8(&args[0]).expect("command name"));
+            for a in &args[1..] {
+                cmd.arg(&a[..]);
+            }
+        }
+        let replies = con
+            .req_packed_commands(&pipe.get_packed_pipeline(), 0, commands.len())
+            .unwrap_or_else(|e| {
+                panic!(
+                    "pipeline failed (seed {seed}): {e}; server alive? log:\n{}",
+                    server.log()
+                )
+            });
+        assert_eq!(
+            replies.len(),
+            commands.len(),
+            "one reply per command (seed {seed})"
+        );
+        for (args, reply) in commands.iter().zip(&replies) {
+            let kind = match reply {
+                Value::ServerError(_) => "error",
+                Value::Nil => "nil",
+                Value::Int(_) => "integer",
+                Value::Array(_) => "array",
+                _ => "other",
+            };
+            *replies_by_kind.entry(kind).or_default() += 1;
+            if !reply_is_plausible(args, reply) {
+                implausible.push(format!("{} -> {reply:?}", show_args(args)));
+            }
+        }
+    }
+    eprintln!("fuzz replies by kind: {replies_by_kind:?}");
+    assert!(
+        implausible.is_empty(),
+        "implausible replies (seed {seed}):\n{}",
+        implausible.join("\n")
+    );
+    assert!(
+        replies_by_kind.get("error").copied().unwrap_or(0) > 0,
+        "the fuzz produced no errors at all"
+    );
+    assert!(
+        replies_by_kind.get("nil").copied().unwrap_or(0)
+            + replies_by_kind.get("integer").copied().unwrap_or(0)
+            > 50,
+        "the fuzz hardly reached the lock logic: {replies_by_kind:?}"
+    );
+
+    // Alive, and nothing damaged.
+    let pong: String = redis::cmd("PING")
+        .query(&mut con)
+        .expect("PING after the fuzz");
+    assert_eq!(pong, "PONG");
+    let s: Option<String> = redis::cmd("GET")
+        .arg("fz:str")
+        .query(&mut con)
+        .expect("GET fz:str");
+    assert_eq!(
+        s.as_deref(),
+        Some("keep me"),
+        "the string key was damaged (seed {seed})"
+    );
+    let l: Vec<String> = redis::cmd("LRANGE")
+        .arg("fz:list")
+        .arg(0)
+        .arg(-1)
+        .query(&mut con)
+        .expect("LRANGE");
+    assert_eq!(l, ["x", "y"], "the list key was damaged (seed {seed})");
+    for key in [&b"fz:a"[..], b"fz:b", b"fz:\x00\xff", b""] {
+        for (owner, count) in hgetall(&mut con, key) {
+            let text = String::from_utf8_lossy(&count);
+            let n: i64 = text.parse().unwrap_or_else(|_| {
+                panic!("count {text:?} of {owner:?} in {key:?} is not an integer")
+            });
+            assert!(
+                n >= 1,
+                "count {n} of {owner:?} in {key:?} should be >= 1 (seed {seed})"
+            );
+            assert!(
+                !owner.is_empty(),
+                "an empty owner got into {key:?} (seed {seed})"
+            );
+        }
+        let info = lock_info(&mut con, key);
+        assert_eq!(
+            info.state == "held",
+            exists(&mut con, key),
+            "LOCK.INFO state of {key:?}: {info:?}"
+        );
+    }
+    let stats = server.lock_stats();
+    assert!(
+        stats.contains_key("lock_acquired"),
+        "INFO lock_stats still answers: {stats:?}"
+    );
+
+    // A well-formed round still works.
+    assert_eq!(acquire(&mut con, b"after-fuzz", b"me", 30_000), None);
+    assert_eq!(acquire(&mut con, b"after-fuzz", b"me", 30_000), None);
+    assert!(acquire(&mut con, b"after-fuzz", b"you", 30_000).is_some());
+    assert_eq!(release(&mut con, b"after-fuzz", b"me", None), Some(0));
+    assert_eq!(release(&mut con, b"after-fuzz", b"me", None), Some(1));
+    assert!(!exists(&mut con, b"after-fuzz"));
+    let mut other = server.connection();
+    let pong: String = redis::cmd("PING")
+        .query(&mut other)
+        .expect("PING on a new connection");
+    assert_eq!(pong, "PONG");
+}
+
+#[test]
+fn random_argument_lists_inside_multi_and_lua() {
+    // The same garbage through MULTI/EXEC and EVAL: errors stay errors there too.
+    let mut rng = StdRng::seed_from_u64(0x10c4);
+    let server = Server::start();
+    let mut con = server.connection();
+    let _: () = redis::cmd("SET")
+        .arg("fz:str")
+        .arg("keep me")
+        .query(&mut con)
+        .expect("SET fz:str");
+    for _ in 0..20 {
+        let commands: Vec<Vec<Vec<u8>>> = (0..25).map(|_| random_command(&mut rng)).collect();
+        let mut pipe = redis::pipe();
+        pipe.atomic();
+        for args in &commands {
+            let cmd = pipe.cmd(std::str::from_utf8(&args[0]).expect("command name"));
+            for a in &args[1..] {
+                cmd.arg(&a[..]);
+            }
+        }
+        // Module arity errors are runtime errors, so EXEC runs; ignore the result shape.
+        let _ = pipe.query::<Value>(&mut con);
+        for args in commands.iter().take(5) {
+            let mut eval = redis::cmd("EVAL");
+            eval.arg("return redis.pcall(unpack(ARGV))").arg(0);
+            for a in args {
+                eval.arg(&a[..]);
+            }
+            let _ = eval.query::<Value>(&mut con);
+        }
+    }
+    let pong: String = redis::cmd("PING")
+        .query(&mut con)
+        .expect("PING after MULTI/Lua fuzz");
+    assert_eq!(pong, "PONG");
+    let s: Option<String> = redis::cmd("GET")
+        .arg("fz:str")
+        .query(&mut con)
+        .expect("GET fz:str");
+    assert_eq!(s.as_deref(), Some("keep me"));
+    assert_eq!(acquire(&mut con, b"after", b"me", 30_000), None);
+    assert_eq!(release(&mut con, b"after", b"me", None), Some(1));
+}
+
+// ---------------------------------------------------------------------------
+// Leaks
+// ---------------------------------------------------------------------------
+
+fn used_memory(server: &Server) -> i64 {
+    server
+        .info("memory", "used_memory")
+        .and_then(|v| v.parse().ok())
+        .expect("used_memory in INFO memory")
+}
+
+/// One pipeline of every reply path, errors included, on a few reused keys.
+fn one_round(con: &mut Connection, round: usize) {
+    let mut pipe = redis::pipe();
+    for i in 0..100 {
+        let key = format!("leak:{}", i % 10);
+        let owner = format!("owner-with-a-longish-id-{}:{}", round % 3, i);
+        pipe.cmd("LOCK.ACQUIRE")
+            .arg(&key)
+            .arg(&owner)
+            .arg(60_000)
+            .ignore();
+        pipe.cmd("LOCK.ACQUIRE")
+            .arg(&key)
+            .arg(&owner)
+            .arg(60_000)
+            .ignore();
+        pipe.cmd("LOCK.ACQUIRE")
+            .arg(&key)
+            .arg("someone-else")
+            .arg(60_000)
+            .ignore();
+        pipe.cmd("LOCK.RENEW")
+            .arg(&key)
+            .arg(&owner)
+            .arg(60_000)
+            .ignore();
+        pipe.cmd("LOCK.INFO").arg(&key).ignore();
+        pipe.cmd("LOCK.RELEASE")
+            .arg(&key)
+            .arg(&owner)
+            .arg(60_000)
+            .ignore();
+        pipe.cmd("LOCK.RELEASE").arg(&key).arg(&owner).ignore();
+        pipe.cmd("LOCK.RELEASE").arg(&key).arg("nobody").ignore();
+        pipe.cmd("LOCK.ACQUIRE")
+            .arg(&key)
+            .arg(&owner)
+            .arg(0)
+            .ignore();
+        pipe.cmd("LOCK.FORCE").arg(&key).ignore();
+    }
+    let replies = con
+        .req_packed_commands(&pipe.get_packed_pipeline(), 0, 1000)
+        .expect("leak-check pipeline");
+    assert_eq!(replies.len(), 1000);
+}
+
+#[test]
+fn memory_stays_flat_over_many_lock_cycles() {
+    let server = Server::start();
+    let mut con = server.connection();
+    // Warm up: allocator arenas, command stats, client buffers.
+    for round in 0..5 {
+        one_round(&mut con, round);
+    }
+    let before = used_memory(&server);
+    for round in 0..60 {
+        one_round(&mut con, round);
+    }
+    let after = used_memory(&server);
+    let dbsize: i64 = redis::cmd("DBSIZE").query(&mut con).expect("DBSIZE");
+    assert_eq!(dbsize, 0, "every lock was forced at the end of each cycle");
+    // 60k commands: a leak of even 16 bytes per command would be ~1 MB.
+    assert!(
+        after - before < 256 * 1024,
+        "used_memory grew from {before} to {after} (+{} bytes) over 60k lock commands",
+        after - before
+    );
+}
