@@ -43,6 +43,13 @@ mod module {
             ctx.log_warning(&message);
             return Status::Err;
         }
+        // Keys are signalled as modified only when a lock is really written
+        // (LockKey::apply), not whenever one is opened for writing.
+        unsafe {
+            if let Some(set_options) = raw::RedisModule_SetModuleOptions {
+                set_options(ctx.ctx, raw::REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED as c_int);
+            }
+        }
         // Replaces the crate's default INFO callback (registered just before).
         raw::register_info_function(ctx.ctx, Some(info));
         Status::Ok

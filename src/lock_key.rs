@@ -17,7 +17,8 @@
 //! Redis wraps several propagated commands of one command call in MULTI/EXEC.
 //!
 //! The key API itself propagates nothing and fires no keyspace events, which is
-//! why both are done explicitly here and in `events.rs`.
+//! why both are done explicitly here and in `events.rs`. Likewise the module
+//! signals a key as modified itself, and only when it writes (see `apply`).
 
 use std::os::raw::{c_int, c_longlong, c_void};
 use std::ptr;
@@ -179,13 +180,23 @@ impl LockKey {
     }
 
     /// Carries out `write` for `owner` on the key and replicates its effect.
+    ///
+    /// Only a real write signals the key as modified (WATCH, client-side
+    /// caching): the module opts out of Redis's implicit signal on closing a
+    /// key opened for writing, so a refused acquire or a release by a
+    /// non-holder leaves other clients' transactions alone.
     pub fn apply(&self, owner: RStr, write: Write) {
         let ctx = self.ctx;
+        if write != Write::None {
+            unsafe { api!(RedisModule_SignalModifiedKey)(ctx.0, self.name) };
+        }
         match write {
             Write::None => {}
             Write::SetCount { count, expire_at } => {
-                let value = unsafe {
-                    api!(RedisModule_CreateStringFromLongLong)(ctx.0, count as c_longlong)
+                // A first acquire (count 1) is the common case: no string to make.
+                let value = match count {
+                    1 => one(),
+                    _ => unsafe { api!(RedisModule_CreateStringFromLongLong)(ctx.0, count as c_longlong) },
                 };
                 unsafe {
                     api!(RedisModule_HashSet)(
@@ -196,7 +207,9 @@ impl LockKey {
                         ptr::null_mut::<c_void>(),
                     );
                 }
-                ctx.free_string(value);
+                if value != one() {
+                    ctx.free_string(value);
+                }
                 replicate(&ctx, c"HSET", c"ssl", |f, cmd, fmt| unsafe {
                     f(ctx.0, cmd, fmt, self.name, owner, count as c_longlong)
                 });
@@ -236,6 +249,16 @@ impl Drop for LockKey {
             unsafe { api!(RedisModule_CloseKey)(self.key) };
         }
     }
+}
+
+thread_local! {
+    // Redis copies hash values on HashSet, so one string serves every call.
+    static ONE: RStr = unsafe { api!(RedisModule_CreateStringFromLongLong)(ptr::null_mut(), 1) };
+}
+
+/// The shared hold count "1" (created on first use, kept for the module's life).
+fn one() -> RStr {
+    ONE.with(|one| *one)
 }
 
 type ReplicateFn = unsafe extern "C" fn(
