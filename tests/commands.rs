@@ -6,6 +6,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
+use common::redisson::ACQUIRE_HINCRBY;
 use common::*;
 use redis::Value;
 
@@ -1446,15 +1447,11 @@ fn watch_is_not_aborted_by_commands_that_change_nothing() {
         .expect("SET str");
 
     // Control: Redisson's own acquire script, contended, leaves a WATCHer alone.
-    let redisson_acquire = "if (redis.call('exists', KEYS[1]) == 0) then redis.call('hincrby', KEYS[1], ARGV[2], 1); \
-        redis.call('pexpire', KEYS[1], ARGV[1]); return nil; end; if (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then \
-        redis.call('hincrby', KEYS[1], ARGV[2], 1); redis.call('pexpire', KEYS[1], ARGV[1]); return nil; end; \
-        return redis.call('pttl', KEYS[1]);";
     assert!(
         watch_survives(
             &server,
             "res",
-            &["EVAL", redisson_acquire, "1", "res", "30000", "B"]
+            &["EVAL", ACQUIRE_HINCRBY, "1", "res", "30000", "B"]
         ),
         "control: a contended Redisson acquire script does not abort a WATCHer"
     );

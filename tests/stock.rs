@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
+use common::redisson::{ACQUIRE_HINCRBY, UNLOCK};
 use common::*;
 use rand::Rng;
 use redis::{Connection, Value};
@@ -48,39 +49,9 @@ struct Tally {
 #[derive(Clone, Copy)]
 enum Side {
     Command,
-    /// Redisson's own scripts (the same ones as in interop.rs).
+    /// Redisson's own scripts (tests/common/redisson.rs).
     Script,
 }
-
-const ACQUIRE_SCRIPT: &str = concat!(
-    "if (redis.call('exists', KEYS[1]) == 0) then ",
-    "redis.call('hincrby', KEYS[1], ARGV[2], 1); ",
-    "redis.call('pexpire', KEYS[1], ARGV[1]); ",
-    "return nil; ",
-    "end; ",
-    "if (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then ",
-    "redis.call('hincrby', KEYS[1], ARGV[2], 1); ",
-    "redis.call('pexpire', KEYS[1], ARGV[1]); ",
-    "return nil; ",
-    "end; ",
-    "return redis.call('pttl', KEYS[1]);"
-);
-
-const UNLOCK_SCRIPT: &str = concat!(
-    "if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then ",
-    "return nil;",
-    "end; ",
-    "local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1); ",
-    "if (counter > 0) then ",
-    "redis.call('pexpire', KEYS[1], ARGV[2]); ",
-    "return 0; ",
-    "else ",
-    "redis.call('del', KEYS[1]); ",
-    "redis.call('publish', KEYS[2], ARGV[1]); ",
-    "return 1; ",
-    "end; ",
-    "return nil;"
-);
 
 fn try_lock(con: &mut Connection, side: Side, owner: &str) -> bool {
     let reply: Value = match side {
@@ -90,7 +61,7 @@ fn try_lock(con: &mut Connection, side: Side, owner: &str) -> bool {
             .arg(30_000)
             .query(con),
         Side::Script => redis::cmd("EVAL")
-            .arg(ACQUIRE_SCRIPT)
+            .arg(ACQUIRE_HINCRBY)
             .arg(1)
             .arg(PRODUCT)
             .arg(30_000)
@@ -118,7 +89,7 @@ fn unlock(con: &mut Connection, side: Side, owner: &str) {
             .arg(owner)
             .query(con),
         Side::Script => redis::cmd("EVAL")
-            .arg(UNLOCK_SCRIPT)
+            .arg(UNLOCK)
             .arg(2)
             .arg(PRODUCT)
             .arg(unlock_channel(PRODUCT.as_bytes()))

@@ -10,6 +10,7 @@
 #![allow(dead_code)]
 
 pub mod raw;
+pub mod redisson;
 
 use std::collections::HashMap;
 use std::net::TcpListener;
