@@ -15,7 +15,7 @@ MATRIX := \
   valkey-9.1.2=$(SERVERS)/valkey-9.1.2/valkey-server
 
 .DEFAULT_GOAL := help
-.PHONY: help deps build run test servers test-matrix bench-acquire clean
+.PHONY: help deps build run test servers test-matrix bench bench-acquire clean
 
 # List the targets (the default: does nothing else).
 help:
@@ -25,6 +25,8 @@ help:
 	@echo "make test           cargo test --release: unit + integration tests"
 	@echo "make servers        fetch Redis 8.2.3 and Valkey 9.1.2 into .cache/servers/"
 	@echo "make test-matrix    integration tests on Redis 7.0.15, Redis 8.2.3 and Valkey 9.1.2"
+	@echo "make bench          contention: this module vs Redisson's protocol, redis-py Lock, python-redis-lock"
+	@echo "                     (writes docs/benchmarks.md and docs/benchmarks.png)"
 	@echo "make bench-acquire  server-side cost: SET NX PX vs LOCK.ACQUIRE vs Redisson's EVALSHA"
 	@echo "make clean          remove target/ and .cache/servers/"
 
@@ -62,6 +64,11 @@ test-matrix: build servers
 	echo "=== test-matrix passed on every server"
 
 # Server-side cost of an acquire, from INFO commandstats.
+# Contention benchmark (a Python venv with the peer libraries is made under
+# .cache/bench-venv): sections/s, waits, fairness for 1, 8 and 32 clients.
+bench: build
+	bash bench/run.sh
+
 bench-acquire: build
 	bash scripts/bench-acquire.sh
 
