@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Where LOCK.ACQUIRE's server-side cost goes, in instructions (deterministic,
+# unlike wall-clock usec_per_call on a shared machine).
+#
+# Runs redis-server under callgrind collecting only inside Redis's call(),
+# sends N commands on fresh keys (every call takes a free lock / sets a new
+# key), and prints instructions per call for SET NX PX and LOCK.ACQUIRE, plus
+# the share of LOCK.ACQUIRE spent in RedisModule_Replicate (propagating the
+# HSET + PEXPIREAT effects to replicas and the AOF).
+#
+# Environment: REDIS_SERVER (default redis-server), LOCK_MODULE_PATH, N (20000).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+server=${REDIS_SERVER:-redis-server}
+module=$(realpath -m "${LOCK_MODULE_PATH:-target/release/libredis_lock.so}")
+n=${N:-20000}
+command -v valgrind >/dev/null || { echo "needs valgrind (apt-get install valgrind)" >&2; exit 1; }
+[[ -f $module ]] || { echo "error: no module at $module (make build)" >&2; exit 1; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+# profile <label> <command...>: prints "<instructions per call> <RM_Replicate instructions per call>"
+profile() {
+  local label=$1; shift
+  local port; port=$(free_port)
+  valgrind --tool=callgrind --toggle-collect=call --callgrind-out-file="$tmp/$label.out" \
+    "$server" --bind 127.0.0.1 --port "$port" --save '' --appendonly no --dir "$tmp" \
+    --loadmodule "$module" >"$tmp/$label.log" 2>&1 &
+  local pid=$!
+  for _ in $(seq 150); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.2; done
+  redis-benchmark -h 127.0.0.1 -p "$port" -P 16 -c 1 -n "$n" -r 100000000 -q "$@" >/dev/null
+  redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true
+  wait "$pid" || true
+  local total replicate
+  total=$(callgrind_annotate --inclusive=yes "$tmp/$label.out" | awk '/PROGRAM TOTALS/ && !done {gsub(",","",$1); print $1; done=1}')
+  replicate=$(callgrind_annotate --inclusive=yes "$tmp/$label.out" | awk '/:RM_Replicate / && !done {gsub(",","",$1); print $1; done=1}')
+  echo "$((total / n)) $(( ${replicate:-0} / n ))"
+}
+
+echo "# callgrind-acquire: $("$server" --version)"
+echo "each: redis-benchmark -P 16 -c 1 -n $n -r 100000000 (fresh keys), instructions inside call()"
+read -r set_total _ < <(profile set SET 'lock:__rand_int__' v NX PX 30000)
+read -r acq_total acq_repl < <(profile acquire LOCK.ACQUIRE 'lock:__rand_int__' owner:1 30000)
+echo
+echo "| command | instructions per call | vs SET NX PX |"
+echo "|---|---|---|"
+echo "| SET NX PX | $set_total | 1.00x |"
+echo "| LOCK.ACQUIRE | $acq_total | $(awk -v a="$acq_total" -v b="$set_total" 'BEGIN {printf "%.2fx", a/b}') |"
+echo "| LOCK.ACQUIRE without its RM_Replicate calls | $((acq_total - acq_repl)) | $(awk -v a="$((acq_total - acq_repl))" -v b="$set_total" 'BEGIN {printf "%.2fx", a/b}') |"
+echo
+echo "RM_Replicate (2 calls: HSET, PEXPIREAT): $acq_repl instructions per LOCK.ACQUIRE ($(awk -v a="$acq_repl" -v b="$acq_total" 'BEGIN {printf "%.0f%%", 100*a/b}'))"
