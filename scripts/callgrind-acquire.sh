@@ -5,8 +5,9 @@
 # Runs redis-server under callgrind collecting only inside Redis's call(),
 # sends N commands on fresh keys (every call takes a free lock / sets a new
 # key), and prints instructions per call for SET NX PX and LOCK.ACQUIRE, plus
-# the share of LOCK.ACQUIRE spent in RedisModule_Replicate (propagating the
-# HSET + PEXPIREAT effects to replicas and the AOF).
+# the share of LOCK.ACQUIRE spent in RedisModule_Replicate (RM_Replicate;
+# VM_Replicate in Valkey), which propagates the
+# HSET + PEXPIREAT effects to replicas and the AOF.
 #
 # Environment: REDIS_SERVER (default redis-server), LOCK_MODULE_PATH, N (20000).
 set -euo pipefail
@@ -35,7 +36,7 @@ profile() {
   wait "$pid" || true
   local total replicate
   total=$(callgrind_annotate --inclusive=yes "$tmp/$label.out" | awk '/PROGRAM TOTALS/ && !done {gsub(",","",$1); print $1; done=1}')
-  replicate=$(callgrind_annotate --inclusive=yes "$tmp/$label.out" | awk '/:RM_Replicate / && !done {gsub(",","",$1); print $1; done=1}')
+  replicate=$(callgrind_annotate --inclusive=yes "$tmp/$label.out" | awk '/:(RM|VM)_Replicate / && !done {gsub(",","",$1); print $1; done=1}')
   echo "$((total / n)) $(( ${replicate:-0} / n ))"
 }
 
