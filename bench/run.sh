@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Runs the lock contention benchmark in its own virtualenv (.cache/bench-venv),
+# creating it and installing bench/requirements.txt when needed. Arguments go
+# to bench/lock_bench.py, e.g.:
+#   bench/run.sh --contenders redisson,redis-py --clients 8 --seconds 3
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+venv=.cache/bench-venv
+req=bench/requirements.txt
+stamp=$venv/.requirements.txt
+
+if [ ! -x "$venv/bin/python" ]; then
+    python3 -m venv "$venv"
+fi
+if ! cmp -s "$req" "$stamp"; then
+    "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$req"
+    cp "$req" "$stamp"
+fi
+
+# The module under test: build it when it is missing, the default path is used
+# and the module contender is selected (it is by default).
+contenders=module custom_module=
+prev=
+for arg in "$@"; do
+    case "$arg" in
+        --contenders=*) contenders=${arg#*=} ;;
+        --module|--module=*) custom_module=1 ;;
+    esac
+    [ "$prev" = --contenders ] && contenders=$arg
+    prev=$arg
+done
+case ",$contenders," in
+    *,module,*)
+        if [ -z "$custom_module" ] && [ ! -f target/release/libredis_lock.so ]; then
+            cargo build --release
+        fi ;;
+esac
+
+exec "$venv/bin/python" bench/lock_bench.py "$@"
