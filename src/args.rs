@@ -60,6 +60,15 @@ pub fn wait_timeout_ms(raw: &[u8]) -> Result<i64, String> {
     }
 }
 
+/// Checks that a `WAIT` of `timeout_ms` (0 = forever) ends at a representable
+/// unix-ms time: Redis adds it to the current time, as for `BLPOP`.
+pub fn wait_fits(now_ms: i64, timeout_ms: i64) -> Result<(), String> {
+    match now_ms.checked_add(timeout_ms) {
+        Some(_) => Ok(()),
+        None => Err("ERR WAIT timeout-ms is out of range".to_string()),
+    }
+}
+
 /// The standard arity error, worded as Redis words it.
 pub fn arity_error(command: &str) -> String {
     format!("ERR wrong number of arguments for '{command}' command")
@@ -129,6 +138,14 @@ mod tests {
                 .unwrap_err()
                 .contains("WAIT timeout-ms"));
         }
+    }
+
+    #[test]
+    fn wait_timeouts_must_end_at_a_representable_time() {
+        assert_eq!(wait_fits(1_700_000_000_000, 0), Ok(()));
+        assert_eq!(wait_fits(1_700_000_000_000, 86_400_000), Ok(()));
+        let err = wait_fits(1_700_000_000_000, i64::MAX).unwrap_err();
+        assert!(err.contains("WAIT timeout-ms"), "{err}");
     }
 
     #[test]

@@ -223,8 +223,16 @@ enum TimerJob {
 
 fn start_timer(ctx: &Ctx, delay_ms: i64, job: TimerJob) {
     let data = Box::into_raw(Box::new(job)) as *mut c_void;
-    unsafe { api!(RedisModule_CreateTimer)(ctx.0, delay_ms.max(0), Some(on_timer), data) };
+    let delay_ms = delay_ms.clamp(0, MAX_TIMER_DELAY_MS);
+    unsafe { api!(RedisModule_CreateTimer)(ctx.0, delay_ms, Some(on_timer), data) };
 }
+
+/// The longest a timer is set for. A lease may end centuries from now, and
+/// Redis computes a timer's due time as `now_us + period_ms * 1000`, which
+/// overflows (undefined behaviour, a due time anywhere) for periods past
+/// ~292 000 years. A timer that fires before the deadline finds the lock held
+/// and sets the next one, so long leases just take a few hops.
+const MAX_TIMER_DELAY_MS: i64 = 3_600_000;
 
 /// Makes sure a timer runs just after `deadline`, when the lock of `key` expires.
 fn arm_expiry_timer(ctx: &Ctx, db: i32, key: &[u8], deadline: i64) {

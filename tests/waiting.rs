@@ -470,3 +470,37 @@ fn stock_scenario_with_wait_and_no_retry_loop() {
     assert!(*lowest.lock().unwrap() >= 0, "stock never went negative");
     assert_eq!(max_inside.load(Ordering::SeqCst), 1, "one buyer at a time");
 }
+
+/// Server CPU seconds (user + system) so far.
+fn server_cpu_seconds(server: &Server) -> f64 {
+    ["used_cpu_user", "used_cpu_sys"]
+        .iter()
+        .map(|f| server.info("cpu", f).and_then(|v| v.parse::<f64>().ok()).expect("INFO cpu"))
+        .sum()
+}
+
+/// A WAIT whose end overflows is refused (as BLPOP refuses one). A lease far
+/// beyond what a Redis timer can hold must still leave the server idle while
+/// someone waits for it: the module's expiry timer is capped and re-armed
+/// rather than handed an overflowing period (a timer due at a wrapped-around
+/// time could fire at once and re-arm forever).
+#[test]
+fn huge_timeouts_are_refused_and_huge_leases_do_not_spin_the_server() {
+    let server = Server::start();
+    let mut con = server.connection();
+    // A lease ending in about 285 000 years: valid, and far past what a timer can hold.
+    assert_eq!(acquire(&mut con, "L", "a", 9_000_000_000_000_000_000), None);
+
+    let refused = redis::cmd("LOCK.ACQUIRE").arg("L").arg("b").arg(1000).arg("WAIT").arg(i64::MAX)
+        .query::<Value>(&mut con);
+    expect_err(refused, "ERR", "WAIT timeout-ms", "a WAIT ending past the end of time");
+    assert_eq!(stat(&server, "lock_waits_started"), 0, "the refused WAIT queued nothing");
+
+    let cpu_before = server_cpu_seconds(&server);
+    let mut waiter = RawClient::connect(server.port);
+    waiter.send(&["LOCK.ACQUIRE", "L", "b", "1000", "WAIT", "400"]);
+    let Resp::Int(ttl) = waiter.read() else { panic!("the wait times out with the lease") };
+    assert!(ttl > 8_000_000_000_000_000_000, "remaining lease {ttl}");
+    let cpu = server_cpu_seconds(&server) - cpu_before;
+    assert!(cpu < 0.15, "the server burned {cpu:.3} s of CPU during a 400 ms wait");
+}

@@ -82,7 +82,11 @@ impl Acquire {
 
 pub fn run(ctx: &Ctx, argv: &[RStr]) -> CommandResult {
     let cmd = Acquire::parse(argv)?;
-    let expire_at = args::deadline(ctx.now_ms(), cmd.lease_ms, config::max_lease_ms())?;
+    let now = ctx.now_ms();
+    let expire_at = args::deadline(now, cmd.lease_ms, config::max_lease_ms())?;
+    if let Some(timeout_ms) = cmd.wait_ms {
+        args::wait_fits(now, timeout_ms)?;
+    }
     let key = LockKey::open_write(ctx, cmd.key)?;
     let mut view = key.view(cmd.owner)?;
     if !view.exists && handoff::settle(ctx, &key) {
