@@ -26,18 +26,15 @@ pub const DEFAULT_CHANNEL_PREFIX: &str = "redisson_lock__channel";
 pub struct ChannelPrefix(Mutex<Vec<u8>>);
 
 impl ChannelPrefix {
-    /// The current prefix (a copy: it is read only when an unlock is published).
-    pub fn get(&self) -> Vec<u8> {
-        self.0
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .clone()
+    /// Runs `read` on the current prefix.
+    pub fn with<T>(&self, read: impl FnOnce(&[u8]) -> T) -> T {
+        read(&self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner()))
     }
 }
 
 impl ConfigurationValue<RedisString> for ChannelPrefix {
     fn get(&self, _ctx: &ConfigurationContext) -> RedisString {
-        RedisString::create_from_slice(std::ptr::null_mut(), &ChannelPrefix::get(self))
+        self.with(|prefix| RedisString::create_from_slice(std::ptr::null_mut(), prefix))
     }
 
     fn set(&self, _ctx: &ConfigurationContext, value: RedisString) -> Result<(), RedisError> {

@@ -78,8 +78,8 @@ impl LockKey {
         self.key_type() == KEYTYPE_HASH
     }
 
-    /// The raw value of `owner`'s field, if there is one.
-    pub fn field(&self, owner: RStr) -> Option<Vec<u8>> {
+    /// Reads `owner`'s field, if there is one, through `read` (no copy).
+    fn with_field<T>(&self, owner: RStr, read: impl FnOnce(&[u8]) -> T) -> Option<T> {
         if !self.exists() {
             return None;
         }
@@ -96,9 +96,9 @@ impl LockKey {
         if status != raw::REDISMODULE_OK as c_int || value.is_null() {
             return None;
         }
-        let raw_value = bytes(value).to_vec();
+        let result = read(bytes(value));
         self.ctx.free_string(value);
-        Some(raw_value)
+        Some(result)
     }
 
     /// Whether the lock is held, without looking at any owner (for `force`).
@@ -115,12 +115,10 @@ impl LockKey {
         if !self.exists() {
             return Ok(LockView::FREE);
         }
-        let hold_count = match self.field(owner) {
-            None => None,
-            Some(raw_count) => {
-                Some(parse_hold_count(&raw_count).map_err(|e| e.message().to_string())?)
-            }
-        };
+        let hold_count = self
+            .with_field(owner, parse_hold_count)
+            .transpose()
+            .map_err(|e| e.message().to_string())?;
         Ok(LockView::held(hold_count))
     }
 
