@@ -195,3 +195,33 @@ fn info_lock_counts_what_happened() {
         assert_eq!(stats.get(name), Some(&value), "{name} in {stats:?}");
     }
 }
+
+/// The other two ways to configure the module: a `lock.*` line after the
+/// loadmodule line in redis.conf (the command line appends to it), and
+/// `MODULE LOADEX ... CONFIG` into a running server.
+#[test]
+fn configs_from_the_config_file_and_module_loadex() {
+    let server = Server::with(Options::new().config("lock.channel-prefix", &["fromconf"]).config("lock.notify", &["no"]));
+    let mut con = server.connection();
+    assert_eq!(config_get(&mut con, "lock.channel-prefix"), "fromconf");
+    assert_eq!(config_get(&mut con, "lock.notify"), "no");
+
+    let bare = Server::with(Options::new().without_module().config("enable-module-command", &["yes"]));
+    let mut con = bare.connection();
+    let module = module_path();
+    let _: () = redis::cmd("MODULE")
+        .arg("LOADEX").arg(module.to_str().expect("utf-8 path"))
+        .arg("CONFIG").arg("lock.channel-prefix").arg("loadex")
+        .arg("CONFIG").arg("lock.publish").arg("classic")
+        .query(&mut con)
+        .expect("MODULE LOADEX");
+    assert_eq!(config_get(&mut con, "lock.channel-prefix"), "loadex");
+    assert_eq!(config_get(&mut con, "lock.publish"), "classic");
+    let mut sub = RawClient::connect(bare.port);
+    sub.send(&["SUBSCRIBE", "loadex:{k}"]);
+    assert_eq!(sub.read().array()[0].text(), "subscribe");
+    let _: Option<i64> = redis::cmd("LOCK.ACQUIRE").arg("k").arg("o").arg(5000).query(&mut con).expect("acquire");
+    let _: Option<i64> = redis::cmd("LOCK.RELEASE").arg("k").arg("o").query(&mut con).expect("release");
+    let texts: Vec<String> = sub.read().array().iter().map(|v| v.text()).collect();
+    assert_eq!(texts, ["message", "loadex:{k}", "0"]);
+}
