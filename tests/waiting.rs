@@ -504,3 +504,35 @@ fn huge_timeouts_are_refused_and_huge_leases_do_not_spin_the_server() {
     let cpu = server_cpu_seconds(&server) - cpu_before;
     assert!(cpu < 0.15, "the server burned {cpu:.3} s of CPU during a 400 ms wait");
 }
+
+/// Eviction frees a lock like a DEL. With `volatile-ttl` the lock is the only
+/// evictable key, so filling memory must evict exactly it; the waiter's grant
+/// (nothing else can end a 10-minute lease) proves the hand-off. (The new
+/// holder's hash may be evicted in turn by the next command over the limit,
+/// which is why the test does not inspect it afterwards.)
+#[test]
+fn an_evicted_lock_is_handed_on() {
+    let server = Server::with(Options::new().config("maxmemory-policy", &["volatile-ttl"]));
+    let mut con = server.connection();
+    let used: i64 = server.info("memory", "used_memory").and_then(|v| v.parse().ok()).expect("used_memory");
+    let _: () = redis::cmd("CONFIG").arg("SET").arg("maxmemory").arg(used + 4 * 1024 * 1024)
+        .query(&mut con).expect("CONFIG SET maxmemory");
+    acquire(&mut con, "L", "a", 600_000);
+    let mut waiter = queue(&server, "L", "b", 600_000, 0);
+
+    let filler = vec![b'x'; 64 * 1024];
+    let mut filled = false;
+    for i in 0..500 {
+        let set: redis::RedisResult<()> = redis::cmd("SET").arg(format!("filler:{i}")).arg(&filler[..]).query(&mut con);
+        if let Err(e) = set {
+            assert!(err_text(&e).starts_with("OOM"), "only OOM is expected: {e}");
+            filled = true;
+            break;
+        }
+    }
+    assert!(filled, "memory never reached maxmemory");
+    assert_eq!(waiter.read(), Resp::Nil, "the waiter is granted the evicted lock");
+    let evicted: i64 = server.info("stats", "evicted_keys").and_then(|v| v.parse().ok()).expect("evicted_keys");
+    assert!(evicted >= 1, "the lock was evicted");
+    assert!(stat(&server, "lock_handoffs") >= 1, "and handed on");
+}
