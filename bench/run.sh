@@ -11,7 +11,14 @@ req=bench/requirements.txt
 stamp=$venv/.requirements.txt
 
 if [ ! -x "$venv/bin/python" ]; then
-    python3 -m venv "$venv"
+    if ! python3 -m venv "$venv" 2>/dev/null; then
+        # Debian's python3 ships venv/ensurepip in a separate package.
+        rm -rf "$venv"
+        sudo=; [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null && sudo=sudo
+        $sudo apt-get update -qq
+        $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv
+        python3 -m venv "$venv"
+    fi
 fi
 if ! cmp -s "$req" "$stamp"; then
     "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$req"
