@@ -3,23 +3,26 @@
 //! Every error names the argument it is about, and parsing happens before any
 //! key is touched, so bad input changes nothing.
 
-/// Strict decimal `i64`, as Redis parses integers (`string2ll`): no sign `+`,
-/// no spaces, no leading zeros.
-fn parse_i64(raw: &[u8]) -> Option<i64> {
-    let text = std::str::from_utf8(raw).ok()?;
-    let digits = text.strip_prefix('-').unwrap_or(text);
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+/// Strict decimal `i64`, as Redis parses integers (`string2ll`): an optional
+/// `-`, then `0` alone or digits without a leading zero; no `+`, no spaces,
+/// no `-0`. Client arguments and hold counts read from a lock hash both go
+/// through this one rule.
+pub fn strict_i64(raw: &[u8]) -> Option<i64> {
+    let digits = raw.strip_prefix(b"-").unwrap_or(raw);
+    let canonical = match digits {
+        [b'0'] => digits.len() == raw.len(), // "0", but not "-0"
+        [b'1'..=b'9', rest @ ..] => rest.iter().all(u8::is_ascii_digit),
+        _ => false,
+    };
+    if !canonical {
         return None;
     }
-    if digits.len() > 1 && digits.starts_with('0') {
-        return None;
-    }
-    text.parse().ok()
+    std::str::from_utf8(raw).ok()?.parse().ok()
 }
 
 /// A lease length in milliseconds: a positive integer.
 pub fn lease_ms(raw: &[u8]) -> Result<i64, String> {
-    match parse_i64(raw) {
+    match strict_i64(raw) {
         Some(ms) if ms > 0 => Ok(ms),
         _ => Err("ERR lease-ms must be a positive integer (milliseconds)".to_string()),
     }
@@ -51,7 +54,7 @@ pub fn owner(raw: &[u8]) -> Result<&[u8], String> {
 
 /// How long `WAIT` may block, in ms; 0 means forever.
 pub fn wait_timeout_ms(raw: &[u8]) -> Result<i64, String> {
-    match parse_i64(raw) {
+    match strict_i64(raw) {
         Some(ms) if ms >= 0 => Ok(ms),
         _ => Err(
             "ERR WAIT timeout-ms must be a non-negative integer (milliseconds, 0 = forever)"

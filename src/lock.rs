@@ -107,13 +107,7 @@ impl LockError {
 
 /// Parses a hold count the way `HINCRBY` does: a strict decimal `i64`.
 pub fn parse_hold_count(raw: &[u8]) -> Result<i64, LockError> {
-    let text = std::str::from_utf8(raw).map_err(|_| LockError::CountNotInteger)?;
-    // `i64::from_str` accepts a leading '+', HINCRBY does not; neither accepts spaces.
-    if text.starts_with('+') || (text.len() > 1 && text.starts_with('0')) || text.starts_with("-0")
-    {
-        return Err(LockError::CountNotInteger);
-    }
-    text.parse::<i64>().map_err(|_| LockError::CountNotInteger)
+    crate::args::strict_i64(raw).ok_or(LockError::CountNotInteger)
 }
 
 /// A decision: what to reply, what to write, what to announce.
