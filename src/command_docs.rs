@@ -136,7 +136,11 @@ pub fn add_acl_category(ctx: *mut raw::RedisModuleCtx) -> bool {
 
 /// Puts a command in `categories` (and in `lock` when `own_category`), where
 /// the server supports setting module command categories.
-pub fn set_acl_categories(command: *mut raw::RedisModuleCommand, categories: &CStr, own_category: bool) {
+pub fn set_acl_categories(
+    command: *mut raw::RedisModuleCommand,
+    categories: &CStr,
+    own_category: bool,
+) {
     let Some(set) = (unsafe { raw::RedisModule_SetCommandACLCategories }) else {
         return;
     };
@@ -145,6 +149,8 @@ pub fn set_acl_categories(command: *mut raw::RedisModuleCommand, categories: &CS
         all.push(b' ');
         all.extend_from_slice(ACL_CATEGORY.to_bytes());
     }
-    let Ok(all) = std::ffi::CString::new(all) else { return };
+    let Ok(all) = std::ffi::CString::new(all) else {
+        return;
+    };
     unsafe { set(command, all.as_ptr()) };
 }

@@ -28,7 +28,12 @@ pub struct ChannelPrefix(Mutex<Vec<u8>>);
 impl ChannelPrefix {
     /// Runs `read` on the current prefix.
     pub fn with<T>(&self, read: impl FnOnce(&[u8]) -> T) -> T {
-        read(&self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner()))
+        read(
+            &self
+                .0
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner()),
+        )
     }
 }
 

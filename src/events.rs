@@ -63,7 +63,8 @@ pub fn publish_unlock(ctx: &Ctx, key: RStr) {
         PublishMode::sharded => true,
         PublishMode::auto => ctx.has_flag(raw::REDISMODULE_CTX_FLAGS_CLUSTER),
     };
-    let channel = config::CHANNEL_PREFIX.with(|prefix| ctx.create_string(&unlock_channel(prefix, bytes(key))));
+    let channel = config::CHANNEL_PREFIX
+        .with(|prefix| ctx.create_string(&unlock_channel(prefix, bytes(key))));
     let message = ctx.create_string(UNLOCK_MESSAGE);
     unsafe {
         match raw::RedisModule_PublishMessageShard.filter(|_| sharded) {

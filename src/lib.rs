@@ -47,7 +47,10 @@ mod module {
         // (LockKey::apply), not whenever one is opened for writing.
         unsafe {
             if let Some(set_options) = raw::RedisModule_SetModuleOptions {
-                set_options(ctx.ctx, raw::REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED as c_int);
+                set_options(
+                    ctx.ctx,
+                    raw::REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED as c_int,
+                );
             }
         }
         // Replaces the crate's default INFO callback (registered just before).

@@ -194,7 +194,9 @@ impl LockKey {
                 // A first acquire (count 1) is the common case: no string to make.
                 let value = match count {
                     1 => one(),
-                    _ => unsafe { api!(RedisModule_CreateStringFromLongLong)(ctx.0, count as c_longlong) },
+                    _ => unsafe {
+                        api!(RedisModule_CreateStringFromLongLong)(ctx.0, count as c_longlong)
+                    },
                 };
                 unsafe {
                     api!(RedisModule_HashSet)(

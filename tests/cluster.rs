@@ -14,7 +14,11 @@ use redis::Value;
 
 /// A port for the cluster bus (the default, port + 10000, may not exist).
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port()
+    TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port()
 }
 
 struct Cluster {
@@ -35,7 +39,10 @@ impl Cluster {
             })
             .collect();
         let cli = std::env::var("REDIS_CLI").unwrap_or_else(|_| "redis-cli".to_string());
-        let addresses: Vec<String> = nodes.iter().map(|n| format!("127.0.0.1:{}", n.port)).collect();
+        let addresses: Vec<String> = nodes
+            .iter()
+            .map(|n| format!("127.0.0.1:{}", n.port))
+            .collect();
         let output = Command::new(&cli)
             .arg("--cluster")
             .arg("create")
@@ -50,34 +57,59 @@ impl Cluster {
             String::from_utf8_lossy(&output.stderr)
         );
         for node in &nodes {
-            poll_until(Duration::from_secs(20), "every node sees the cluster ok", || {
-                let info: String = redis::cmd("CLUSTER").arg("INFO").query(&mut node.connection()).expect("CLUSTER INFO");
-                info_field(&info, "cluster_state").as_deref() == Some("ok")
-                    && info_field(&info, "cluster_slots_ok").as_deref() == Some("16384")
-                    && info_field(&info, "cluster_known_nodes").as_deref() == Some("3")
-            });
+            poll_until(
+                Duration::from_secs(20),
+                "every node sees the cluster ok",
+                || {
+                    let info: String = redis::cmd("CLUSTER")
+                        .arg("INFO")
+                        .query(&mut node.connection())
+                        .expect("CLUSTER INFO");
+                    info_field(&info, "cluster_state").as_deref() == Some("ok")
+                        && info_field(&info, "cluster_slots_ok").as_deref() == Some("16384")
+                        && info_field(&info, "cluster_known_nodes").as_deref() == Some("3")
+                },
+            );
         }
         Cluster { nodes }
     }
 
     fn client(&self) -> ClusterConnection {
         let urls: Vec<String> = self.nodes.iter().map(|n| n.url()).collect();
-        ClusterClient::new(urls).expect("cluster client").get_connection().expect("cluster connection")
+        ClusterClient::new(urls)
+            .expect("cluster client")
+            .get_connection()
+            .expect("cluster connection")
     }
 
     /// The node serving `key`'s slot.
     fn node_for(&self, key: &str) -> &Server {
         let mut con = self.nodes[0].connection();
-        let slot: i64 = redis::cmd("CLUSTER").arg("KEYSLOT").arg(key).query(&mut con).expect("KEYSLOT");
-        let ranges: Vec<Value> = redis::cmd("CLUSTER").arg("SLOTS").query(&mut con).expect("CLUSTER SLOTS");
+        let slot: i64 = redis::cmd("CLUSTER")
+            .arg("KEYSLOT")
+            .arg(key)
+            .query(&mut con)
+            .expect("KEYSLOT");
+        let ranges: Vec<Value> = redis::cmd("CLUSTER")
+            .arg("SLOTS")
+            .query(&mut con)
+            .expect("CLUSTER SLOTS");
         for range in ranges {
             let Value::Array(parts) = range else { continue };
-            let (Value::Int(lo), Value::Int(hi), Value::Array(master)) = (&parts[0], &parts[1], &parts[2]) else {
+            let (Value::Int(lo), Value::Int(hi), Value::Array(master)) =
+                (&parts[0], &parts[1], &parts[2])
+            else {
                 continue;
             };
             if (*lo..=*hi).contains(&slot) {
-                let Value::Int(port) = master[1] else { panic!("port in CLUSTER SLOTS") };
-                return self.nodes.iter().find(|n| i64::from(n.port) == port).expect("a node of ours");
+                let Value::Int(port) = master[1] else {
+                    panic!("port in CLUSTER SLOTS")
+                };
+                return self
+                    .nodes
+                    .iter()
+                    .find(|n| i64::from(n.port) == port)
+                    .expect("a node of ours");
             }
         }
         panic!("no node serves slot {slot}");
@@ -86,16 +118,28 @@ impl Cluster {
     /// Any node that does not serve `key`.
     fn other_node(&self, key: &str) -> &Server {
         let owner = self.node_for(key).port;
-        self.nodes.iter().find(|n| n.port != owner).expect("another node")
+        self.nodes
+            .iter()
+            .find(|n| n.port != owner)
+            .expect("another node")
     }
 }
 
 fn acquire<C: redis::ConnectionLike>(con: &mut C, key: &str, owner: &str) -> Option<i64> {
-    redis::cmd("LOCK.ACQUIRE").arg(key).arg(owner).arg(30_000).query(con).expect("LOCK.ACQUIRE")
+    redis::cmd("LOCK.ACQUIRE")
+        .arg(key)
+        .arg(owner)
+        .arg(30_000)
+        .query(con)
+        .expect("LOCK.ACQUIRE")
 }
 
 fn release<C: redis::ConnectionLike>(con: &mut C, key: &str, owner: &str) -> Option<i64> {
-    redis::cmd("LOCK.RELEASE").arg(key).arg(owner).query(con).expect("LOCK.RELEASE")
+    redis::cmd("LOCK.RELEASE")
+        .arg(key)
+        .arg(owner)
+        .query(con)
+        .expect("LOCK.RELEASE")
 }
 
 #[test]
@@ -109,14 +153,24 @@ fn locks_work_on_every_node_through_the_cluster_client_and_moved_routing() {
     for key in &keys {
         assert_eq!(acquire(&mut con, key, "a"), None, "{key} taken");
         assert_eq!(acquire(&mut con, key, "a"), None, "{key} re-entered");
-        assert!(matches!(acquire(&mut con, key, "b"), Some(ttl) if ttl > 0), "{key} excludes b");
+        assert!(
+            matches!(acquire(&mut con, key, "b"), Some(ttl) if ttl > 0),
+            "{key} excludes b"
+        );
         *per_node.entry(cluster.node_for(key).port).or_insert(0) += 1;
         // The hash lives on the slot's own node.
-        let count: Option<String> =
-            redis::cmd("HGET").arg(key).arg("a").query(&mut cluster.node_for(key).connection()).expect("HGET");
+        let count: Option<String> = redis::cmd("HGET")
+            .arg(key)
+            .arg("a")
+            .query(&mut cluster.node_for(key).connection())
+            .expect("HGET");
         assert_eq!(count.as_deref(), Some("2"), "{key} on its own node");
     }
-    assert_eq!(per_node.len(), 3, "keys landed on all three masters: {per_node:?}");
+    assert_eq!(
+        per_node.len(),
+        3,
+        "keys landed on all three masters: {per_node:?}"
+    );
     for key in &keys {
         assert_eq!(release(&mut con, key, "a"), Some(0));
         assert_eq!(release(&mut con, key, "a"), Some(1));
@@ -124,16 +178,30 @@ fn locks_work_on_every_node_through_the_cluster_client_and_moved_routing() {
 
     // Hash-tagged keys share a slot and a node.
     let tagged = ["{order:7}:stock", "{order:7}:payment"];
-    assert_eq!(cluster.node_for(tagged[0]).port, cluster.node_for(tagged[1]).port);
+    assert_eq!(
+        cluster.node_for(tagged[0]).port,
+        cluster.node_for(tagged[1]).port
+    );
     for key in tagged {
         assert_eq!(acquire(&mut con, key, "a"), None);
     }
 
     // The key position (1/1/1) is what routes: a wrong node answers MOVED.
     let wrong = cluster.other_node("lock:1");
-    let moved = redis::cmd("LOCK.ACQUIRE").arg("lock:1").arg("a").arg(1000).query::<Value>(&mut wrong.connection());
-    expect_err(moved, "MOVED", &cluster.node_for("lock:1").port.to_string(), "LOCK.ACQUIRE on the wrong node");
-    let moved = redis::cmd("LOCK.INFO").arg("lock:1").query::<Value>(&mut wrong.connection());
+    let moved = redis::cmd("LOCK.ACQUIRE")
+        .arg("lock:1")
+        .arg("a")
+        .arg(1000)
+        .query::<Value>(&mut wrong.connection());
+    expect_err(
+        moved,
+        "MOVED",
+        &cluster.node_for("lock:1").port.to_string(),
+        "LOCK.ACQUIRE on the wrong node",
+    );
+    let moved = redis::cmd("LOCK.INFO")
+        .arg("lock:1")
+        .query::<Value>(&mut wrong.connection());
     expect_err(moved, "MOVED", "", "LOCK.INFO on the wrong node");
 }
 
@@ -157,18 +225,33 @@ fn unlock_messages_are_sharded_to_the_keys_own_node() {
         if free == "release" {
             assert_eq!(release(&mut con, key, "a"), Some(1));
         } else {
-            let forced: i64 = redis::cmd("LOCK.FORCE").arg(key).query(&mut con).expect("LOCK.FORCE");
+            let forced: i64 = redis::cmd("LOCK.FORCE")
+                .arg(key)
+                .query(&mut con)
+                .expect("LOCK.FORCE");
             assert_eq!(forced, 1);
         }
         let message = sharded.read().array();
         let texts: Vec<String> = message.iter().map(|v| v.text()).collect();
-        assert_eq!(texts, vec!["smessage".to_string(), channel.clone(), "0".to_string()], "after {free}");
+        assert_eq!(
+            texts,
+            vec!["smessage".to_string(), channel.clone(), "0".to_string()],
+            "after {free}"
+        );
     }
-    assert!(classic.nothing_within(Duration::from_millis(200)), "no classic broadcast in cluster mode");
+    assert!(
+        classic.nothing_within(Duration::from_millis(200)),
+        "no classic broadcast in cluster mode"
+    );
 
     // lock.publish classic puts it back on the classic channel.
     for n in &cluster.nodes {
-        let _: () = redis::cmd("CONFIG").arg("SET").arg("lock.publish").arg("classic").query(&mut n.connection()).expect("CONFIG SET");
+        let _: () = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg("lock.publish")
+            .arg("classic")
+            .query(&mut n.connection())
+            .expect("CONFIG SET");
     }
     acquire(&mut con, key, "a");
     release(&mut con, key, "a");
@@ -186,12 +269,22 @@ fn waiting_and_hand_off_work_in_the_cluster() {
         let mut waiter = RawClient::connect(cluster.node_for(key).port);
         waiter.send(&["LOCK.ACQUIRE", key, "waiter", "30000", "WAIT", "5000"]);
         poll_until(Duration::from_secs(5), "the waiter is queued", || {
-            let info: String = redis::cmd("INFO").arg("lock_stats").query(&mut cluster.node_for(key).connection()).expect("INFO");
+            let info: String = redis::cmd("INFO")
+                .arg("lock_stats")
+                .query(&mut cluster.node_for(key).connection())
+                .expect("INFO");
             info_field(&info, "lock_waiting_clients").as_deref() == Some("1")
         });
         assert_eq!(release(&mut con, key, "holder"), Some(1));
         assert!(waiter.read().is_nil(), "{key}: the waiter is granted");
-        let owners: Vec<(String, String)> = redis::cmd("HGETALL").arg(key).query(&mut con).expect("HGETALL");
-        assert_eq!(owners, vec![("waiter".to_string(), "1".to_string())], "{key}");
+        let owners: Vec<(String, String)> = redis::cmd("HGETALL")
+            .arg(key)
+            .query(&mut con)
+            .expect("HGETALL");
+        assert_eq!(
+            owners,
+            vec![("waiter".to_string(), "1".to_string())],
+            "{key}"
+        );
     }
 }

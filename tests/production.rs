@@ -9,13 +9,23 @@ use common::*;
 use redis::{Connection, Value};
 
 fn config_get(con: &mut Connection, name: &str) -> String {
-    let pair: Vec<String> = redis::cmd("CONFIG").arg("GET").arg(name).query(con).expect("CONFIG GET");
-    pair.get(1).cloned().unwrap_or_else(|| panic!("{name} is a config: {pair:?}"))
+    let pair: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg(name)
+        .query(con)
+        .expect("CONFIG GET");
+    pair.get(1)
+        .cloned()
+        .unwrap_or_else(|| panic!("{name} is a config: {pair:?}"))
 }
 
 fn as_user(server: &Server, user: &str, password: &str) -> Connection {
     let mut con = server.connection();
-    let _: () = redis::cmd("AUTH").arg(user).arg(password).query(&mut con).expect("AUTH");
+    let _: () = redis::cmd("AUTH")
+        .arg(user)
+        .arg(password)
+        .query(&mut con)
+        .expect("AUTH");
     con
 }
 
@@ -24,25 +34,55 @@ fn an_app_user_locks_its_own_keys_only_and_cannot_force() {
     let server = Server::start();
     let mut admin = server.connection();
     let _: () = redis::cmd("ACL")
-        .arg("SETUSER").arg("app").arg("on").arg(">pw").arg("~app:*").arg("+lock.acquire").arg("+lock.release")
+        .arg("SETUSER")
+        .arg("app")
+        .arg("on")
+        .arg(">pw")
+        .arg("~app:*")
+        .arg("+lock.acquire")
+        .arg("+lock.release")
         .query(&mut admin)
         .expect("ACL SETUSER");
     let mut app = as_user(&server, "app", "pw");
 
-    let got: Option<i64> = redis::cmd("LOCK.ACQUIRE").arg("app:1").arg("o").arg(5000).query(&mut app).expect("acquire app:1");
+    let got: Option<i64> = redis::cmd("LOCK.ACQUIRE")
+        .arg("app:1")
+        .arg("o")
+        .arg(5000)
+        .query(&mut app)
+        .expect("acquire app:1");
     assert_eq!(got, None);
-    let released: Option<i64> = redis::cmd("LOCK.RELEASE").arg("app:1").arg("o").query(&mut app).expect("release");
+    let released: Option<i64> = redis::cmd("LOCK.RELEASE")
+        .arg("app:1")
+        .arg("o")
+        .query(&mut app)
+        .expect("release");
     assert_eq!(released, Some(1));
 
-    let other = redis::cmd("LOCK.ACQUIRE").arg("other:1").arg("o").arg(5000).query::<Value>(&mut app);
+    let other = redis::cmd("LOCK.ACQUIRE")
+        .arg("other:1")
+        .arg("o")
+        .arg(5000)
+        .query::<Value>(&mut app);
     expect_err(other, "NOPERM", "", "a key outside ~app:*");
-    let forced = redis::cmd("LOCK.FORCE").arg("app:1").query::<Value>(&mut app);
+    let forced = redis::cmd("LOCK.FORCE")
+        .arg("app:1")
+        .query::<Value>(&mut app);
     expect_err(forced, "NOPERM", "", "LOCK.FORCE is not granted");
-    let exists: i64 = redis::cmd("EXISTS").arg("other:1").query(&mut admin).expect("EXISTS");
+    let exists: i64 = redis::cmd("EXISTS")
+        .arg("other:1")
+        .query(&mut admin)
+        .expect("EXISTS");
     assert_eq!(exists, 0, "the refused acquire wrote nothing");
 
     // The key pattern also guards WAIT: a refused waiter never blocks.
-    let waited = redis::cmd("LOCK.ACQUIRE").arg("other:2").arg("o").arg(5000).arg("WAIT").arg(0).query::<Value>(&mut app);
+    let waited = redis::cmd("LOCK.ACQUIRE")
+        .arg("other:2")
+        .arg("o")
+        .arg(5000)
+        .arg("WAIT")
+        .arg(0)
+        .query::<Value>(&mut app);
     expect_err(waited, "NOPERM", "", "WAIT on a key outside ~app:*");
 }
 
@@ -54,12 +94,19 @@ fn lock_commands_carry_acl_categories_where_the_server_supports_them() {
     let server = Server::start();
     let mut con = server.connection();
     let category = |con: &mut Connection, name: &str| -> Vec<String> {
-        let mut members: Vec<String> = redis::cmd("ACL").arg("CAT").arg(name).query(con).expect("ACL CAT");
+        let mut members: Vec<String> = redis::cmd("ACL")
+            .arg("CAT")
+            .arg(name)
+            .query(con)
+            .expect("ACL CAT");
         members.retain(|c| c.starts_with("lock."));
         members.sort();
         members
     };
-    let categories: Vec<String> = redis::cmd("ACL").arg("CAT").query(&mut con).expect("ACL CAT");
+    let categories: Vec<String> = redis::cmd("ACL")
+        .arg("CAT")
+        .query(&mut con)
+        .expect("ACL CAT");
     if !categories.iter().any(|c| c == "lock") {
         let version = server.info("server", "redis_version").unwrap_or_default();
         let valkey = server.info("server", "valkey_version");
@@ -69,15 +116,40 @@ fn lock_commands_carry_acl_categories_where_the_server_supports_them() {
         );
         return;
     }
-    assert_eq!(category(&mut con, "lock"), ["lock.acquire", "lock.force", "lock.info", "lock.release", "lock.renew"]);
-    assert_eq!(category(&mut con, "write"), ["lock.acquire", "lock.force", "lock.release", "lock.renew"]);
-    assert_eq!(category(&mut con, "fast"), ["lock.acquire", "lock.force", "lock.release", "lock.renew"]);
+    assert_eq!(
+        category(&mut con, "lock"),
+        [
+            "lock.acquire",
+            "lock.force",
+            "lock.info",
+            "lock.release",
+            "lock.renew"
+        ]
+    );
+    assert_eq!(
+        category(&mut con, "write"),
+        ["lock.acquire", "lock.force", "lock.release", "lock.renew"]
+    );
+    assert_eq!(
+        category(&mut con, "fast"),
+        ["lock.acquire", "lock.force", "lock.release", "lock.renew"]
+    );
     assert_eq!(category(&mut con, "read"), ["lock.info"]);
 
-    let _: () = redis::cmd("ACL").arg("SETUSER").arg("ops").arg("on").arg(">pw").arg("~*").arg("+@lock")
-        .query(&mut con).expect("ACL SETUSER +@lock");
+    let _: () = redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg("ops")
+        .arg("on")
+        .arg(">pw")
+        .arg("~*")
+        .arg("+@lock")
+        .query(&mut con)
+        .expect("ACL SETUSER +@lock");
     let mut ops = as_user(&server, "ops", "pw");
-    let forced: i64 = redis::cmd("LOCK.FORCE").arg("k").query(&mut ops).expect("+@lock allows LOCK.FORCE");
+    let forced: i64 = redis::cmd("LOCK.FORCE")
+        .arg("k")
+        .query(&mut ops)
+        .expect("+@lock allows LOCK.FORCE");
     assert_eq!(forced, 0);
 }
 
@@ -86,40 +158,94 @@ fn command_docs_describe_every_command() {
     let server = Server::start();
     let mut con = server.connection();
     for (name, args) in [
-        ("lock.acquire", &["key", "owner", "lease-ms", "timeout-ms"][..]),
+        (
+            "lock.acquire",
+            &["key", "owner", "lease-ms", "timeout-ms"][..],
+        ),
         ("lock.renew", &["key", "owner", "lease-ms"]),
         ("lock.release", &["key", "owner", "lease-ms"]),
         ("lock.force", &["key"]),
         ("lock.info", &["key"]),
     ] {
-        let docs: Value = redis::cmd("COMMAND").arg("DOCS").arg(name).query(&mut con).expect("COMMAND DOCS");
+        let docs: Value = redis::cmd("COMMAND")
+            .arg("DOCS")
+            .arg(name)
+            .query(&mut con)
+            .expect("COMMAND DOCS");
         let pairs = map_pairs(&docs);
         assert_eq!(pairs.len(), 1, "docs for {name}: {docs:?}");
-        let doc: Vec<(String, Value)> = map_pairs(&pairs[0].1).into_iter().map(|(k, v)| (as_string(&k).unwrap(), v)).collect();
-        let field = |f: &str| doc.iter().find(|(k, _)| k == f).map(|(_, v)| v.clone()).unwrap_or_else(|| panic!("{name} docs have {f}"));
-        assert!(as_string(&field("summary")).is_some_and(|s| !s.is_empty()), "{name} summary");
-        assert!(as_string(&field("complexity")).is_some_and(|s| s.starts_with("O(")), "{name} complexity");
+        let doc: Vec<(String, Value)> = map_pairs(&pairs[0].1)
+            .into_iter()
+            .map(|(k, v)| (as_string(&k).unwrap(), v))
+            .collect();
+        let field = |f: &str| {
+            doc.iter()
+                .find(|(k, _)| k == f)
+                .map(|(_, v)| v.clone())
+                .unwrap_or_else(|| panic!("{name} docs have {f}"))
+        };
+        assert!(
+            as_string(&field("summary")).is_some_and(|s| !s.is_empty()),
+            "{name} summary"
+        );
+        assert!(
+            as_string(&field("complexity")).is_some_and(|s| s.starts_with("O(")),
+            "{name} complexity"
+        );
         assert_eq!(as_string(&field("since")).as_deref(), Some("1.0.0"));
-        let Value::Array(arguments) = field("arguments") else { panic!("{name} arguments") };
+        let Value::Array(arguments) = field("arguments") else {
+            panic!("{name} arguments")
+        };
         let names: Vec<String> = arguments
             .iter()
-            .map(|a| map_pairs(a).into_iter().find(|(k, _)| as_string(k).as_deref() == Some("name")).and_then(|(_, v)| as_string(&v)).unwrap())
+            .map(|a| {
+                map_pairs(a)
+                    .into_iter()
+                    .find(|(k, _)| as_string(k).as_deref() == Some("name"))
+                    .and_then(|(_, v)| as_string(&v))
+                    .unwrap()
+            })
             .collect();
         assert_eq!(names, args, "{name} argument names");
     }
-    let info: Value = redis::cmd("COMMAND").arg("INFO").arg("lock.renew").query(&mut con).expect("COMMAND INFO");
-    let Value::Array(entries) = info else { panic!("COMMAND INFO array") };
-    let Value::Array(entry) = &entries[0] else { panic!("COMMAND INFO entry") };
+    let info: Value = redis::cmd("COMMAND")
+        .arg("INFO")
+        .arg("lock.renew")
+        .query(&mut con)
+        .expect("COMMAND INFO");
+    let Value::Array(entries) = info else {
+        panic!("COMMAND INFO array")
+    };
+    let Value::Array(entry) = &entries[0] else {
+        panic!("COMMAND INFO entry")
+    };
     assert_eq!(entry[1], Value::Int(4), "arity of lock.renew");
-    let arity = redis::cmd("LOCK.RENEW").arg("k").arg("o").query::<Value>(&mut con);
-    expect_err(arity, "ERR", "wrong number of arguments", "Redis checks the documented arity");
+    let arity = redis::cmd("LOCK.RENEW")
+        .arg("k")
+        .arg("o")
+        .query::<Value>(&mut con);
+    expect_err(
+        arity,
+        "ERR",
+        "wrong number of arguments",
+        "Redis checks the documented arity",
+    );
 }
 
 #[test]
 fn configs_are_settable_and_bad_values_keep_the_old_one() {
-    let server = Server::with(Options::new().module_args(&["channel-prefix", "boot", "max-lease-ms", "60000"]));
+    let server = Server::with(Options::new().module_args(&[
+        "channel-prefix",
+        "boot",
+        "max-lease-ms",
+        "60000",
+    ]));
     let mut con = server.connection();
-    assert_eq!(config_get(&mut con, "lock.channel-prefix"), "boot", "set on the loadmodule line");
+    assert_eq!(
+        config_get(&mut con, "lock.channel-prefix"),
+        "boot",
+        "set on the loadmodule line"
+    );
     assert_eq!(config_get(&mut con, "lock.max-lease-ms"), "60000");
     assert_eq!(config_get(&mut con, "lock.publish"), "auto");
     assert_eq!(config_get(&mut con, "lock.notify"), "yes");
@@ -130,29 +256,65 @@ fn configs_are_settable_and_bad_values_keep_the_old_one() {
         ("lock.max-lease-ms", "1000", &["-1", "abc", "1.5"]),
         ("lock.notify", "no", &["maybe", "2"]),
     ] {
-        let _: () = redis::cmd("CONFIG").arg("SET").arg(name).arg(good).query(&mut con).expect("CONFIG SET good");
+        let _: () = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg(name)
+            .arg(good)
+            .query(&mut con)
+            .expect("CONFIG SET good");
         assert_eq!(config_get(&mut con, name), good);
         for bad in bads {
-            let refused = redis::cmd("CONFIG").arg("SET").arg(name).arg(*bad).query::<Value>(&mut con);
+            let refused = redis::cmd("CONFIG")
+                .arg("SET")
+                .arg(name)
+                .arg(*bad)
+                .query::<Value>(&mut con);
             expect_err(refused, "ERR", name, &format!("CONFIG SET {name} {bad:?}"));
-            assert_eq!(config_get(&mut con, name), good, "{name} kept its value after {bad:?}");
+            assert_eq!(
+                config_get(&mut con, name),
+                good,
+                "{name} kept its value after {bad:?}"
+            );
         }
     }
     // The new values are in force.
-    let too_long = redis::cmd("LOCK.ACQUIRE").arg("k").arg("o").arg(1001).query::<Value>(&mut con);
-    expect_err(too_long, "ERR", "lock.max-lease-ms", "lease above lock.max-lease-ms");
+    let too_long = redis::cmd("LOCK.ACQUIRE")
+        .arg("k")
+        .arg("o")
+        .arg(1001)
+        .query::<Value>(&mut con);
+    expect_err(
+        too_long,
+        "ERR",
+        "lock.max-lease-ms",
+        "lease above lock.max-lease-ms",
+    );
 }
 
 #[test]
 fn sharded_publish_also_works_outside_a_cluster() {
     let server = Server::start();
     let mut con = server.connection();
-    let _: () = redis::cmd("CONFIG").arg("SET").arg("lock.publish").arg("sharded").query(&mut con).expect("CONFIG SET");
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("lock.publish")
+        .arg("sharded")
+        .query(&mut con)
+        .expect("CONFIG SET");
     let mut sub = RawClient::connect(server.port);
     sub.send(&["SSUBSCRIBE", "redisson_lock__channel:{k}"]);
     assert_eq!(sub.read().array()[0].text(), "ssubscribe");
-    let _: Option<i64> = redis::cmd("LOCK.ACQUIRE").arg("k").arg("o").arg(5000).query(&mut con).expect("acquire");
-    let _: Option<i64> = redis::cmd("LOCK.RELEASE").arg("k").arg("o").query(&mut con).expect("release");
+    let _: Option<i64> = redis::cmd("LOCK.ACQUIRE")
+        .arg("k")
+        .arg("o")
+        .arg(5000)
+        .query(&mut con)
+        .expect("acquire");
+    let _: Option<i64> = redis::cmd("LOCK.RELEASE")
+        .arg("k")
+        .arg("o")
+        .query(&mut con)
+        .expect("release");
     let texts: Vec<String> = sub.read().array().iter().map(|v| v.text()).collect();
     assert_eq!(texts, ["smessage", "redisson_lock__channel:{k}", "0"]);
 }
@@ -162,7 +324,12 @@ fn info_lock_counts_what_happened() {
     let server = Server::with(Options::new().config("hz", &["100"]));
     let mut con = server.connection();
     let acquire = |con: &mut Connection, owner: &str| -> Option<i64> {
-        redis::cmd("LOCK.ACQUIRE").arg("k").arg(owner).arg(30_000).query(con).expect("acquire")
+        redis::cmd("LOCK.ACQUIRE")
+            .arg("k")
+            .arg(owner)
+            .arg(30_000)
+            .query(con)
+            .expect("acquire")
     };
     acquire(&mut con, "a");
     acquire(&mut con, "a");
@@ -172,11 +339,24 @@ fn info_lock_counts_what_happened() {
     assert!(matches!(timed_out.read(), common::raw::Resp::Int(_)));
     let mut waiter = RawClient::connect(server.port);
     waiter.send(&["LOCK.ACQUIRE", "k", "d", "1000", "WAIT", "0"]);
-    poll_until(Duration::from_secs(5), "one waiting client", || server.lock_stats().get("lock_waiting_clients") == Some(&1));
-    let _: Option<i64> = redis::cmd("LOCK.RELEASE").arg("k").arg("a").query(&mut con).expect("release");
-    let _: Option<i64> = redis::cmd("LOCK.RELEASE").arg("k").arg("a").query(&mut con).expect("release");
+    poll_until(Duration::from_secs(5), "one waiting client", || {
+        server.lock_stats().get("lock_waiting_clients") == Some(&1)
+    });
+    let _: Option<i64> = redis::cmd("LOCK.RELEASE")
+        .arg("k")
+        .arg("a")
+        .query(&mut con)
+        .expect("release");
+    let _: Option<i64> = redis::cmd("LOCK.RELEASE")
+        .arg("k")
+        .arg("a")
+        .query(&mut con)
+        .expect("release");
     assert!(waiter.read().is_nil());
-    let _: i64 = redis::cmd("LOCK.FORCE").arg("k").query(&mut con).expect("force");
+    let _: i64 = redis::cmd("LOCK.FORCE")
+        .arg("k")
+        .query(&mut con)
+        .expect("force");
 
     let stats = server.lock_stats();
     let expect = [
@@ -201,18 +381,31 @@ fn info_lock_counts_what_happened() {
 /// `MODULE LOADEX ... CONFIG` into a running server.
 #[test]
 fn configs_from_the_config_file_and_module_loadex() {
-    let server = Server::with(Options::new().config("lock.channel-prefix", &["fromconf"]).config("lock.notify", &["no"]));
+    let server = Server::with(
+        Options::new()
+            .config("lock.channel-prefix", &["fromconf"])
+            .config("lock.notify", &["no"]),
+    );
     let mut con = server.connection();
     assert_eq!(config_get(&mut con, "lock.channel-prefix"), "fromconf");
     assert_eq!(config_get(&mut con, "lock.notify"), "no");
 
-    let bare = Server::with(Options::new().without_module().config("enable-module-command", &["yes"]));
+    let bare = Server::with(
+        Options::new()
+            .without_module()
+            .config("enable-module-command", &["yes"]),
+    );
     let mut con = bare.connection();
     let module = module_path();
     let _: () = redis::cmd("MODULE")
-        .arg("LOADEX").arg(module.to_str().expect("utf-8 path"))
-        .arg("CONFIG").arg("lock.channel-prefix").arg("loadex")
-        .arg("CONFIG").arg("lock.publish").arg("classic")
+        .arg("LOADEX")
+        .arg(module.to_str().expect("utf-8 path"))
+        .arg("CONFIG")
+        .arg("lock.channel-prefix")
+        .arg("loadex")
+        .arg("CONFIG")
+        .arg("lock.publish")
+        .arg("classic")
         .query(&mut con)
         .expect("MODULE LOADEX");
     assert_eq!(config_get(&mut con, "lock.channel-prefix"), "loadex");
@@ -220,8 +413,17 @@ fn configs_from_the_config_file_and_module_loadex() {
     let mut sub = RawClient::connect(bare.port);
     sub.send(&["SUBSCRIBE", "loadex:{k}"]);
     assert_eq!(sub.read().array()[0].text(), "subscribe");
-    let _: Option<i64> = redis::cmd("LOCK.ACQUIRE").arg("k").arg("o").arg(5000).query(&mut con).expect("acquire");
-    let _: Option<i64> = redis::cmd("LOCK.RELEASE").arg("k").arg("o").query(&mut con).expect("release");
+    let _: Option<i64> = redis::cmd("LOCK.ACQUIRE")
+        .arg("k")
+        .arg("o")
+        .arg(5000)
+        .query(&mut con)
+        .expect("acquire");
+    let _: Option<i64> = redis::cmd("LOCK.RELEASE")
+        .arg("k")
+        .arg("o")
+        .query(&mut con)
+        .expect("release");
     let texts: Vec<String> = sub.read().array().iter().map(|v| v.text()).collect();
     assert_eq!(texts, ["message", "loadex:{k}", "0"]);
 }

@@ -19,8 +19,17 @@ use redis::{Connection, Value};
 fn queue(server: &Server, key: &str, owner: &str, lease_ms: u64, timeout_ms: u64) -> RawClient {
     let before = waiter_owners(server, key).len();
     let mut waiter = RawClient::connect(server.port);
-    waiter.send(&["LOCK.ACQUIRE", key, owner, &lease_ms.to_string(), "WAIT", &timeout_ms.to_string()]);
-    poll_until(Duration::from_secs(5), "the waiter is queued", || waiter_owners(server, key).len() > before);
+    waiter.send(&[
+        "LOCK.ACQUIRE",
+        key,
+        owner,
+        &lease_ms.to_string(),
+        "WAIT",
+        &timeout_ms.to_string(),
+    ]);
+    poll_until(Duration::from_secs(5), "the waiter is queued", || {
+        waiter_owners(server, key).len() > before
+    });
     waiter
 }
 
@@ -31,19 +40,32 @@ fn reply_at(waiter: &mut RawClient) -> (Resp, i64) {
 }
 
 fn now_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).expect("clock after 1970").as_millis() as i64
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("clock after 1970")
+        .as_millis() as i64
 }
 
 fn acquire(con: &mut Connection, key: &str, owner: &str, lease_ms: u64) -> Option<i64> {
-    redis::cmd("LOCK.ACQUIRE").arg(key).arg(owner).arg(lease_ms).query(con).expect("LOCK.ACQUIRE")
+    redis::cmd("LOCK.ACQUIRE")
+        .arg(key)
+        .arg(owner)
+        .arg(lease_ms)
+        .query(con)
+        .expect("LOCK.ACQUIRE")
 }
 
 fn release(con: &mut Connection, key: &str, owner: &str) -> Option<i64> {
-    redis::cmd("LOCK.RELEASE").arg(key).arg(owner).query(con).expect("LOCK.RELEASE")
+    redis::cmd("LOCK.RELEASE")
+        .arg(key)
+        .arg(owner)
+        .query(con)
+        .expect("LOCK.RELEASE")
 }
 
 fn holders(con: &mut Connection, key: &str) -> Vec<(String, String)> {
-    let mut pairs: Vec<(String, String)> = redis::cmd("HGETALL").arg(key).query(con).expect("HGETALL");
+    let mut pairs: Vec<(String, String)> =
+        redis::cmd("HGETALL").arg(key).query(con).expect("HGETALL");
     pairs.sort();
     pairs
 }
@@ -54,13 +76,18 @@ fn holder_is(con: &mut Connection, key: &str, owner: &str) -> bool {
 
 /// The owners in the lock's wait queue, in order, per `LOCK.INFO`.
 fn waiter_owners(server: &Server, key: &str) -> Vec<String> {
-    let info: Value = redis::cmd("LOCK.INFO").arg(key).query(&mut server.connection()).expect("LOCK.INFO");
+    let info: Value = redis::cmd("LOCK.INFO")
+        .arg(key)
+        .query(&mut server.connection())
+        .expect("LOCK.INFO");
     let waiters = map_pairs(&info)
         .into_iter()
         .find(|(k, _)| as_string(k).as_deref() == Some("waiters"))
         .map(|(_, v)| v)
         .expect("LOCK.INFO has waiters");
-    let Value::Array(items) = waiters else { panic!("waiters is an array: {waiters:?}") };
+    let Value::Array(items) = waiters else {
+        panic!("waiters is an array: {waiters:?}")
+    };
     items
         .iter()
         .map(|w| {
@@ -74,7 +101,11 @@ fn waiter_owners(server: &Server, key: &str) -> Vec<String> {
 }
 
 fn stat(server: &Server, name: &str) -> u64 {
-    server.lock_stats().get(name).copied().unwrap_or_else(|| panic!("INFO lock_stats has {name}"))
+    server
+        .lock_stats()
+        .get(name)
+        .copied()
+        .unwrap_or_else(|| panic!("INFO lock_stats has {name}"))
 }
 
 #[test]
@@ -82,17 +113,32 @@ fn ten_waiters_are_granted_in_arrival_order() {
     let server = Server::start();
     let mut con = server.connection();
     assert_eq!(acquire(&mut con, "L", "holder", 30_000), None);
-    let mut waiters: Vec<RawClient> = (0..10).map(|i| queue(&server, "L", &format!("w{i}"), 30_000, 0)).collect();
-    assert_eq!(waiter_owners(&server, "L"), (0..10).map(|i| format!("w{i}")).collect::<Vec<_>>());
+    let mut waiters: Vec<RawClient> = (0..10)
+        .map(|i| queue(&server, "L", &format!("w{i}"), 30_000, 0))
+        .collect();
+    assert_eq!(
+        waiter_owners(&server, "L"),
+        (0..10).map(|i| format!("w{i}")).collect::<Vec<_>>()
+    );
 
     assert_eq!(release(&mut con, "L", "holder"), Some(1));
     for (i, waiter) in waiters.iter_mut().enumerate() {
         let owner = format!("w{i}");
         assert_eq!(waiter.read(), Resp::Nil, "{owner} is granted");
-        assert!(holder_is(&mut con, "L", &owner), "{owner} holds the lock when granted: {:?}", holders(&mut con, "L"));
+        assert!(
+            holder_is(&mut con, "L", &owner),
+            "{owner} holds the lock when granted: {:?}",
+            holders(&mut con, "L")
+        );
         assert_eq!(release(&mut con, "L", &owner), Some(1));
     }
-    assert_eq!(redis::cmd("EXISTS").arg("L").query::<i64>(&mut con).expect("EXISTS"), 0);
+    assert_eq!(
+        redis::cmd("EXISTS")
+            .arg("L")
+            .query::<i64>(&mut con)
+            .expect("EXISTS"),
+        0
+    );
     assert_eq!(stat(&server, "lock_handoffs"), 10);
     assert_eq!(stat(&server, "lock_waiting_clients"), 0);
 }
@@ -105,18 +151,44 @@ fn lock_info_lists_waiters_in_order_with_their_waiting_time() {
     let _a = queue(&server, "L", "a", 1000, 0);
     std::thread::sleep(Duration::from_millis(50));
     let _b = queue(&server, "L", "b", 1000, 7000);
-    let info: Value = redis::cmd("LOCK.INFO").arg("L").query(&mut con).expect("LOCK.INFO");
-    let waiters = map_pairs(&info).into_iter().find(|(k, _)| as_string(k).as_deref() == Some("waiters")).unwrap().1;
-    let Value::Array(items) = waiters else { panic!("waiters array") };
+    let info: Value = redis::cmd("LOCK.INFO")
+        .arg("L")
+        .query(&mut con)
+        .expect("LOCK.INFO");
+    let waiters = map_pairs(&info)
+        .into_iter()
+        .find(|(k, _)| as_string(k).as_deref() == Some("waiters"))
+        .unwrap()
+        .1;
+    let Value::Array(items) = waiters else {
+        panic!("waiters array")
+    };
     let fields: Vec<Vec<(String, Value)>> = items
         .iter()
-        .map(|w| map_pairs(w).into_iter().map(|(k, v)| (as_string(&k).unwrap(), v)).collect())
+        .map(|w| {
+            map_pairs(w)
+                .into_iter()
+                .map(|(k, v)| (as_string(&k).unwrap(), v))
+                .collect()
+        })
         .collect();
-    let get = |i: usize, name: &str| fields[i].iter().find(|(k, _)| k == name).map(|(_, v)| v.clone()).unwrap();
+    let get = |i: usize, name: &str| {
+        fields[i]
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
+            .unwrap()
+    };
     assert_eq!(as_string(&get(0, "owner")).as_deref(), Some("a"));
     assert_eq!(as_string(&get(1, "owner")).as_deref(), Some("b"));
-    let (Value::Int(waited_a), Value::Int(waited_b)) = (get(0, "waited_ms"), get(1, "waited_ms")) else { panic!() };
-    assert!(waited_a >= waited_b + 40, "a waited longer than b: {waited_a} vs {waited_b}");
+    let (Value::Int(waited_a), Value::Int(waited_b)) = (get(0, "waited_ms"), get(1, "waited_ms"))
+    else {
+        panic!()
+    };
+    assert!(
+        waited_a >= waited_b + 40,
+        "a waited longer than b: {waited_a} vs {waited_b}"
+    );
     assert_eq!(get(0, "timeout_ms"), Value::Int(0));
     assert_eq!(get(1, "timeout_ms"), Value::Int(7000));
 }
@@ -129,14 +201,29 @@ fn a_wait_times_out_on_time_with_the_holders_lease() {
     for timeout_ms in [50i64, 300] {
         let started = Instant::now();
         let mut waiter = RawClient::connect(server.port);
-        waiter.send(&["LOCK.ACQUIRE", "L", "w", "1000", "WAIT", &timeout_ms.to_string()]);
+        waiter.send(&[
+            "LOCK.ACQUIRE",
+            "L",
+            "w",
+            "1000",
+            "WAIT",
+            &timeout_ms.to_string(),
+        ]);
         let reply = waiter.read();
         let elapsed = started.elapsed().as_millis() as i64;
-        let Resp::Int(ttl) = reply else { panic!("a timed-out wait answers the remaining lease, got {reply:?}") };
+        let Resp::Int(ttl) = reply else {
+            panic!("a timed-out wait answers the remaining lease, got {reply:?}")
+        };
         assert!(ttl > 25_000 && ttl <= 30_000, "remaining lease {ttl}");
-        assert!(elapsed >= timeout_ms && elapsed <= timeout_ms + 100, "WAIT {timeout_ms} answered after {elapsed} ms");
+        assert!(
+            elapsed >= timeout_ms && elapsed <= timeout_ms + 100,
+            "WAIT {timeout_ms} answered after {elapsed} ms"
+        );
     }
-    assert!(holder_is(&mut con, "L", "holder"), "a timeout changes nothing");
+    assert!(
+        holder_is(&mut con, "L", "holder"),
+        "a timeout changes nothing"
+    );
     assert_eq!(stat(&server, "lock_waits_timed_out"), 2);
     assert_eq!(stat(&server, "lock_waiting_clients"), 0);
 }
@@ -145,13 +232,28 @@ fn a_wait_times_out_on_time_with_the_holders_lease() {
 fn a_free_or_re_entered_lock_is_granted_at_once_even_with_wait() {
     let server = Server::start();
     let mut con = server.connection();
-    let got: Option<i64> =
-        redis::cmd("LOCK.ACQUIRE").arg("L").arg("a").arg(5000).arg("WAIT").arg(0).query(&mut con).expect("acquire");
+    let got: Option<i64> = redis::cmd("LOCK.ACQUIRE")
+        .arg("L")
+        .arg("a")
+        .arg(5000)
+        .arg("WAIT")
+        .arg(0)
+        .query(&mut con)
+        .expect("acquire");
     assert_eq!(got, None);
-    let got: Option<i64> =
-        redis::cmd("LOCK.ACQUIRE").arg("L").arg("a").arg(5000).arg("wait").arg(0).query(&mut con).expect("re-enter");
+    let got: Option<i64> = redis::cmd("LOCK.ACQUIRE")
+        .arg("L")
+        .arg("a")
+        .arg(5000)
+        .arg("wait")
+        .arg(0)
+        .query(&mut con)
+        .expect("re-enter");
     assert_eq!(got, None);
-    assert_eq!(holders(&mut con, "L"), vec![("a".to_string(), "2".to_string())]);
+    assert_eq!(
+        holders(&mut con, "L"),
+        vec![("a".to_string(), "2".to_string())]
+    );
 }
 
 #[test]
@@ -160,8 +262,12 @@ fn release_and_force_hand_the_lock_to_the_waiter_and_publish_nothing() {
     let mut con = server.connection();
     let mut sub_con = server.connection();
     let mut pubsub = sub_con.as_pubsub();
-    pubsub.subscribe("redisson_lock__channel:{L}").expect("SUBSCRIBE");
-    pubsub.set_read_timeout(Some(Duration::from_millis(200))).expect("timeout");
+    pubsub
+        .subscribe("redisson_lock__channel:{L}")
+        .expect("SUBSCRIBE");
+    pubsub
+        .set_read_timeout(Some(Duration::from_millis(200)))
+        .expect("timeout");
 
     acquire(&mut con, "L", "a", 30_000);
     let mut b = queue(&server, "L", "b", 30_000, 0);
@@ -170,14 +276,22 @@ fn release_and_force_hand_the_lock_to_the_waiter_and_publish_nothing() {
     assert!(holder_is(&mut con, "L", "b"));
 
     let mut c = queue(&server, "L", "c", 30_000, 0);
-    let forced: i64 = redis::cmd("LOCK.FORCE").arg("L").query(&mut con).expect("LOCK.FORCE");
+    let forced: i64 = redis::cmd("LOCK.FORCE")
+        .arg("L")
+        .query(&mut con)
+        .expect("LOCK.FORCE");
     assert_eq!(forced, 1);
     assert_eq!(c.read(), Resp::Nil);
     assert!(holder_is(&mut con, "L", "c"));
-    assert!(pubsub.get_message().is_err(), "no unlock message while the lock is handed on");
+    assert!(
+        pubsub.get_message().is_err(),
+        "no unlock message while the lock is handed on"
+    );
 
     assert_eq!(release(&mut con, "L", "c"), Some(1));
-    let message = pubsub.get_message().expect("the unlock message once the lock is left free");
+    let message = pubsub
+        .get_message()
+        .expect("the unlock message once the lock is left free");
     assert_eq!(message.get_payload::<String>().expect("payload"), "0");
 }
 
@@ -214,12 +328,18 @@ fn an_expired_lease_is_handed_on_within_20_ms_of_its_deadline() {
     let mut con = server.connection();
     for round in 0..3 {
         acquire(&mut con, "L", "a", 300);
-        let deadline: i64 = redis::cmd("PEXPIRETIME").arg("L").query(&mut con).expect("PEXPIRETIME");
+        let deadline: i64 = redis::cmd("PEXPIRETIME")
+            .arg("L")
+            .query(&mut con)
+            .expect("PEXPIRETIME");
         let mut waiter = queue(&server, "L", "b", 30_000, 0);
         let (reply, at) = reply_at(&mut waiter);
         assert_eq!(reply, Resp::Nil);
         let late = at - deadline;
-        assert!((0..=20).contains(&late), "round {round}: granted {late} ms after the deadline");
+        assert!(
+            (0..=20).contains(&late),
+            "round {round}: granted {late} ms after the deadline"
+        );
         assert!(holder_is(&mut con, "L", "b"));
         assert_eq!(release(&mut con, "L", "b"), Some(1));
     }
@@ -231,12 +351,24 @@ fn a_renewed_lease_is_not_handed_on_early() {
     let mut con = server.connection();
     acquire(&mut con, "L", "a", 200);
     let mut waiter = queue(&server, "L", "b", 30_000, 0);
-    let renewed: i64 = redis::cmd("LOCK.RENEW").arg("L").arg("a").arg(600).query(&mut con).expect("renew");
+    let renewed: i64 = redis::cmd("LOCK.RENEW")
+        .arg("L")
+        .arg("a")
+        .arg(600)
+        .query(&mut con)
+        .expect("renew");
     assert_eq!(renewed, 1);
-    let deadline: i64 = redis::cmd("PEXPIRETIME").arg("L").query(&mut con).expect("PEXPIRETIME");
+    let deadline: i64 = redis::cmd("PEXPIRETIME")
+        .arg("L")
+        .query(&mut con)
+        .expect("PEXPIRETIME");
     let (reply, at) = reply_at(&mut waiter);
     assert_eq!(reply, Resp::Nil);
-    assert!((0..=20).contains(&(at - deadline)), "granted {} ms after the renewed deadline", at - deadline);
+    assert!(
+        (0..=20).contains(&(at - deadline)),
+        "granted {} ms after the renewed deadline",
+        at - deadline
+    );
 }
 
 #[test]
@@ -247,12 +379,20 @@ fn nobody_barges_past_the_queue() {
     acquire(&mut con, "L", "a", 30_000);
     let mut waiter = queue(&server, "L", "w", 30_000, 0);
     let (released, barger): (i64, Option<i64>) = redis::pipe()
-        .cmd("LOCK.RELEASE").arg("L").arg("a")
-        .cmd("LOCK.ACQUIRE").arg("L").arg("barger").arg(30_000)
+        .cmd("LOCK.RELEASE")
+        .arg("L")
+        .arg("a")
+        .cmd("LOCK.ACQUIRE")
+        .arg("L")
+        .arg("barger")
+        .arg(30_000)
         .query(&mut con)
         .expect("pipeline");
     assert_eq!(released, 1);
-    assert!(matches!(barger, Some(ttl) if ttl > 0), "the barger is refused: {barger:?}");
+    assert!(
+        matches!(barger, Some(ttl) if ttl > 0),
+        "the barger is refused: {barger:?}"
+    );
     assert_eq!(waiter.read(), Resp::Nil);
     assert!(holder_is(&mut con, "L", "w"));
     release(&mut con, "L", "w");
@@ -262,11 +402,18 @@ fn nobody_barges_past_the_queue() {
     acquire(&mut con, "L", "a", 30_000);
     let mut waiter = queue(&server, "L", "w", 30_000, 0);
     let (_, barger): (i64, Option<i64>) = redis::pipe()
-        .cmd("DEL").arg("L")
-        .cmd("LOCK.ACQUIRE").arg("L").arg("barger").arg(30_000)
+        .cmd("DEL")
+        .arg("L")
+        .cmd("LOCK.ACQUIRE")
+        .arg("L")
+        .arg("barger")
+        .arg(30_000)
         .query(&mut con)
         .expect("pipeline");
-    assert!(matches!(barger, Some(ttl) if ttl > 0), "the barger is refused after DEL: {barger:?}");
+    assert!(
+        matches!(barger, Some(ttl) if ttl > 0),
+        "the barger is refused after DEL: {barger:?}"
+    );
     assert_eq!(waiter.read(), Resp::Nil);
     assert!(holder_is(&mut con, "L", "w"));
 }
@@ -281,23 +428,39 @@ fn killed_and_disconnected_waiters_leave_the_queue_and_are_skipped() {
     let mut last = queue(&server, "L", "last", 30_000, 0);
     assert_eq!(waiter_owners(&server, "L"), vec!["killed", "gone", "last"]);
 
-    let clients: String = redis::cmd("CLIENT").arg("LIST").query(&mut con).expect("CLIENT LIST");
+    let clients: String = redis::cmd("CLIENT")
+        .arg("LIST")
+        .query(&mut con)
+        .expect("CLIENT LIST");
     let blocked_ids: Vec<String> = clients
         .lines()
         .filter(|l| l.contains("cmd=lock.acquire") && l.contains("flags=b"))
-        .filter_map(|l| l.split_whitespace().find_map(|f| f.strip_prefix("id=")).map(str::to_string))
+        .filter_map(|l| {
+            l.split_whitespace()
+                .find_map(|f| f.strip_prefix("id="))
+                .map(str::to_string)
+        })
         .collect();
     assert_eq!(blocked_ids.len(), 3, "three blocked clients: {clients}");
-    let killed_n: i64 = redis::cmd("CLIENT").arg("KILL").arg("ID").arg(&blocked_ids[0]).query(&mut con).expect("KILL");
+    let killed_n: i64 = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("ID")
+        .arg(&blocked_ids[0])
+        .query(&mut con)
+        .expect("KILL");
     assert_eq!(killed_n, 1);
     drop(killed);
-    poll_until(Duration::from_secs(2), "the killed waiter leaves at once", || {
-        waiter_owners(&server, "L") == vec!["gone", "last"]
-    });
+    poll_until(
+        Duration::from_secs(2),
+        "the killed waiter leaves at once",
+        || waiter_owners(&server, "L") == vec!["gone", "last"],
+    );
     gone.disconnect();
-    poll_until(Duration::from_secs(2), "the disconnected waiter leaves at once", || {
-        waiter_owners(&server, "L") == vec!["last"]
-    });
+    poll_until(
+        Duration::from_secs(2),
+        "the disconnected waiter leaves at once",
+        || waiter_owners(&server, "L") == vec!["last"],
+    );
     assert_eq!(release(&mut con, "L", "a"), Some(1));
     assert_eq!(last.read(), Resp::Nil);
     assert!(holder_is(&mut con, "L", "last"));
@@ -312,7 +475,12 @@ fn multi_and_lua_do_not_block() {
     let started = Instant::now();
     let (ttl,): (i64,) = redis::pipe()
         .atomic()
-        .cmd("LOCK.ACQUIRE").arg("L").arg("b").arg(1000).arg("WAIT").arg(0)
+        .cmd("LOCK.ACQUIRE")
+        .arg("L")
+        .arg("b")
+        .arg(1000)
+        .arg("WAIT")
+        .arg(0)
         .query(&mut con)
         .expect("MULTI/EXEC");
     assert!(ttl > 0, "inside MULTI the acquire answers the lease: {ttl}");
@@ -323,7 +491,10 @@ fn multi_and_lua_do_not_block() {
         .query(&mut con)
         .expect("EVAL");
     assert!(ttl > 0, "inside Lua the acquire answers the lease: {ttl}");
-    assert!(started.elapsed() < Duration::from_secs(1), "nothing blocked");
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "nothing blocked"
+    );
     assert_eq!(stat(&server, "lock_waits_started"), 0);
 }
 
@@ -347,20 +518,44 @@ fn replicas_receive_hand_offs_as_effects_and_never_block() {
 
     wait_for_replicas(&master, &[&with_module, &without_module]);
     for key in ["L", "E"] {
-        let at_master: i64 = redis::cmd("PEXPIRETIME").arg(key).query(&mut con).expect("PEXPIRETIME");
+        let at_master: i64 = redis::cmd("PEXPIRETIME")
+            .arg(key)
+            .query(&mut con)
+            .expect("PEXPIRETIME");
         let owners = holders(&mut con, key);
         for replica in [&with_module, &without_module] {
             let mut rc = replica.connection();
-            assert_eq!(holders(&mut rc, key), owners, "{key}: replica holds the master's hash");
-            let at: i64 = redis::cmd("PEXPIRETIME").arg(key).query(&mut rc).expect("PEXPIRETIME");
-            assert_eq!(at, at_master, "{key}: replica has the master's absolute deadline");
+            assert_eq!(
+                holders(&mut rc, key),
+                owners,
+                "{key}: replica holds the master's hash"
+            );
+            let at: i64 = redis::cmd("PEXPIRETIME")
+                .arg(key)
+                .query(&mut rc)
+                .expect("PEXPIRETIME");
+            assert_eq!(
+                at, at_master,
+                "{key}: replica has the master's absolute deadline"
+            );
         }
     }
-    assert_eq!(holders(&mut con, "L"), vec![("b".to_string(), "1".to_string())]);
-    assert_eq!(holders(&mut con, "E"), vec![("c".to_string(), "1".to_string())]);
+    assert_eq!(
+        holders(&mut con, "L"),
+        vec![("b".to_string(), "1".to_string())]
+    );
+    assert_eq!(
+        holders(&mut con, "E"),
+        vec![("c".to_string(), "1".to_string())]
+    );
 
     // A replica refuses lock writes rather than blocking anyone.
-    let refused = redis::cmd("LOCK.ACQUIRE").arg("L").arg("x").arg(1000).arg("WAIT").arg(0)
+    let refused = redis::cmd("LOCK.ACQUIRE")
+        .arg("L")
+        .arg("x")
+        .arg(1000)
+        .arg("WAIT")
+        .arg(0)
         .query::<Value>(&mut with_module.connection());
     expect_err(refused, "READONLY", "", "LOCK.ACQUIRE WAIT on a replica");
 }
@@ -372,7 +567,11 @@ fn waiters_get_an_error_when_their_master_becomes_a_replica() {
     let mut con = master.connection();
     acquire(&mut con, "L", "a", 30_000);
     let mut waiter = queue(&master, "L", "b", 30_000, 0);
-    let _: Value = redis::cmd("REPLICAOF").arg("127.0.0.1").arg(other.port).query(&mut con).expect("REPLICAOF");
+    let _: Value = redis::cmd("REPLICAOF")
+        .arg("127.0.0.1")
+        .arg(other.port)
+        .query(&mut con)
+        .expect("REPLICAOF");
     match waiter.read() {
         Resp::Error(text) => assert!(text.contains("replica"), "error names the cause: {text}"),
         other => panic!("expected an error, got {other:?}"),
@@ -393,10 +592,16 @@ fn memory_stays_flat_over_ten_thousand_wait_timeouts() {
                 std::thread::spawn(move || {
                     let mut client = RawClient::connect(port);
                     let owner = format!("w{c}");
-                    client.send_many(cycles_per_client, &["LOCK.ACQUIRE", "L", &owner, "1000", "WAIT", "1"]);
+                    client.send_many(
+                        cycles_per_client,
+                        &["LOCK.ACQUIRE", "L", &owner, "1000", "WAIT", "1"],
+                    );
                     for _ in 0..cycles_per_client {
                         let reply = client.read();
-                        assert!(matches!(reply, Resp::Int(_)), "each wait times out with the lease: {reply:?}");
+                        assert!(
+                            matches!(reply, Resp::Int(_)),
+                            "each wait times out with the lease: {reply:?}"
+                        );
                     }
                 })
             })
@@ -407,24 +612,40 @@ fn memory_stays_flat_over_ten_thousand_wait_timeouts() {
         clients * cycles_per_client
     };
     let used = |con: &mut Connection| -> i64 {
-        let info: String = redis::cmd("INFO").arg("memory").query(con).expect("INFO memory");
-        info_field(&info, "used_memory").and_then(|v| v.parse().ok()).expect("used_memory")
+        let info: String = redis::cmd("INFO")
+            .arg("memory")
+            .query(con)
+            .expect("INFO memory");
+        info_field(&info, "used_memory")
+            .and_then(|v| v.parse().ok())
+            .expect("used_memory")
     };
     let warmup = run(20);
     let before = used(&mut con);
     let cycles = run(200);
     let after = used(&mut con);
     assert_eq!(cycles, 10_000);
-    assert_eq!(stat(&server, "lock_waits_timed_out") as usize, warmup + cycles);
+    assert_eq!(
+        stat(&server, "lock_waits_timed_out") as usize,
+        warmup + cycles
+    );
     assert_eq!(stat(&server, "lock_waiting_clients"), 0);
-    assert!(after - before < 256 * 1024, "memory grew by {} bytes over 10k waits", after - before);
+    assert!(
+        after - before < 256 * 1024,
+        "memory grew by {} bytes over 10k waits",
+        after - before
+    );
 }
 
 #[test]
 fn stock_scenario_with_wait_and_no_retry_loop() {
     let server = Server::start();
     let mut con = server.connection();
-    let _: () = redis::cmd("SET").arg("MoonCakeStock").arg(90).query(&mut con).expect("SET stock");
+    let _: () = redis::cmd("SET")
+        .arg("MoonCakeStock")
+        .arg(90)
+        .query(&mut con)
+        .expect("SET stock");
     let buyers = 100;
     let sold = Arc::new(AtomicUsize::new(0));
     let inside = Arc::new(AtomicUsize::new(0));
@@ -433,30 +654,52 @@ fn stock_scenario_with_wait_and_no_retry_loop() {
     let start = Arc::new(Barrier::new(buyers));
     let handles: Vec<_> = (0..buyers)
         .map(|i| {
-            let (sold, inside, max_inside, lowest, start) =
-                (sold.clone(), inside.clone(), max_inside.clone(), lowest.clone(), start.clone());
+            let (sold, inside, max_inside, lowest, start) = (
+                sold.clone(),
+                inside.clone(),
+                max_inside.clone(),
+                lowest.clone(),
+                start.clone(),
+            );
             let url = server.url();
             std::thread::spawn(move || {
-                let mut con = redis::Client::open(url).expect("client").get_connection().expect("connection");
+                let mut con = redis::Client::open(url)
+                    .expect("client")
+                    .get_connection()
+                    .expect("connection");
                 let owner = format!("8e0c2a5e-buyer:{i}");
                 start.wait();
                 let got: Option<i64> = redis::cmd("LOCK.ACQUIRE")
-                    .arg("MoonCake").arg(&owner).arg(30_000).arg("WAIT").arg(10_000)
+                    .arg("MoonCake")
+                    .arg(&owner)
+                    .arg(30_000)
+                    .arg("WAIT")
+                    .arg(10_000)
                     .query(&mut con)
                     .expect("acquire");
                 assert_eq!(got, None, "{owner} is granted the lock without retrying");
                 let now = inside.fetch_add(1, Ordering::SeqCst) + 1;
                 max_inside.fetch_max(now, Ordering::SeqCst);
-                let stock: i64 = redis::cmd("GET").arg("MoonCakeStock").query(&mut con).expect("GET");
+                let stock: i64 = redis::cmd("GET")
+                    .arg("MoonCakeStock")
+                    .query(&mut con)
+                    .expect("GET");
                 if stock > 0 {
-                    let _: () = redis::cmd("SET").arg("MoonCakeStock").arg(stock - 1).query(&mut con).expect("SET");
+                    let _: () = redis::cmd("SET")
+                        .arg("MoonCakeStock")
+                        .arg(stock - 1)
+                        .query(&mut con)
+                        .expect("SET");
                     sold.fetch_add(1, Ordering::SeqCst);
                     let mut low = lowest.lock().expect("lowest");
                     *low = (*low).min(stock - 1);
                 }
                 inside.fetch_sub(1, Ordering::SeqCst);
-                let released: Option<i64> =
-                    redis::cmd("LOCK.RELEASE").arg("MoonCake").arg(&owner).query(&mut con).expect("release");
+                let released: Option<i64> = redis::cmd("LOCK.RELEASE")
+                    .arg("MoonCake")
+                    .arg(&owner)
+                    .query(&mut con)
+                    .expect("release");
                 assert_eq!(released, Some(1));
             })
         })
@@ -464,7 +707,10 @@ fn stock_scenario_with_wait_and_no_retry_loop() {
     for h in handles {
         h.join().expect("buyer");
     }
-    let stock: i64 = redis::cmd("GET").arg("MoonCakeStock").query(&mut con).expect("GET");
+    let stock: i64 = redis::cmd("GET")
+        .arg("MoonCakeStock")
+        .query(&mut con)
+        .expect("GET");
     assert_eq!(sold.load(Ordering::SeqCst), 90);
     assert_eq!(stock, 0);
     assert!(*lowest.lock().unwrap() >= 0, "stock never went negative");
@@ -475,7 +721,12 @@ fn stock_scenario_with_wait_and_no_retry_loop() {
 fn server_cpu_seconds(server: &Server) -> f64 {
     ["used_cpu_user", "used_cpu_sys"]
         .iter()
-        .map(|f| server.info("cpu", f).and_then(|v| v.parse::<f64>().ok()).expect("INFO cpu"))
+        .map(|f| {
+            server
+                .info("cpu", f)
+                .and_then(|v| v.parse::<f64>().ok())
+                .expect("INFO cpu")
+        })
         .sum()
 }
 
@@ -491,18 +742,37 @@ fn huge_timeouts_are_refused_and_huge_leases_do_not_spin_the_server() {
     // A lease ending in about 285 000 years: valid, and far past what a timer can hold.
     assert_eq!(acquire(&mut con, "L", "a", 9_000_000_000_000_000_000), None);
 
-    let refused = redis::cmd("LOCK.ACQUIRE").arg("L").arg("b").arg(1000).arg("WAIT").arg(i64::MAX)
+    let refused = redis::cmd("LOCK.ACQUIRE")
+        .arg("L")
+        .arg("b")
+        .arg(1000)
+        .arg("WAIT")
+        .arg(i64::MAX)
         .query::<Value>(&mut con);
-    expect_err(refused, "ERR", "WAIT timeout-ms", "a WAIT ending past the end of time");
-    assert_eq!(stat(&server, "lock_waits_started"), 0, "the refused WAIT queued nothing");
+    expect_err(
+        refused,
+        "ERR",
+        "WAIT timeout-ms",
+        "a WAIT ending past the end of time",
+    );
+    assert_eq!(
+        stat(&server, "lock_waits_started"),
+        0,
+        "the refused WAIT queued nothing"
+    );
 
     let cpu_before = server_cpu_seconds(&server);
     let mut waiter = RawClient::connect(server.port);
     waiter.send(&["LOCK.ACQUIRE", "L", "b", "1000", "WAIT", "400"]);
-    let Resp::Int(ttl) = waiter.read() else { panic!("the wait times out with the lease") };
+    let Resp::Int(ttl) = waiter.read() else {
+        panic!("the wait times out with the lease")
+    };
     assert!(ttl > 8_000_000_000_000_000_000, "remaining lease {ttl}");
     let cpu = server_cpu_seconds(&server) - cpu_before;
-    assert!(cpu < 0.15, "the server burned {cpu:.3} s of CPU during a 400 ms wait");
+    assert!(
+        cpu < 0.15,
+        "the server burned {cpu:.3} s of CPU during a 400 ms wait"
+    );
 }
 
 /// Eviction frees a lock like a DEL. With `volatile-ttl` the lock is the only
@@ -514,16 +784,26 @@ fn huge_timeouts_are_refused_and_huge_leases_do_not_spin_the_server() {
 fn an_evicted_lock_is_handed_on() {
     let server = Server::with(Options::new().config("maxmemory-policy", &["volatile-ttl"]));
     let mut con = server.connection();
-    let used: i64 = server.info("memory", "used_memory").and_then(|v| v.parse().ok()).expect("used_memory");
-    let _: () = redis::cmd("CONFIG").arg("SET").arg("maxmemory").arg(used + 4 * 1024 * 1024)
-        .query(&mut con).expect("CONFIG SET maxmemory");
+    let used: i64 = server
+        .info("memory", "used_memory")
+        .and_then(|v| v.parse().ok())
+        .expect("used_memory");
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory")
+        .arg(used + 4 * 1024 * 1024)
+        .query(&mut con)
+        .expect("CONFIG SET maxmemory");
     acquire(&mut con, "L", "a", 600_000);
     let mut waiter = queue(&server, "L", "b", 600_000, 0);
 
     let filler = vec![b'x'; 64 * 1024];
     let mut filled = false;
     for i in 0..500 {
-        let set: redis::RedisResult<()> = redis::cmd("SET").arg(format!("filler:{i}")).arg(&filler[..]).query(&mut con);
+        let set: redis::RedisResult<()> = redis::cmd("SET")
+            .arg(format!("filler:{i}"))
+            .arg(&filler[..])
+            .query(&mut con);
         if let Err(e) = set {
             assert!(err_text(&e).starts_with("OOM"), "only OOM is expected: {e}");
             filled = true;
@@ -531,8 +811,15 @@ fn an_evicted_lock_is_handed_on() {
         }
     }
     assert!(filled, "memory never reached maxmemory");
-    assert_eq!(waiter.read(), Resp::Nil, "the waiter is granted the evicted lock");
-    let evicted: i64 = server.info("stats", "evicted_keys").and_then(|v| v.parse().ok()).expect("evicted_keys");
+    assert_eq!(
+        waiter.read(),
+        Resp::Nil,
+        "the waiter is granted the evicted lock"
+    );
+    let evicted: i64 = server
+        .info("stats", "evicted_keys")
+        .and_then(|v| v.parse().ok())
+        .expect("evicted_keys");
     assert!(evicted >= 1, "the lock was evicted");
     assert!(stat(&server, "lock_handoffs") >= 1, "and handed on");
 }

@@ -40,11 +40,41 @@ command_entry!(info_entry => info::run);
 /// The ACL categories repeat what the flags say because Redis does not derive
 /// them for module commands; they are applied where the server supports it.
 const COMMANDS: [(&str, raw::RedisModuleCmdFunc, &str, &CStr, &CommandDoc); 5] = [
-    (acquire::NAME, Some(acquire_entry), "write deny-oom fast", c"write fast", &acquire::DOC),
-    (renew::NAME, Some(renew_entry), "write fast", c"write fast", &renew::DOC),
-    (release::NAME, Some(release_entry), "write fast", c"write fast", &release::DOC),
-    (force::NAME, Some(force_entry), "write fast", c"write fast", &force::DOC),
-    (info::NAME, Some(info_entry), "readonly", c"read", &info::DOC),
+    (
+        acquire::NAME,
+        Some(acquire_entry),
+        "write deny-oom fast",
+        c"write fast",
+        &acquire::DOC,
+    ),
+    (
+        renew::NAME,
+        Some(renew_entry),
+        "write fast",
+        c"write fast",
+        &renew::DOC,
+    ),
+    (
+        release::NAME,
+        Some(release_entry),
+        "write fast",
+        c"write fast",
+        &release::DOC,
+    ),
+    (
+        force::NAME,
+        Some(force_entry),
+        "write fast",
+        c"write fast",
+        &force::DOC,
+    ),
+    (
+        info::NAME,
+        Some(info_entry),
+        "readonly",
+        c"read",
+        &info::DOC,
+    ),
 ];
 
 /// Registers every command with Redis, with its docs and ACL categories.

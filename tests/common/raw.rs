@@ -45,8 +45,12 @@ pub struct RawClient {
 impl RawClient {
     pub fn connect(port: u16) -> RawClient {
         let stream = TcpStream::connect(("127.0.0.1", port)).expect("raw client connects");
-        stream.set_read_timeout(Some(IO_TIMEOUT)).expect("read timeout");
-        RawClient { reader: BufReader::new(stream) }
+        stream
+            .set_read_timeout(Some(IO_TIMEOUT))
+            .expect("read timeout");
+        RawClient {
+            reader: BufReader::new(stream),
+        }
     }
 
     /// Sends one command without waiting for its reply.
@@ -60,16 +64,24 @@ impl RawClient {
         for arg in args {
             wire.push_str(&format!("${}\r\n{}\r\n", arg.len(), arg));
         }
-        self.reader.get_mut().write_all(wire.repeat(times).as_bytes()).expect("raw client sends");
+        self.reader
+            .get_mut()
+            .write_all(wire.repeat(times).as_bytes())
+            .expect("raw client sends");
     }
 
     /// Reads the next reply or push message.
     pub fn read(&mut self) -> Resp {
         let mut line = String::new();
-        self.reader.read_line(&mut line).expect("raw client reads a reply");
+        self.reader
+            .read_line(&mut line)
+            .expect("raw client reads a reply");
         let line = line.trim_end_matches("\r\n");
         let (kind, rest) = line.split_at(1.min(line.len()));
-        let number = || rest.parse::<i64>().unwrap_or_else(|_| panic!("bad RESP line {line:?}"));
+        let number = || {
+            rest.parse::<i64>()
+                .unwrap_or_else(|_| panic!("bad RESP line {line:?}"))
+        };
         match kind {
             "+" => Resp::Text(rest.as_bytes().to_vec()),
             "-" => Resp::Error(rest.to_string()),
@@ -78,7 +90,9 @@ impl RawClient {
             "$" if number() < 0 => Resp::Nil,
             "$" => {
                 let mut bytes = vec![0; number() as usize + 2];
-                self.reader.read_exact(&mut bytes).expect("bulk string body");
+                self.reader
+                    .read_exact(&mut bytes)
+                    .expect("bulk string body");
                 bytes.truncate(bytes.len() - 2);
                 Resp::Text(bytes)
             }
@@ -92,8 +106,12 @@ impl RawClient {
     pub fn nothing_within(&mut self, wait: Duration) -> bool {
         let stream = self.reader.get_ref();
         stream.set_read_timeout(Some(wait)).expect("short timeout");
-        let quiet = self.reader.buffer().is_empty() && matches!(self.reader.fill_buf(), Err(_) | Ok([]));
-        self.reader.get_ref().set_read_timeout(Some(IO_TIMEOUT)).expect("restore timeout");
+        let quiet =
+            self.reader.buffer().is_empty() && matches!(self.reader.fill_buf(), Err(_) | Ok([]));
+        self.reader
+            .get_ref()
+            .set_read_timeout(Some(IO_TIMEOUT))
+            .expect("restore timeout");
         quiet
     }
 

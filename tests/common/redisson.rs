@@ -66,4 +66,3 @@ pub const FORCE_UNLOCK: &str = concat!(
     "return 0 ",
     "end"
 );
-
