@@ -92,9 +92,36 @@ impl Ctx {
         unsafe { api!(RedisModule_ReplyWithArray)(self.0, len as c_long) };
     }
 
-    /// Server time in unix milliseconds, the clock key expiry runs on.
+    /// The time of the running command in unix ms: the clock Redis itself
+    /// reads for expiry, `PTTL` and `PEXPIRETIME` in the same command.
+    ///
+    /// Redis 7.2+ and Valkey freeze a command's time when it starts (a whole
+    /// MULTI/EXEC or script runs at one instant) and expose that snapshot as
+    /// the cached clock; module timers and callbacks get a fresh one. Reading
+    /// a live clock there instead made a deadline set in a transaction lie
+    /// ahead of the frozen clock, so a remaining lease could exceed the lease.
+    /// Redis 7.0 has no cached clock for modules and itself reads the live
+    /// clock for `PTTL` and the module key API, so the live clock is right there.
     pub fn now_ms(&self) -> i64 {
-        unsafe { api!(RedisModule_Milliseconds)() }
+        // SAFETY: optional function looked up once by RedisModule_Init; no arguments.
+        match unsafe { raw::RedisModule_CachedMicroseconds } {
+            Some(cached_us) => unsafe { cached_us() }.div_euclid(1000),
+            None => unsafe { api!(RedisModule_Milliseconds)() },
+        }
+    }
+
+    /// Whether writes are paused right now: `CLIENT PAUSE` (WRITE or ALL),
+    /// `FAILOVER`, `SHUTDOWN` waiting for replicas, a cluster manual failover.
+    ///
+    /// Redis promises that nothing is written then (a failover relies on the
+    /// replica having every write), and it holds back key expiry: an expired
+    /// key reads as missing but is still in the keyspace, so writing it as a
+    /// new key aborts the server (`db.c` `de != NULL`). Whatever the module
+    /// does on its own (timers, notifications) checks this first. Asking also
+    /// lets Redis end a pause whose time is up.
+    pub fn writes_paused(&self) -> bool {
+        // SAFETY: present on every supported server (5.0+); no arguments.
+        unsafe { api!(RedisModule_AvoidReplicaTraffic)() != 0 }
     }
 
     pub fn flags(&self) -> c_int {
@@ -121,6 +148,34 @@ impl Ctx {
         unsafe {
             api!(RedisModule_Log)(self.0, c"warning".as_ptr(), c"%s".as_ptr(), text.as_ptr())
         };
+    }
+}
+
+/// A module timer's id, as Redis hands it out.
+pub type TimerId = raw::RedisModuleTimerID;
+
+/// The callback of a module timer: its context and the data it was started with.
+pub type TimerCallback = extern "C" fn(*mut raw::RedisModuleCtx, *mut std::os::raw::c_void);
+
+impl Ctx {
+    /// Starts a timer that calls `callback` with `data` after `delay_ms`.
+    pub fn start_timer(
+        &self,
+        delay_ms: i64,
+        callback: TimerCallback,
+        data: *mut std::os::raw::c_void,
+    ) -> TimerId {
+        // SAFETY: Redis keeps `data` opaque and hands it back to `callback`.
+        unsafe { api!(RedisModule_CreateTimer)(self.0, delay_ms, Some(callback), data) }
+    }
+
+    /// Stops a timer that has not fired; returns the data it was started with
+    /// (for the caller to free), or `None` if it already fired or is unknown.
+    pub fn stop_timer(&self, id: TimerId) -> Option<*mut std::os::raw::c_void> {
+        let mut data: *mut std::os::raw::c_void = std::ptr::null_mut();
+        // SAFETY: `data` is a valid out-pointer for the call's duration.
+        let status = unsafe { api!(RedisModule_StopTimer)(self.0, id, &mut data) };
+        (status == raw::REDISMODULE_OK as c_int).then_some(data)
     }
 }
 

@@ -6,17 +6,33 @@
 //! and replicated as effects, then the waiter is unblocked with reply nil. No
 //! other client can slip in between, so waiting is fair and nobody barges.
 //!
-//! How each way a lock can free reaches [`grant_or_announce`]:
+//! How each way a lock can free reaches [`grant_next`]:
 //! * `LOCK.RELEASE` (last hold) and `LOCK.FORCE`: directly, in the command.
-//! * Lease expiry: a module timer at the lock's deadline opens the key, which
-//!   makes Redis expire it, and hands it on (Redis's own active expiry can
-//!   notice 100+ ms late; the timer makes it a few ms).
+//! * Lease expiry: the queue's timer, due just after the lock's deadline,
+//!   opens the key (which makes Redis expire it) and hands it on. Redis's own
+//!   active expiry can notice 100+ ms late; the timer makes it a few ms.
+//!   Every way a deadline is set re-aims the timer ([`lease_changed`]): a
+//!   re-entry, renewal or release with a shorter lease, a `PEXPIRE` by anyone.
 //! * `DEL`/`UNLINK`/`HDEL` of the last field/`RENAME`/`MOVE`, eviction, expiry
 //!   noticed by Redis, `FLUSHDB`/`FLUSHALL`: keyspace notifications and the
-//!   flush server event mark the key and schedule an immediate timer. Writing
-//!   keys inside a notification callback is unsafe on Redis 7.0, hence the
-//!   timer. Until it runs, any `LOCK.ACQUIRE` of that key first hands the free
-//!   lock to the queue ([`settle`]), so the gap cannot be used to barge.
+//!   flush server event set the queue's timer to "now". Writing keys inside a
+//!   notification callback is unsafe on Redis 7.0, hence the timer. Until it
+//!   runs, any `LOCK.ACQUIRE` of that key first hands the free lock to the
+//!   queue ([`settle`]), so the gap cannot be used to barge.
+//!
+//! Each queue has **at most one timer**, stopped as soon as its last waiter
+//! leaves (see `wait_queue.rs`), so nothing piles up and `MODULE UNLOAD`
+//! works as soon as nobody waits.
+//!
+//! **Nothing is written while writes are paused** (`CLIENT PAUSE`, `FAILOVER`,
+//! `SHUTDOWN` waiting for replicas, `CLUSTER FAILOVER`). Redis promises
+//! replicas that no write happens then, and it holds expired keys back, so a
+//! write would either be lost by a failover after the waiter was told "yours"
+//! (two holders) or abort the server. A timer that finds writes paused looks
+//! again every [`PAUSE_POLL_MS`]; when the pause ends the hand-offs happen,
+//! in FIFO order. Commands cannot barge meanwhile: Redis holds back every
+//! write command during the pause, and afterwards `LOCK.ACQUIRE` settles the
+//! queue first.
 //!
 //! Waiters that time out or disconnect (also `CLIENT KILL`) leave the queue at
 //! once. Where blocking is not allowed (MULTI, Lua, a replica) WAIT acts as a
@@ -31,28 +47,33 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use crate::events;
 use crate::ffi::{api, bytes, raw, Ctx, RStr};
-use crate::lock;
+use crate::lock::{self, Write};
 use crate::lock_key::LockKey;
 use crate::stats;
-use crate::wait_queue::{WaitQueues, Waiter, WaiterInfo};
+use crate::wait_queue::{QueueTimer, TimerPlan, WaitQueues, Waiter, WaiterInfo};
 
 thread_local! {
     // Redis calls commands, callbacks, timers and notifications on its main
     // thread only. Borrows are never held across a call into Redis, since a
     // call (opening a key) can fire a notification that comes back here.
     static QUEUES: RefCell<WaitQueues> = RefCell::new(WaitQueues::default());
-    static PENDING: RefCell<Pending> = RefCell::new(Pending::default());
-}
-
-/// Keys whose lock may have been freed behind our back, to settle soon.
-#[derive(Default)]
-struct Pending {
-    keys: Vec<(i32, Vec<u8>)>,
-    timer_armed: bool,
 }
 
 fn queues<T>(f: impl FnOnce(&mut WaitQueues) -> T) -> T {
     QUEUES.with(|q| f(&mut q.borrow_mut()))
+}
+
+/// Like [`queues`], for changes that may drop a queue: then stops the
+/// dropped queues' timers, so none outlives its waiters.
+fn queues_then_stop_timers<T>(ctx: &Ctx, f: impl FnOnce(&mut WaitQueues) -> T) -> T {
+    let (result, orphaned) = queues(|q| {
+        let result = f(q);
+        (result, q.take_orphaned_timers())
+    });
+    for id in orphaned {
+        stop_timer(ctx, id);
+    }
+    result
 }
 
 /// Privdata passed to `UnblockClient`: why the waiter was woken.
@@ -62,6 +83,11 @@ const DEMOTED: *mut c_void = 2 as *mut c_void;
 /// Number of clients waiting, all locks together (`INFO lock`).
 pub fn waiting_clients() -> usize {
     queues(|q| q.total())
+}
+
+/// Number of live hand-off timers (`INFO lock`): at most one per waited-for lock.
+pub fn live_timers() -> usize {
+    queues(|q| q.live_timers())
 }
 
 pub fn selected_db(ctx: &Ctx) -> i32 {
@@ -104,8 +130,33 @@ pub fn wait(ctx: &Ctx, lock: &LockKey, owner: &[u8], lease_ms: i64, timeout_ms: 
     queues(|q| q.push(db, key, waiter));
     stats::WAITS_STARTED.incr();
     if let Some(deadline) = lock.deadline_ms() {
-        arm_expiry_timer(ctx, db, key, deadline);
+        look_at(ctx, db, key, after(deadline));
     }
+}
+
+/// A command just wrote `write` to `lock`: if it set a deadline and clients
+/// wait for the lock, make sure the queue's timer is due by then. (A lease
+/// made shorter by re-entry, renewal or release must still be handed on
+/// when it ends, not when Redis's background expiry gets to it.)
+pub fn lease_changed(ctx: &Ctx, lock: &LockKey, write: Write) {
+    let deadline = match write {
+        Write::SetCount {
+            expire_at: Some(at),
+            ..
+        }
+        | Write::ExpireAt(at) => at,
+        _ => return,
+    };
+    if waiting_clients() == 0 {
+        return;
+    }
+    look_at(ctx, selected_db(ctx), bytes(lock.name()), after(deadline));
+}
+
+/// The first moment a lock with `deadline` counts as expired: Redis expires
+/// a key once now > deadline.
+fn after(deadline: i64) -> i64 {
+    deadline.saturating_add(1)
 }
 
 /// Before deciding on `lock`: if it is free but clients queue for it (it was
@@ -134,7 +185,7 @@ pub fn grant_or_announce(ctx: &Ctx, lock: &LockKey) {
 /// Grants the free `lock` to the first waiter of its queue. False if none.
 fn grant_next(ctx: &Ctx, lock: &LockKey, db: i32) -> bool {
     let key = bytes(lock.name());
-    let Some(waiter) = queues(|q| q.pop_next(db, key)) else {
+    let Some(waiter) = queues_then_stop_timers(ctx, |q| q.pop_next(db, key)) else {
         return false;
     };
     let expire_at = ctx.now_ms().saturating_add(waiter.lease_ms);
@@ -154,9 +205,7 @@ fn grant_next(ctx: &Ctx, lock: &LockKey, db: i32) -> bool {
     stats::ACQUIRED.incr();
     stats::HANDOFFS.incr();
     stats::WAITS_GRANTED.incr();
-    if queues(|q| q.has_waiters(db, key)) {
-        arm_expiry_timer(ctx, db, key, expire_at);
-    }
+    look_at(ctx, db, key, after(expire_at));
     true
 }
 
@@ -188,7 +237,7 @@ extern "C" fn on_timeout(ctx: *mut raw::RedisModuleCtx, argv: *mut RStr, argc: c
     guarded(ctx, "a wait timeout", || {
         let ctx = Ctx(ctx);
         let bc = unsafe { api!(RedisModule_GetBlockedClientHandle)(ctx.0) };
-        if queues(|q| q.remove_client(bc as usize)).is_none() {
+        if queues_then_stop_timers(&ctx, |q| q.remove_client(bc as usize)).is_none() {
             // Granted just before the timeout fired: the lock is its.
             ctx.reply_null();
             return;
@@ -211,7 +260,7 @@ extern "C" fn on_timeout(ctx: *mut raw::RedisModuleCtx, argv: *mut RStr, argc: c
 /// The waiting client went away (QUIT, CLIENT KILL, network): leave the queue.
 extern "C" fn on_disconnect(ctx: *mut raw::RedisModuleCtx, bc: *mut raw::RedisModuleBlockedClient) {
     guarded(ctx, "a waiter disconnect", || {
-        if queues(|q| q.remove_client(bc as usize)).is_some() {
+        if queues_then_stop_timers(&Ctx(ctx), |q| q.remove_client(bc as usize)).is_some() {
             unsafe { api!(RedisModule_UnblockClient)(bc, std::ptr::null_mut()) };
         }
     });
@@ -219,17 +268,9 @@ extern "C" fn on_disconnect(ctx: *mut raw::RedisModuleCtx, bc: *mut raw::RedisMo
 
 // ---- timers ---------------------------------------------------------------
 
-/// What a timer is for: the expiry of one lock, or settling pending keys.
-enum TimerJob {
-    Expiry { db: i32, key: Vec<u8>, at: i64 },
-    SettlePending,
-}
-
-fn start_timer(ctx: &Ctx, delay_ms: i64, job: TimerJob) {
-    let data = Box::into_raw(Box::new(job)) as *mut c_void;
-    let delay_ms = delay_ms.clamp(0, MAX_TIMER_DELAY_MS);
-    unsafe { api!(RedisModule_CreateTimer)(ctx.0, delay_ms, Some(on_timer), data) };
-}
+/// How often a lock that must be handed on is looked at again while writes
+/// are paused: the hand-off follows the end of a pause by at most this.
+pub const PAUSE_POLL_MS: i64 = 5;
 
 /// The longest a timer is set for. A lease may end centuries from now, and
 /// Redis computes a timer's due time as `now_us + period_ms * 1000`, which
@@ -238,51 +279,74 @@ fn start_timer(ctx: &Ctx, delay_ms: i64, job: TimerJob) {
 /// and sets the next one, so long leases just take a few hops.
 const MAX_TIMER_DELAY_MS: i64 = 3_600_000;
 
-/// Makes sure a timer runs just after `deadline`, when the lock of `key` expires.
-fn arm_expiry_timer(ctx: &Ctx, db: i32, key: &[u8], deadline: i64) {
-    // Redis considers a key expired once now > deadline, hence + 1.
-    let at = deadline.saturating_add(1);
-    if queues(|q| q.want_timer(db, key, at)) {
-        start_timer(
-            ctx,
-            at - ctx.now_ms(),
-            TimerJob::Expiry {
-                db,
-                key: key.to_vec(),
-                at,
-            },
-        );
+/// What a timer carries: which queue's lock to look at, and its sequence
+/// number there (see [`QueueTimer`]).
+struct TimerJob {
+    db: i32,
+    key: Vec<u8>,
+    seq: u64,
+}
+
+thread_local! {
+    static NEXT_TIMER_SEQ: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// Makes sure the lock of `key` is looked at by `at` (unix ms), by the
+/// queue's one timer; nothing if nobody waits for it.
+fn look_at(ctx: &Ctx, db: i32, key: &[u8], at: i64) {
+    let stop = match queues(|q| q.plan_timer(db, key, at)) {
+        TimerPlan::NoQueue | TimerPlan::Keep => return,
+        TimerPlan::Start { stop } => stop,
+    };
+    if let Some(id) = stop {
+        stop_timer(ctx, id);
+    }
+    let seq = NEXT_TIMER_SEQ.with(|next| {
+        next.set(next.get().wrapping_add(1));
+        next.get()
+    });
+    let job = Box::new(TimerJob {
+        db,
+        key: key.to_vec(),
+        seq,
+    });
+    let delay_ms = at.saturating_sub(ctx.now_ms()).clamp(0, MAX_TIMER_DELAY_MS);
+    let id = ctx.start_timer(delay_ms, on_timer, Box::into_raw(job).cast());
+    queues_then_stop_timers(ctx, |q| {
+        q.timer_started(db, key, QueueTimer { id, seq, due: at })
+    });
+}
+
+/// Stops a timer that has not fired and frees what it carried.
+fn stop_timer(ctx: &Ctx, id: u64) {
+    if let Some(data) = ctx.stop_timer(id) {
+        // SAFETY: every timer is started by `look_at` with a boxed TimerJob,
+        // and a stopped timer never fires, so the box is freed exactly once.
+        drop(unsafe { Box::from_raw(data.cast::<TimerJob>()) });
     }
 }
 
 extern "C" fn on_timer(ctx: *mut raw::RedisModuleCtx, data: *mut c_void) {
-    // SAFETY: `data` is the box made by start_timer; each timer fires once.
-    let job = unsafe { Box::from_raw(data as *mut TimerJob) };
+    // SAFETY: `data` is the box made by `look_at`; a timer fires once, and a
+    // stopped one never.
+    let job = unsafe { Box::from_raw(data.cast::<TimerJob>()) };
     guarded(ctx, "a lock timer", || {
         let ctx = Ctx(ctx);
-        match *job {
-            TimerJob::Expiry { db, key, at } => {
-                queues(|q| q.timer_fired(db, &key, at));
-                settle_key(&ctx, db, &key);
-            }
-            TimerJob::SettlePending => {
-                let keys = PENDING.with(|p| {
-                    let mut p = p.borrow_mut();
-                    p.timer_armed = false;
-                    std::mem::take(&mut p.keys)
-                });
-                for (db, key) in keys {
-                    settle_key(&ctx, db, &key);
-                }
-            }
+        if queues(|q| q.timer_fired(job.db, &job.key, job.seq)) {
+            settle_key(&ctx, job.db, &job.key);
         }
     });
 }
 
-/// Outside a command: opens `key` in `db` (expiring it if due), hands it to its
-/// queue if it is free, and otherwise re-arms the expiry timer.
+/// Outside a command: opens `key` in `db` (expiring it if due), hands it to
+/// its queue if it is free, and otherwise sets the queue's timer for its
+/// deadline. While writes are paused it opens nothing and looks again soon.
 fn settle_key(ctx: &Ctx, db: i32, key: &[u8]) {
     if !queues(|q| q.has_waiters(db, key)) || !ctx.has_flag(raw::REDISMODULE_CTX_FLAGS_MASTER) {
+        return;
+    }
+    if ctx.writes_paused() {
+        look_at(ctx, db, key, ctx.now_ms().saturating_add(PAUSE_POLL_MS));
         return;
     }
     if unsafe { api!(RedisModule_SelectDb)(ctx.0, db) } != raw::REDISMODULE_OK as c_int {
@@ -292,23 +356,11 @@ fn settle_key(ctx: &Ctx, db: i32, key: &[u8]) {
     if let Ok(lock) = LockKey::open_write(ctx, name) {
         if !settle(ctx, &lock) {
             if let Some(deadline) = lock.deadline_ms() {
-                arm_expiry_timer(ctx, db, key, deadline);
+                look_at(ctx, db, key, after(deadline));
             }
         }
     }
     ctx.free_string(name);
-}
-
-/// Queues a key to be settled by a timer that runs on the next event-loop turn.
-fn mark_pending(ctx: &Ctx, db: i32, key: &[u8]) {
-    let arm = PENDING.with(|p| {
-        let mut p = p.borrow_mut();
-        p.keys.push((db, key.to_vec()));
-        !std::mem::replace(&mut p.timer_armed, true)
-    });
-    if arm {
-        start_timer(ctx, 0, TimerJob::SettlePending);
-    }
 }
 
 // ---- notifications and server events ----------------------------------------
@@ -331,10 +383,9 @@ pub extern "C" fn on_keyspace_event(
         }
         let ctx = Ctx(ctx);
         let db = selected_db(&ctx);
-        let key = bytes(key);
-        if queues(|q| q.has_waiters(db, key)) {
-            mark_pending(&ctx, db, key);
-        }
+        // Someone else changed the key: look at it on the next turn of the
+        // event loop (a no-op when nobody waits for it).
+        look_at(&ctx, db, bytes(key), ctx.now_ms());
     });
     raw::REDISMODULE_OK as c_int
 }
@@ -353,8 +404,9 @@ extern "C" fn on_flush(
         let info = unsafe { &*(data as *const raw::RedisModuleFlushInfoV1) };
         let db = (info.dbnum >= 0).then_some(info.dbnum);
         let ctx = Ctx(ctx);
+        let now = ctx.now_ms();
         for (db, key) in queues(|q| q.keys(db)) {
-            mark_pending(&ctx, db, &key);
+            look_at(&ctx, db, &key, now);
         }
     });
 }
@@ -370,7 +422,8 @@ extern "C" fn on_role_change(
         if sub != raw::REDISMODULE_EVENT_REPLROLECHANGED_NOW_REPLICA {
             return;
         }
-        for waiter in queues(|q| q.drain_all()) {
+        let ctx = Ctx(ctx);
+        for waiter in queues_then_stop_timers(&ctx, |q| q.drain_all()) {
             unsafe {
                 api!(RedisModule_UnblockClient)(
                     waiter.client as *mut raw::RedisModuleBlockedClient,

@@ -135,12 +135,14 @@ impl LockKey {
         }
     }
 
-    /// Absolute deadline in unix ms, or `None` without expiry.
+    /// Absolute deadline in unix ms (what `PEXPIRETIME` answers), or `None`
+    /// without expiry or lock.
     pub fn deadline_ms(&self) -> Option<i64> {
-        match self.ttl_ms() {
-            ttl if ttl < 0 => None,
-            ttl => Some(self.ctx.now_ms() + ttl),
+        if !self.exists() {
+            return None;
         }
+        let at = unsafe { api!(RedisModule_GetAbsExpire)(self.key) };
+        (at != raw::REDISMODULE_NO_EXPIRE as i64).then_some(at)
     }
 
     /// All fields and values, in hash order (for `LOCK.INFO`).

@@ -9,7 +9,18 @@
 //! * the server became a replica: everything is drained (`drain_all`).
 //!
 //! An empty queue is dropped, so memory follows the number of live waiters.
-//! The glue that blocks clients and hands locks over lives in `handoff.rs`.
+//!
+//! Each queue also owns **at most one timer**: the next moment its lock must
+//! be looked at (the lease's deadline, "now" after someone deleted the key, or
+//! a poll while writes are paused). A new, earlier moment replaces the timer;
+//! a later one keeps it (it fires early, finds the lock held and re-arms).
+//! When a queue is dropped its timer is handed back to be stopped
+//! ([`WaitQueues::take_orphaned_timers`]), so no timer outlives its waiters:
+//! memory stays flat however often clients come and go, and `MODULE UNLOAD`
+//! is possible as soon as nobody waits.
+//!
+//! The glue that blocks clients, runs timers and hands locks over lives in
+//! `handoff.rs`.
 
 use std::collections::{HashMap, VecDeque};
 
@@ -35,11 +46,33 @@ pub struct WaiterInfo {
     pub timeout_ms: i64,
 }
 
+/// A timer a queue owns: Redis's id for it, our own sequence number (which
+/// the timer carries, so a fired timer can tell whether it is still the
+/// queue's current one) and when it is due (unix ms).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QueueTimer {
+    pub id: u64,
+    pub seq: u64,
+    pub due: i64,
+}
+
+/// What to do so that a queue's lock is looked at by a given time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TimerPlan {
+    /// Nobody waits for that lock: no timer.
+    NoQueue,
+    /// The queue's timer is already due by then.
+    Keep,
+    /// Start a timer (and record it with [`WaitQueues::timer_started`]),
+    /// after stopping the queue's current one, if any.
+    Start { stop: Option<u64> },
+}
+
 #[derive(Default)]
 struct Queue {
     waiters: VecDeque<Waiter>,
-    /// When the expiry timer for this lock is due, if one is scheduled.
-    timer_at: Option<i64>,
+    /// The one timer that will look at this lock next, if any.
+    timer: Option<QueueTimer>,
 }
 
 /// Every wait queue of the server.
@@ -48,6 +81,8 @@ pub struct WaitQueues {
     queues: HashMap<i32, HashMap<Vec<u8>, Queue>>,
     /// Which queue each waiting client is in.
     index: HashMap<usize, (i32, Vec<u8>)>,
+    /// Timers of dropped queues, still to be stopped (Redis ids).
+    orphaned_timers: Vec<u64>,
 }
 
 impl WaitQueues {
@@ -98,11 +133,12 @@ impl WaitQueues {
     pub fn drain_all(&mut self) -> Vec<Waiter> {
         self.index.clear();
         let queues = std::mem::take(&mut self.queues);
-        queues
-            .into_values()
-            .flat_map(|keys| keys.into_values())
-            .flat_map(|q| q.waiters)
-            .collect()
+        let mut drained = Vec::new();
+        for queue in queues.into_values().flat_map(|keys| keys.into_values()) {
+            self.orphaned_timers.extend(queue.timer.map(|t| t.id));
+            drained.extend(queue.waiters);
+        }
+        drained
     }
 
     /// The keys with waiters in `db`, or in every db when `db` is `None`.
@@ -130,34 +166,61 @@ impl WaitQueues {
             .collect()
     }
 
-    /// Records that an expiry timer is due at `at` for a key, unless one is
-    /// already due no later than that. Returns whether a new timer is needed.
-    pub fn want_timer(&mut self, db: i32, key: &[u8], at: i64) -> bool {
-        let Some(queue) = self.queues.get_mut(&db).and_then(|keys| keys.get_mut(key)) else {
-            return false;
+    /// How to make sure the lock of a key is looked at by `at` (unix ms).
+    pub fn plan_timer(&self, db: i32, key: &[u8], at: i64) -> TimerPlan {
+        let Some(queue) = self.queues.get(&db).and_then(|keys| keys.get(key)) else {
+            return TimerPlan::NoQueue;
         };
-        match queue.timer_at {
-            Some(due) if due <= at => false,
-            _ => {
-                queue.timer_at = Some(at);
-                true
-            }
+        match queue.timer {
+            Some(timer) if timer.due <= at => TimerPlan::Keep,
+            current => TimerPlan::Start {
+                stop: current.map(|t| t.id),
+            },
         }
     }
 
-    /// Forgets the timer due at `at` for a key (it has fired).
-    pub fn timer_fired(&mut self, db: i32, key: &[u8], at: i64) {
-        if let Some(queue) = self.queues.get_mut(&db).and_then(|keys| keys.get_mut(key)) {
-            if queue.timer_at == Some(at) {
-                queue.timer_at = None;
-            }
+    /// Records the timer started for a key's queue (after [`TimerPlan::Start`]).
+    /// Without a queue (never the case right after planning) the timer is
+    /// orphaned at once, to be stopped.
+    pub fn timer_started(&mut self, db: i32, key: &[u8], timer: QueueTimer) {
+        match self.queues.get_mut(&db).and_then(|keys| keys.get_mut(key)) {
+            Some(queue) => queue.timer = Some(timer),
+            None => self.orphaned_timers.push(timer.id),
         }
+    }
+
+    /// A timer fired: forget it if it is the queue's current one. Returns
+    /// whether it was (a replaced timer that fired anyway has nothing to do).
+    pub fn timer_fired(&mut self, db: i32, key: &[u8], seq: u64) -> bool {
+        match self.queues.get_mut(&db).and_then(|keys| keys.get_mut(key)) {
+            Some(queue) if queue.timer.is_some_and(|t| t.seq == seq) => {
+                queue.timer = None;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// The timers of queues dropped since the last call: stop them.
+    pub fn take_orphaned_timers(&mut self) -> Vec<u64> {
+        std::mem::take(&mut self.orphaned_timers)
+    }
+
+    /// How many queues have a timer (for tests and `INFO`).
+    pub fn live_timers(&self) -> usize {
+        self.queues
+            .values()
+            .flat_map(|keys| keys.values())
+            .filter(|q| q.timer.is_some())
+            .count()
     }
 
     fn drop_if_empty(&mut self, db: i32, key: &[u8]) {
         if let Some(keys) = self.queues.get_mut(&db) {
             if keys.get(key).is_some_and(|q| q.waiters.is_empty()) {
-                keys.remove(key);
+                if let Some(timer) = keys.remove(key).and_then(|q| q.timer) {
+                    self.orphaned_timers.push(timer.id);
+                }
             }
             if keys.is_empty() {
                 self.queues.remove(&db);
@@ -281,22 +344,81 @@ mod tests {
         assert_eq!(q.total(), 0);
     }
 
+    fn timer(id: u64, due: i64) -> QueueTimer {
+        QueueTimer { id, seq: id, due }
+    }
+
     #[test]
-    fn one_expiry_timer_per_deadline() {
+    fn a_queue_keeps_one_timer_and_only_an_earlier_time_replaces_it() {
         let mut q = WaitQueues::default();
-        assert!(!q.want_timer(0, b"k", 10), "no queue, no timer");
+        assert_eq!(q.plan_timer(0, b"k", 10), TimerPlan::NoQueue);
         q.push(0, b"k", waiter(1));
-        assert!(q.want_timer(0, b"k", 10));
-        assert!(!q.want_timer(0, b"k", 10), "already due then");
-        assert!(
-            !q.want_timer(0, b"k", 20),
-            "an earlier timer will reschedule"
+        assert_eq!(q.plan_timer(0, b"k", 10), TimerPlan::Start { stop: None });
+        q.timer_started(0, b"k", timer(7, 10));
+        assert_eq!(q.plan_timer(0, b"k", 10), TimerPlan::Keep);
+        assert_eq!(
+            q.plan_timer(0, b"k", 20),
+            TimerPlan::Keep,
+            "fires early, re-arms"
         );
-        assert!(
-            q.want_timer(0, b"k", 5),
-            "an earlier deadline needs its own timer"
+        assert_eq!(
+            q.plan_timer(0, b"k", 5),
+            TimerPlan::Start { stop: Some(7) },
+            "a shortened lease replaces the timer"
         );
-        q.timer_fired(0, b"k", 5);
-        assert!(q.want_timer(0, b"k", 20));
+        q.timer_started(0, b"k", timer(8, 5));
+        assert_eq!(q.live_timers(), 1);
+        assert!(
+            !q.timer_fired(0, b"k", 7),
+            "a replaced timer is not current"
+        );
+        assert!(q.timer_fired(0, b"k", 8));
+        assert_eq!(q.live_timers(), 0);
+        assert_eq!(q.plan_timer(0, b"k", 20), TimerPlan::Start { stop: None });
+    }
+
+    #[test]
+    fn a_dropped_queue_hands_its_timer_back_to_be_stopped() {
+        let mut q = WaitQueues::default();
+        q.push(0, b"a", waiter(1));
+        q.push(0, b"a", waiter(2));
+        q.timer_started(0, b"a", timer(5, 100));
+        q.remove_client(1);
+        assert!(q.take_orphaned_timers().is_empty(), "someone still waits");
+        q.remove_client(2);
+        assert_eq!(q.take_orphaned_timers(), vec![5]);
+        assert!(q.take_orphaned_timers().is_empty(), "handed back once");
+
+        q.push(0, b"b", waiter(3));
+        q.timer_started(0, b"b", timer(6, 100));
+        q.pop_next(0, b"b");
+        assert_eq!(q.take_orphaned_timers(), vec![6]);
+
+        q.push(1, b"c", waiter(4));
+        q.timer_started(1, b"c", timer(9, 100));
+        q.drain_all();
+        assert_eq!(q.take_orphaned_timers(), vec![9]);
+
+        q.timer_started(2, b"gone", timer(11, 100));
+        assert_eq!(q.take_orphaned_timers(), vec![11], "no queue: stop at once");
+        assert_eq!(q.live_timers(), 0);
+    }
+
+    #[test]
+    fn wait_then_leave_cycles_leave_no_timer_behind() {
+        let mut q = WaitQueues::default();
+        let mut stopped = 0;
+        for round in 0..100_000u64 {
+            q.push(0, b"k", waiter(round as usize));
+            if let TimerPlan::Start { stop } = q.plan_timer(0, b"k", 1_000) {
+                stopped += stop.iter().count();
+                q.timer_started(0, b"k", timer(round, 1_000));
+            }
+            q.remove_client(round as usize);
+            stopped += q.take_orphaned_timers().len();
+        }
+        assert_eq!(stopped, 100_000, "every timer started was stopped");
+        assert_eq!(q.live_timers(), 0);
+        assert!(q.queues.is_empty() && q.index.is_empty());
     }
 }

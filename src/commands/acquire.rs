@@ -96,6 +96,7 @@ pub fn run(ctx: &Ctx, argv: &[RStr]) -> CommandResult {
     }
     let decision = lock::acquire(view, expire_at).map_err(|e| e.message().to_string())?;
     key.apply(cmd.owner, decision.write);
+    handoff::lease_changed(ctx, &key, decision.write);
     match decision.reply {
         Acquired::Granted => {
             if decision.event.is_some() {

@@ -21,7 +21,7 @@ use crate::commands::announce;
 use crate::ffi::{bytes, CommandResult, Ctx, RStr};
 use crate::lock::{self, Released};
 use crate::lock_key::LockKey;
-use crate::{config, stats};
+use crate::{config, handoff, stats};
 
 pub const NAME: &str = "lock.release";
 
@@ -55,6 +55,7 @@ pub fn run(ctx: &Ctx, argv: &[RStr]) -> CommandResult {
     let key = LockKey::open_write(ctx, key)?;
     let decision = lock::release(key.view(owner)?, expire_at);
     key.apply(owner, decision.write);
+    handoff::lease_changed(ctx, &key, decision.write);
     match decision.reply {
         Released::NotHeld => ctx.reply_null(),
         Released::StillHeld => ctx.reply_integer(0),

@@ -14,6 +14,7 @@ use crate::args;
 use crate::command_docs::{ArgDoc, ArgKind, CommandDoc};
 use crate::config;
 use crate::ffi::{bytes, CommandResult, Ctx, RStr};
+use crate::handoff;
 use crate::lock;
 use crate::lock_key::LockKey;
 
@@ -41,6 +42,7 @@ pub fn run(ctx: &Ctx, argv: &[RStr]) -> CommandResult {
     let key = LockKey::open_write(ctx, *key)?;
     let decision = lock::renew(key.view(*owner)?, expire_at);
     key.apply(*owner, decision.write);
+    handoff::lease_changed(ctx, &key, decision.write);
     ctx.reply_integer(i64::from(decision.reply));
     Ok(())
 }
