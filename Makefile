@@ -3,6 +3,10 @@
 MODULE  := $(CURDIR)/target/release/libredis_lock.so
 SERVERS := $(CURDIR)/.cache/servers
 
+# rustup installs cargo into ~/.cargo/bin (or $CARGO_HOME/bin), which a fresh
+# shell's PATH may lack: look there first, as rustup's own env script does.
+export PATH := $(or $(CARGO_HOME),$(HOME)/.cargo)/bin:$(PATH)
+
 # The integration tests start their own servers: REDIS_SERVER names the binary
 # (default: redis-server on PATH), LOCK_MODULE_PATH the module to load.
 export LOCK_MODULE_PATH := $(MODULE)
@@ -19,7 +23,8 @@ MATRIX := \
 
 # List the targets (the default: does nothing else).
 help:
-	@echo "make deps           install redis-server, redis-tools, libclang-dev if missing (apt)"
+	@echo "make deps           install what is missing: Rust >= Cargo.toml's rust-version (rustup),"
+	@echo "                     a C compiler, libclang-dev, redis-server, redis-tools, python3-pip (apt)"
 	@echo "make build          build $(MODULE)"
 	@echo "make run            run redis-server on 127.0.0.1:6379 with the module (foreground)"
 	@echo "make test           cargo test --release: unit + integration tests"
@@ -30,8 +35,9 @@ help:
 	@echo "make bench-acquire  server-side cost: SET NX PX vs LOCK.ACQUIRE vs Redisson's EVALSHA"
 	@echo "make clean          remove target/ and .cache/servers/"
 
-# Install what is missing (and only that): Debian's redis-server 7.0.15,
-# redis-cli/redis-benchmark, and libclang-dev for bindgen.
+# Install what is missing (and only that): Rust, a C compiler, libclang-dev
+# for bindgen, Debian's redis-server 7.0.15 and redis-tools, python3 with pip.
+# See the header of scripts/install-deps.sh.
 deps:
 	@bash scripts/install-deps.sh
 
