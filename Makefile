@@ -2,6 +2,8 @@
 
 MODULE  := $(CURDIR)/target/release/libredis_lock.so
 SERVERS := $(CURDIR)/.cache/servers
+# `make run PORT=6380` when 6379 is taken.
+PORT    ?= 6379
 
 # rustup installs cargo into ~/.cargo/bin (or $CARGO_HOME/bin), which a fresh
 # shell's PATH may lack: look there first, as rustup's own env script does.
@@ -26,7 +28,8 @@ help:
 	@echo "make deps           install what is missing: Rust >= Cargo.toml's rust-version (rustup),"
 	@echo "                     a C compiler, libclang-dev, redis-server, redis-tools, python3-pip (apt)"
 	@echo "make build          build $(MODULE)"
-	@echo "make run            run redis-server on 127.0.0.1:6379 with the module (foreground)"
+	@echo "make run            run redis-server on 127.0.0.1:$(PORT) with the module (foreground);"
+	@echo "                     another port: make run PORT=6380"
 	@echo "make test           cargo test --release: unit + integration tests"
 	@echo "make servers        fetch Redis 8.2.3 and Valkey 9.1.2 into .cache/servers/"
 	@echo "make test-matrix    integration tests on Redis 7.0.15, Redis 8.2.3 and Valkey 9.1.2"
@@ -45,9 +48,16 @@ deps:
 build: deps
 	cargo build --release
 
-# Run a server (REDIS_SERVER) in the foreground with redis.conf.example and the module.
+# Run a server (REDIS_SERVER) in the foreground with redis.conf.example and the
+# module, on 127.0.0.1:$(PORT). Refuses a port something already listens on.
 run: build
-	$(REDIS_SERVER) $(CURDIR)/redis.conf.example --loadmodule $(MODULE)
+	@if bash -c 'exec 3<>/dev/tcp/127.0.0.1/$(PORT)' 2>/dev/null; then \
+	  echo "make run: 127.0.0.1:$(PORT) is already in use; pick another port: make run PORT=6380" >&2; \
+	  exit 1; \
+	fi
+	@echo "make run: starting $(REDIS_SERVER) on 127.0.0.1:$(PORT) with the lock module (Ctrl-C stops it)."
+	@echo "make run: connect from another terminal with: redis-cli -p $(PORT)"
+	$(REDIS_SERVER) $(CURDIR)/redis.conf.example --port $(PORT) --loadmodule $(MODULE)
 
 # Unit tests and integration tests (against REDIS_SERVER, default redis-server).
 test: build
