@@ -2,8 +2,16 @@
 //!
 //! Each command file declares a [`CommandDoc`]; [`describe`] hands it to
 //! `RedisModule_SetCommandInfo` (present since 7.0), which also makes Redis
-//! check the arity and lets redis-cli show argument hints. The key spec stays
-//! the one Redis derives from `first,last,step = 1,1,1`.
+//! check the arity and lets redis-cli show argument hints.
+//!
+//! It also gives the command its key spec: argument 1, with flags that say
+//! what the command does to it ([`KeyFlags`]). Without one, Redis derives a
+//! spec from `first,last,step = 1,1,1` that claims full access (`RW access
+//! update`), so ACL key permissions treated every command as reading *and*
+//! writing: a `%R~*` user was refused `LOCK.INFO`. `SetCommandInfo` replaces
+//! that derived spec (Redis 7.0.15, 8.x and Valkey allow exactly this one to
+//! be replaced) and recomputes `first,last,step` from the new spec, so they
+//! stay 1,1,1 for cluster routing, `COMMAND GETKEYS` and older clients.
 //!
 //! ACL categories (`@write`/`@read`/`@fast` and the module's own `@lock`) need
 //! `SetCommandACLCategories` / `AddACLCategory`, which Redis 7.0 lacks: they
@@ -67,6 +75,35 @@ pub struct CommandDoc {
 
 pub const SINCE: &CStr = c"1.0.0";
 
+/// A key spec's flags (`REDISMODULE_CMD_KEY_*`): one of `RO`/`RW`/`OW`/`RM`,
+/// plus `ACCESS` when the reply reveals data of the key and at most one of
+/// `INSERT`/`UPDATE`/`DELETE`. ACLs grant a key spec with `ACCESS` to `%R~`
+/// patterns and one with `INSERT`/`UPDATE`/`DELETE` to `%W~` patterns (both
+/// when both are set), exactly as for Redis's own commands.
+#[derive(Clone, Copy)]
+pub struct KeyFlags(pub u32);
+
+impl KeyFlags {
+    /// Reads the key and answers what it holds: `HGETALL`, `PTTL`.
+    pub const READ: KeyFlags =
+        KeyFlags(raw::REDISMODULE_CMD_KEY_RO | raw::REDISMODULE_CMD_KEY_ACCESS);
+    /// Changes the key and answers something read from it: `HINCRBY`.
+    pub const READ_UPDATE: KeyFlags = KeyFlags(
+        raw::REDISMODULE_CMD_KEY_RW
+            | raw::REDISMODULE_CMD_KEY_ACCESS
+            | raw::REDISMODULE_CMD_KEY_UPDATE,
+    );
+    /// Changes the key, answering nothing of its content: `PEXPIRE`.
+    pub const UPDATE: KeyFlags =
+        KeyFlags(raw::REDISMODULE_CMD_KEY_RW | raw::REDISMODULE_CMD_KEY_UPDATE);
+    /// Removes part of the key's content, maybe the key: `HDEL`.
+    pub const REMOVE_PART: KeyFlags =
+        KeyFlags(raw::REDISMODULE_CMD_KEY_RW | raw::REDISMODULE_CMD_KEY_DELETE);
+    /// Deletes the key: `DEL`.
+    pub const DELETE_KEY: KeyFlags =
+        KeyFlags(raw::REDISMODULE_CMD_KEY_RM | raw::REDISMODULE_CMD_KEY_DELETE);
+}
+
 fn arg_type(kind: ArgKind) -> raw::RedisModuleCommandArgType {
     match kind {
         ArgKind::Key => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_KEY,
@@ -75,8 +112,33 @@ fn arg_type(kind: ArgKind) -> raw::RedisModuleCommandArgType {
     }
 }
 
-/// Sets the docs of a registered command. Redis copies everything it is given.
-pub fn describe(command: *mut raw::RedisModuleCommand, doc: &CommandDoc) -> Result<(), String> {
+/// The one key spec every command has: the key is argument 1, and only it.
+fn key_spec(flags: KeyFlags) -> raw::RedisModuleCommandKeySpec {
+    raw::RedisModuleCommandKeySpec {
+        notes: ptr::null(),
+        flags: u64::from(flags.0),
+        begin_search_type: raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_INDEX,
+        bs: raw::RedisModuleCommandKeySpec__bindgen_ty_1 {
+            index: raw::RedisModuleCommandKeySpec__bindgen_ty_1__bindgen_ty_1 { pos: 1 },
+        },
+        find_keys_type: raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_RANGE,
+        fk: raw::RedisModuleCommandKeySpec__bindgen_ty_2 {
+            range: raw::RedisModuleCommandKeySpec__bindgen_ty_2__bindgen_ty_1 {
+                lastkey: 0,
+                keystep: 1,
+                limit: 0,
+            },
+        },
+    }
+}
+
+/// Sets the docs and the key spec of a registered command. Redis copies
+/// everything it is given.
+pub fn describe(
+    command: *mut raw::RedisModuleCommand,
+    doc: &CommandDoc,
+    key_flags: KeyFlags,
+) -> Result<(), String> {
     let mut args: Vec<raw::RedisModuleCommandArg> = doc
         .args
         .iter()
@@ -101,8 +163,9 @@ pub fn describe(command: *mut raw::RedisModuleCommand, doc: &CommandDoc) -> Resu
             display_text: ptr::null(),
         })
         .collect();
-    // The array ends with an all-zero entry.
+    // Both arrays end with an all-zero entry.
     args.push(unsafe { std::mem::zeroed() });
+    let mut key_specs = [key_spec(key_flags), unsafe { std::mem::zeroed() }];
     let version = raw::RedisModuleCommandInfoVersion {
         version: 1,
         sizeof_historyentry: std::mem::size_of::<raw::RedisModuleCommandHistoryEntry>(),
@@ -117,7 +180,7 @@ pub fn describe(command: *mut raw::RedisModuleCommand, doc: &CommandDoc) -> Resu
         history: ptr::null_mut(),
         tips: ptr::null(),
         arity: doc.arity,
-        key_specs: ptr::null_mut(),
+        key_specs: key_specs.as_mut_ptr(),
         args: args.as_mut_ptr(),
     };
     match unsafe { api!(RedisModule_SetCommandInfo)(command, &info) } {

@@ -427,3 +427,227 @@ fn configs_from_the_config_file_and_module_loadex() {
     let texts: Vec<String> = sub.read().array().iter().map(|v| v.text()).collect();
     assert_eq!(texts, ["message", "loadex:{k}", "0"]);
 }
+
+// ---------------------------------------------------------------------------
+// Key specs: ACL read / write key permissions
+// ---------------------------------------------------------------------------
+
+fn acl_setuser(con: &mut Connection, rules: &[&str]) {
+    let _: () = redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg(rules)
+        .query(con)
+        .unwrap_or_else(|e| panic!("ACL SETUSER {rules:?}: {e}"));
+}
+
+/// Sends `args` and says whether the server refused them with `NOPERM`
+/// (any other error fails the test: it would hide what is being checked).
+fn noperm(con: &mut Connection, args: &[&str]) -> bool {
+    match redis::cmd(args[0]).arg(&args[1..]).query::<Value>(con) {
+        Ok(_) => false,
+        Err(e) if err_text(&e).starts_with("NOPERM") => true,
+        Err(e) => panic!("{args:?}: unexpected error {}", err_text(&e)),
+    }
+}
+
+/// Each command declares what it does to its key (key specs), so ACL key
+/// permissions `%R~` / `%W~` apply to it exactly as to Redis's own commands:
+/// `LOCK.INFO` reads (like `HGETALL`); `LOCK.ACQUIRE` reads and writes (it
+/// answers the holder's lease, like `PTTL`, and counts holds up, like
+/// `HINCRBY`); renew, release and force only write (like `PEXPIRE`, `HDEL`,
+/// `DEL`). Before key specs every command needed both permissions.
+#[test]
+fn acl_read_and_write_key_permissions_follow_the_key_specs() {
+    let server = Server::start();
+    let mut admin = server.connection();
+    assert_eq!(acquire(&mut admin, b"k", b"A", 30_000), None);
+    acl_setuser(&mut admin, &["ro", "on", "nopass", "%R~*", "+@all"]);
+    acl_setuser(
+        &mut admin,
+        &["ro-info", "on", "nopass", "%R~*", "+lock.info"],
+    );
+    acl_setuser(&mut admin, &["wo", "on", "nopass", "%W~*", "+@all"]);
+
+    for user in ["ro", "ro-info"] {
+        let mut ro = as_user(&server, user, "any");
+        let info = lock_info(&mut ro, b"k");
+        assert_eq!(info.state, "held", "{user} reads the lock");
+        assert_eq!(info.count_of(b"A"), Some(1));
+    }
+    let mut ro = as_user(&server, "ro", "any");
+    assert!(!noperm(&mut ro, &["HGETALL", "k"]), "HGETALL for %R~*");
+    for args in [
+        &["LOCK.ACQUIRE", "k", "A", "30000"][..],
+        &["LOCK.ACQUIRE", "free", "A", "30000"],
+        &["LOCK.ACQUIRE", "k", "B", "30000", "WAIT", "10"],
+        &["LOCK.RENEW", "k", "A", "30000"],
+        &["LOCK.RELEASE", "k", "A"],
+        &["LOCK.FORCE", "k"],
+    ] {
+        assert!(noperm(&mut ro, args), "{args:?} needs write access");
+    }
+    assert_eq!(hgetall(&mut admin, b"k"), [(b"A".to_vec(), b"1".to_vec())]);
+    assert!(
+        !exists(&mut admin, b"free"),
+        "the refused acquire wrote nothing"
+    );
+
+    let mut wo = as_user(&server, "wo", "any");
+    // Redis's own commands, for comparison: reading needs %R, writing %W.
+    assert!(noperm(&mut wo, &["HGETALL", "k"]));
+    assert!(noperm(&mut wo, &["PTTL", "k"]));
+    assert!(!noperm(&mut wo, &["PEXPIRE", "k", "30000"]));
+    assert!(
+        noperm(&mut wo, &["LOCK.INFO", "k"]),
+        "LOCK.INFO reads the lock"
+    );
+    assert!(
+        noperm(&mut wo, &["LOCK.ACQUIRE", "k", "B", "30000"]),
+        "LOCK.ACQUIRE answers the holder's lease: it reads"
+    );
+    let renewed: i64 = redis::cmd("LOCK.RENEW")
+        .arg("k")
+        .arg("A")
+        .arg(30_000)
+        .query(&mut wo)
+        .expect("renew with %W~*");
+    assert_eq!(renewed, 1);
+    assert_eq!(acquire(&mut admin, b"k", b"A", 30_000), None, "count 2");
+    let released: Option<i64> = redis::cmd("LOCK.RELEASE")
+        .arg("k")
+        .arg("A")
+        .query(&mut wo)
+        .expect("release with %W~*");
+    assert_eq!(released, Some(0));
+    let forced: i64 = redis::cmd("LOCK.FORCE")
+        .arg("k")
+        .query(&mut wo)
+        .expect("force with %W~*");
+    assert_eq!(forced, 1);
+    assert!(!exists(&mut admin, b"k"));
+}
+
+/// One key spec entry of `COMMAND INFO`, as (flags, begin_search, find_keys).
+fn key_specs(con: &mut Connection, command: &str) -> (Vec<Value>, Vec<(String, Value)>) {
+    let info: Value = redis::cmd("COMMAND")
+        .arg("INFO")
+        .arg(command)
+        .query(con)
+        .expect("COMMAND INFO");
+    let Value::Array(entries) = info else {
+        panic!("COMMAND INFO {command}: {info:?}")
+    };
+    let Some(Value::Array(entry)) = entries.first() else {
+        panic!("COMMAND INFO {command}: {entries:?}")
+    };
+    let Value::Array(specs) = &entry[8] else {
+        panic!("COMMAND INFO {command} key specs: {entry:?}")
+    };
+    let legacy = entry[3..6].to_vec();
+    assert_eq!(specs.len(), 1, "{command} has one key spec: {specs:?}");
+    let spec = map_pairs(&specs[0])
+        .into_iter()
+        .map(|(k, v)| (as_string(&k).expect("key spec field"), v))
+        .collect();
+    (legacy, spec)
+}
+
+fn field<'a>(pairs: &'a [(String, Value)], name: &str) -> &'a Value {
+    pairs
+        .iter()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v)
+        .unwrap_or_else(|| panic!("{name} in {pairs:?}"))
+}
+
+fn strings(value: &Value) -> Vec<String> {
+    match value {
+        Value::Array(items) | Value::Set(items) => items
+            .iter()
+            .map(|v| as_string(v).expect("a string").to_ascii_lowercase())
+            .collect(),
+        other => panic!("expected an array of strings, got {other:?}"),
+    }
+}
+
+#[test]
+fn command_info_shows_each_commands_key_spec_and_getkeys_finds_the_key() {
+    let server = Server::start();
+    let mut con = server.connection();
+    for (command, flags) in [
+        ("lock.acquire", &["rw", "access", "update"][..]),
+        ("lock.renew", &["rw", "update"]),
+        ("lock.release", &["rw", "delete"]),
+        ("lock.force", &["rm", "delete"]),
+        ("lock.info", &["ro", "access"]),
+    ] {
+        let (legacy, spec) = key_specs(&mut con, command);
+        assert_eq!(
+            legacy,
+            [Value::Int(1), Value::Int(1), Value::Int(1)],
+            "{command}: first/last/step for clients that predate key specs"
+        );
+        let mut got = strings(field(&spec, "flags"));
+        got.sort();
+        let mut want: Vec<String> = flags.iter().map(|f| f.to_string()).collect();
+        want.sort();
+        assert_eq!(got, want, "{command} key spec flags");
+        let begin: Vec<(String, Value)> = map_pairs(field(&spec, "begin_search"))
+            .into_iter()
+            .map(|(k, v)| (as_string(&k).unwrap(), v))
+            .collect();
+        assert_eq!(as_string(field(&begin, "type")).as_deref(), Some("index"));
+        let at: Vec<(String, Value)> = map_pairs(field(&begin, "spec"))
+            .into_iter()
+            .map(|(k, v)| (as_string(&k).unwrap(), v))
+            .collect();
+        assert_eq!(field(&at, "index"), &Value::Int(1), "{command}: key at 1");
+        let find: Vec<(String, Value)> = map_pairs(field(&spec, "find_keys"))
+            .into_iter()
+            .map(|(k, v)| (as_string(&k).unwrap(), v))
+            .collect();
+        assert_eq!(as_string(field(&find, "type")).as_deref(), Some("range"));
+        let range: Vec<(String, Value)> = map_pairs(field(&find, "spec"))
+            .into_iter()
+            .map(|(k, v)| (as_string(&k).unwrap(), v))
+            .collect();
+        assert_eq!(
+            field(&range, "lastkey"),
+            &Value::Int(0),
+            "{command}: one key"
+        );
+    }
+
+    for args in [
+        &["LOCK.ACQUIRE", "k", "o", "1000"][..],
+        &["LOCK.ACQUIRE", "k", "o", "1000", "WAIT", "0"],
+        &["LOCK.RENEW", "k", "o", "1000"],
+        &["LOCK.RELEASE", "k", "o"],
+        &["LOCK.RELEASE", "k", "o", "1000"],
+        &["LOCK.FORCE", "k"],
+        &["LOCK.INFO", "k"],
+    ] {
+        let keys: Vec<String> = redis::cmd("COMMAND")
+            .arg("GETKEYS")
+            .arg(args)
+            .query(&mut con)
+            .unwrap_or_else(|e| panic!("COMMAND GETKEYS {args:?}: {e}"));
+        assert_eq!(keys, ["k"], "COMMAND GETKEYS {args:?}");
+    }
+    let with_flags: Value = redis::cmd("COMMAND")
+        .arg("GETKEYSANDFLAGS")
+        .arg("LOCK.INFO")
+        .arg("k")
+        .query(&mut con)
+        .expect("COMMAND GETKEYSANDFLAGS");
+    let Value::Array(keys) = with_flags else {
+        panic!("GETKEYSANDFLAGS: {with_flags:?}")
+    };
+    let Value::Array(first) = &keys[0] else {
+        panic!("GETKEYSANDFLAGS entry: {keys:?}")
+    };
+    assert_eq!(as_string(&first[0]).as_deref(), Some("k"));
+    let mut flags = strings(&first[1]);
+    flags.sort();
+    assert_eq!(flags, ["access", "ro"]);
+}
