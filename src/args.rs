@@ -43,6 +43,20 @@ pub fn deadline(now_ms: i64, lease_ms: i64, max_lease_ms: i64) -> Result<i64, St
         .ok_or_else(|| "ERR lease-ms is too large: the deadline would overflow".to_string())
 }
 
+/// The lease a release resets a still-held lock to: `lease_ms`, but never
+/// more than `max_lease_ms` (0 = no limit).
+///
+/// Redisson sends its lease with every unlock, whatever the server's cap, so a
+/// release clamps instead of refusing: refusing would leave the lock held until
+/// its lease ran out. Taking and renewing keep refusing leases above the cap.
+pub fn release_lease_ms(lease_ms: i64, max_lease_ms: i64) -> i64 {
+    if max_lease_ms > 0 {
+        lease_ms.min(max_lease_ms)
+    } else {
+        lease_ms
+    }
+}
+
 /// An owner id: opaque bytes, not empty.
 pub fn owner(raw: &[u8]) -> Result<&[u8], String> {
     if raw.is_empty() {
@@ -122,6 +136,19 @@ mod tests {
         assert!(
             err.contains("lease-ms") && err.contains("overflow"),
             "{err}"
+        );
+    }
+
+    #[test]
+    fn releases_clamp_their_lease_to_the_cap() {
+        assert_eq!(release_lease_ms(60_000, 10_000), 10_000);
+        assert_eq!(release_lease_ms(10_000, 10_000), 10_000);
+        assert_eq!(release_lease_ms(5_000, 10_000), 5_000);
+        assert_eq!(release_lease_ms(60_000, 0), 60_000, "0 = no limit");
+        let capped = release_lease_ms(i64::MAX, 10_000);
+        assert_eq!(
+            deadline(1_700_000_000_000, capped, 10_000),
+            Ok(1_700_000_010_000)
         );
     }
 

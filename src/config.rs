@@ -11,7 +11,7 @@
 //! |----------------------|--------------------------|---------|
 //! | `lock.channel-prefix`| `redisson_lock__channel` | unlock messages go to `<prefix>:{<key>}` |
 //! | `lock.publish`       | `auto`                   | `auto` (sharded in cluster mode, classic otherwise), `classic`, `sharded`, `off` |
-//! | `lock.max-lease-ms`  | `0`                      | longest lease a command may ask for; 0 = no limit |
+//! | `lock.max-lease-ms`  | `0`                      | longest lease acquire/renew may ask for (a release's is clamped to it); 0 = no limit |
 //! | `lock.notify`        | `yes`                    | emit `lock.*` keyspace notifications |
 
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, Ordering};

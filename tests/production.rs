@@ -651,3 +651,62 @@ fn command_info_shows_each_commands_key_spec_and_getkeys_finds_the_key() {
     flags.sort();
     assert_eq!(flags, ["access", "ro"]);
 }
+
+// ---------------------------------------------------------------------------
+// lock.max-lease-ms and releases
+// ---------------------------------------------------------------------------
+
+/// Redisson sends its lease with every unlock, so a cap below it must not make
+/// a release fail (the lock would stay held until its lease ran out): a
+/// release's lease is clamped to the cap, while acquire and renew still refuse
+/// leases above it.
+#[test]
+fn a_release_with_a_lease_above_the_cap_succeeds_and_is_clamped() {
+    let server = Server::start();
+    let mut con = server.connection();
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("lock.max-lease-ms")
+        .arg(10_000)
+        .query(&mut con)
+        .expect("CONFIG SET lock.max-lease-ms");
+
+    assert_eq!(acquire(&mut con, b"twice", b"A", 5_000), None);
+    assert_eq!(acquire(&mut con, b"twice", b"A", 5_000), None);
+    assert_eq!(release(&mut con, b"twice", b"A", Some(60_000)), Some(0));
+    assert_eq!(lock_info(&mut con, b"twice").count_of(b"A"), Some(1));
+    let left = pttl(&mut con, b"twice");
+    assert!(
+        left > 5_000 && left <= 10_000,
+        "the lease was reset to the cap, not to 60000 nor kept: {left}"
+    );
+    assert_eq!(release(&mut con, b"twice", b"A", Some(60_000)), Some(1));
+    assert!(!exists(&mut con, b"twice"));
+
+    assert_eq!(acquire(&mut con, b"once", b"A", 5_000), None);
+    assert_eq!(release(&mut con, b"once", b"A", Some(60_000)), Some(1));
+    assert!(!exists(&mut con, b"once"));
+
+    // Taking and renewing still refuse a lease above the cap.
+    let refused = redis::cmd("LOCK.ACQUIRE")
+        .arg("k")
+        .arg("A")
+        .arg(60_000)
+        .query::<Value>(&mut con);
+    expect_err(refused, "ERR", "lock.max-lease-ms", "acquire above the cap");
+    assert_eq!(acquire(&mut con, b"k", b"A", 5_000), None);
+    let refused = redis::cmd("LOCK.RENEW")
+        .arg("k")
+        .arg("A")
+        .arg(60_000)
+        .query::<Value>(&mut con);
+    expect_err(refused, "ERR", "lock.max-lease-ms", "renew above the cap");
+    // A bad lease is still refused by a release, and changes nothing.
+    let refused = redis::cmd("LOCK.RELEASE")
+        .arg("k")
+        .arg("A")
+        .arg(0)
+        .query::<Value>(&mut con);
+    expect_err(refused, "ERR", "lease-ms", "release with lease 0");
+    assert_eq!(lock_info(&mut con, b"k").count_of(b"A"), Some(1));
+}

@@ -9,8 +9,14 @@
 //! * integer 1: the count reached 0: the key is deleted and the lock is
 //!   handed to the first waiter, or, with none, the unlock message is published.
 //!
-//! Errors: wrong arity; `lease-ms` (when given) not a positive integer or too
-//! large; empty `owner`; `WRONGTYPE`; a hold count that is not an integer.
+//! `lock.max-lease-ms` never makes a release fail: a `lease-ms` above it is
+//! clamped to it. Redisson sends its lease with every unlock, and a refused
+//! release would leave the lock held until the lease ran out. (Acquire and
+//! renew refuse leases above the cap.)
+//!
+//! Errors: wrong arity; `lease-ms` (when given) not a positive integer, or its
+//! deadline overflowing; empty `owner`; `WRONGTYPE`; a hold count that is not
+//! an integer.
 //!
 //! Effects (replicated): `HSET key owner <count>` [+ `PEXPIREAT key <deadline>`],
 //! or `DEL key`.
@@ -46,11 +52,11 @@ pub fn run(ctx: &Ctx, argv: &[RStr]) -> CommandResult {
     args::owner(bytes(owner))?;
     let expire_at = match lease {
         None => None,
-        Some(lease) => Some(args::deadline(
-            ctx.now_ms(),
-            args::lease_ms(bytes(lease))?,
-            config::max_lease_ms(),
-        )?),
+        Some(lease) => {
+            let cap = config::max_lease_ms();
+            let lease_ms = args::release_lease_ms(args::lease_ms(bytes(lease))?, cap);
+            Some(args::deadline(ctx.now_ms(), lease_ms, cap)?)
+        }
     };
     let key = LockKey::open_write(ctx, key)?;
     let decision = lock::release(key.view(owner)?, expire_at);
