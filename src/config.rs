@@ -7,6 +7,18 @@
 //! with `CONFIG SET lock.channel-prefix myapp`. A bad value is refused with an
 //! error and the old value stays.
 //!
+//! Module arguments (the loadmodule line, `MODULE LOAD path args...`,
+//! `MODULE LOADEX ... ARGS ...`) are name/value pairs, checked here rather than
+//! by the `redis-module` crate: its `module_args_as_configuration` looks each
+//! config up by its exact bare name and ignores every other argument, so
+//! `lock.publish classic` or a misspelt name loaded silently with the default.
+//! [`parse_module_args`] takes a name bare or `lock.`-prefixed, in any case,
+//! reads values as `CONFIG SET` does, and refuses anything else: the module
+//! then fails to load, and its log line names the argument. The values become
+//! the configs' defaults ([`register`]), so a `lock.*` config line or `LOADEX
+//! ... CONFIG` still overrides them, as it overrides any default, and
+//! `CONFIG REWRITE` keeps working across restarts.
+//!
 //! | config               | default                  | meaning |
 //! |----------------------|--------------------------|---------|
 //! | `lock.channel-prefix`| `redisson_lock__channel` | unlock messages go to `<prefix>:{<key>}` |
@@ -17,8 +29,13 @@
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, Ordering};
 use std::sync::{LazyLock, Mutex};
 
-use redis_module::configuration::ConfigurationContext;
-use redis_module::{enum_configuration, ConfigurationValue, RedisError, RedisString};
+use redis_module::configuration::{
+    register_bool_configuration, register_enum_configuration, register_i64_configuration,
+    register_string_configuration, ConfigurationContext, ConfigurationFlags,
+};
+use redis_module::{enum_configuration, raw, ConfigurationValue, Context, RedisError, RedisString};
+
+use crate::args::strict_i64;
 
 pub const DEFAULT_CHANNEL_PREFIX: &str = "redisson_lock__channel";
 
@@ -104,4 +121,290 @@ pub fn max_lease_ms() -> i64 {
 
 pub fn notify() -> bool {
     NOTIFY.load(Ordering::Relaxed)
+}
+
+/// The configs' defaults, or the values module arguments gave them.
+#[derive(Debug, PartialEq)]
+pub struct Defaults {
+    pub channel_prefix: String,
+    pub publish: PublishMode,
+    pub max_lease_ms: i64,
+    pub notify: bool,
+}
+
+impl Default for Defaults {
+    fn default() -> Self {
+        Defaults {
+            channel_prefix: DEFAULT_CHANNEL_PREFIX.to_string(),
+            publish: PublishMode::auto,
+            max_lease_ms: 0,
+            notify: true,
+        }
+    }
+}
+
+/// Every config as a module argument takes it: its name (Redis shows it as
+/// `lock.<name>`) and what its value must be. Refusals list them all.
+const ARGUMENTS: [(&str, &str); 4] = [
+    ("channel-prefix", "non-empty text"),
+    ("publish", "auto|classic|sharded|off"),
+    ("max-lease-ms", "milliseconds, 0 = no limit"),
+    ("notify", "yes|no"),
+];
+
+/// An argument as the log shows it: quoted, control characters escaped.
+fn shown(raw: &[u8]) -> String {
+    format!("'{}'", String::from_utf8_lossy(raw).escape_debug())
+}
+
+/// The log line of a refusal: what is wrong, then every valid argument.
+fn refusal(problem: String) -> String {
+    let valid: Vec<String> = ARGUMENTS
+        .iter()
+        .map(|(name, value)| format!("{name} <{value}>"))
+        .collect();
+    format!(
+        "lock module: refusing {problem}. Module arguments are name/value pairs, \
+         the name bare or prefixed with 'lock.', in any case: {}",
+        valid.join(", ")
+    )
+}
+
+/// Which config an argument names: `publish`, `lock.publish`, `LOCK.Publish`...
+fn config_index(name: &[u8]) -> Option<usize> {
+    let bare = match name.get(..5) {
+        Some(prefix) if prefix.eq_ignore_ascii_case(b"lock.") => &name[5..],
+        _ => name,
+    };
+    ARGUMENTS
+        .iter()
+        .position(|(known, _)| known.as_bytes().eq_ignore_ascii_case(bare))
+}
+
+/// One value, read as `CONFIG SET` reads it: yes/no and the `publish` names
+/// in any case, a non-negative strict integer.
+fn set_value(defaults: &mut Defaults, index: usize, value: &[u8]) -> Result<(), ()> {
+    match index {
+        0 => {
+            // Registered as a C string: no NUL, and text for the crate's API.
+            let text = std::str::from_utf8(value).map_err(|_| ())?;
+            if text.is_empty() || text.contains('\0') {
+                return Err(());
+            }
+            defaults.channel_prefix = text.to_string();
+        }
+        1 => {
+            defaults.publish = [
+                PublishMode::auto,
+                PublishMode::classic,
+                PublishMode::sharded,
+                PublishMode::off,
+            ]
+            .into_iter()
+            .find(|mode| format!("{mode:?}").as_bytes().eq_ignore_ascii_case(value))
+            .ok_or(())?;
+        }
+        2 => {
+            defaults.max_lease_ms = strict_i64(value).filter(|ms| *ms >= 0).ok_or(())?;
+        }
+        _ => {
+            defaults.notify = if value.eq_ignore_ascii_case(b"yes") {
+                true
+            } else if value.eq_ignore_ascii_case(b"no") {
+                false
+            } else {
+                return Err(());
+            };
+        }
+    }
+    Ok(())
+}
+
+/// Checks the module arguments; the error is the whole log line.
+pub fn parse_module_args(args: &[&[u8]]) -> Result<Defaults, String> {
+    let mut defaults = Defaults::default();
+    let mut given = [false; ARGUMENTS.len()];
+    for pair in args.chunks(2) {
+        let name = pair[0];
+        let Some(index) = config_index(name) else {
+            return Err(refusal(format!(
+                "module argument {}: not a lock config",
+                shown(name)
+            )));
+        };
+        let [_, value] = pair else {
+            return Err(refusal(format!(
+                "module argument {}: it has no value",
+                shown(name)
+            )));
+        };
+        if given[index] {
+            return Err(refusal(format!(
+                "module argument {}: that config is given twice",
+                shown(name)
+            )));
+        }
+        given[index] = true;
+        if set_value(&mut defaults, index, value).is_err() {
+            let (_, valid) = ARGUMENTS[index];
+            return Err(refusal(format!(
+                "module argument {} {}: the value must be {valid}",
+                String::from_utf8_lossy(name).escape_debug(),
+                shown(value)
+            )));
+        }
+    }
+    Ok(defaults)
+}
+
+/// Registers the configs with `defaults`, then has Redis apply the `lock.*`
+/// config-file lines and `MODULE LOADEX ... CONFIG` values over them.
+pub fn register(ctx: &Context, defaults: &Defaults) -> Result<(), String> {
+    register_string_configuration(
+        ctx,
+        "channel-prefix",
+        &*CHANNEL_PREFIX,
+        &defaults.channel_prefix,
+        ConfigurationFlags::DEFAULT,
+        None,
+    );
+    register_enum_configuration(
+        ctx,
+        "publish",
+        &PUBLISH,
+        defaults.publish,
+        ConfigurationFlags::DEFAULT,
+        None,
+    );
+    register_i64_configuration(
+        ctx,
+        "max-lease-ms",
+        &MAX_LEASE_MS,
+        defaults.max_lease_ms,
+        0,
+        i64::MAX,
+        ConfigurationFlags::DEFAULT,
+        None,
+    );
+    register_bool_configuration(
+        ctx,
+        "notify",
+        &NOTIFY,
+        defaults.notify,
+        ConfigurationFlags::DEFAULT,
+        None,
+    );
+    // SAFETY: filled by RedisModule_Init (Redis 7.0+); called within OnLoad.
+    let load = unsafe { raw::RedisModule_LoadConfigs }
+        .ok_or("lock module: this server has no RedisModule_LoadConfigs (Redis 7.0+ needed)")?;
+    if unsafe { load(ctx.ctx) } != raw::REDISMODULE_OK as std::os::raw::c_int {
+        return Err(
+            "lock module: a lock.* config value was refused (see the line above)".to_string(),
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Defaults, String> {
+        let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+        parse_module_args(&args)
+    }
+
+    #[test]
+    fn no_arguments_keep_the_defaults() {
+        assert_eq!(parse(&[]), Ok(Defaults::default()));
+    }
+
+    #[test]
+    fn names_are_bare_or_prefixed_in_any_case() {
+        let got = parse(&[
+            "lock.publish",
+            "classic",
+            "NOTIFY",
+            "No",
+            "Lock.Max-Lease-Ms",
+            "5000",
+            "channel-prefix",
+            "app",
+        ])
+        .expect("valid arguments");
+        assert_eq!(
+            got,
+            Defaults {
+                channel_prefix: "app".to_string(),
+                publish: PublishMode::classic,
+                max_lease_ms: 5000,
+                notify: false,
+            }
+        );
+        assert_eq!(
+            parse(&["publish", "SHARDED"]).unwrap().publish,
+            PublishMode::sharded
+        );
+        assert_eq!(parse(&["notify", "YES"]).unwrap().notify, true);
+        assert_eq!(parse(&["max-lease-ms", "0"]).unwrap().max_lease_ms, 0);
+    }
+
+    /// Every refusal names the argument and lists every valid one.
+    fn refused(args: &[&str], needles: &[&str]) {
+        let err = parse(args).expect_err(&format!("{args:?} must be refused"));
+        assert!(
+            err.starts_with("lock module: refusing module argument"),
+            "{err}"
+        );
+        for needle in needles
+            .iter()
+            .chain(&["channel-prefix", "publish", "max-lease-ms", "notify"])
+        {
+            assert!(err.contains(needle), "{args:?}: {needle:?} in {err}");
+        }
+    }
+
+    #[test]
+    fn unknown_names_are_refused() {
+        refused(&["bogus", "1"], &["'bogus'", "not a lock config"]);
+        refused(&["publish", "classic", "bogus", "1"], &["'bogus'"]);
+        refused(&["lock.", "1"], &["'lock.'"]);
+        refused(&["lock.bogus", "1"], &["'lock.bogus'"]);
+        refused(&["lockpublish", "classic"], &["'lockpublish'"]);
+        refused(&["redis.publish", "classic"], &["'redis.publish'"]);
+        refused(&["\n\u{1b}x", "1"], &["'\\n\\u{1b}x'"]);
+    }
+
+    #[test]
+    fn a_name_without_a_value_is_refused() {
+        refused(&["publish"], &["'publish'", "no value"]);
+        refused(&["publish", "classic", "notify"], &["'notify'", "no value"]);
+    }
+
+    #[test]
+    fn a_config_given_twice_is_refused() {
+        refused(
+            &["publish", "classic", "LOCK.PUBLISH", "off"],
+            &["'LOCK.PUBLISH'", "twice"],
+        );
+    }
+
+    #[test]
+    fn bad_values_are_refused_naming_the_argument() {
+        refused(
+            &["publish", "bogus"],
+            &["publish 'bogus'", "auto|classic|sharded|off"],
+        );
+        refused(&["publish", ""], &["publish ''"]);
+        refused(&["max-lease-ms", "-5"], &["max-lease-ms '-5'"]);
+        for bad in ["1.5", "abc", "+5", "05", "", "9223372036854775808"] {
+            refused(&["lock.max-lease-ms", bad], &["lock.max-lease-ms"]);
+        }
+        refused(&["notify", "maybe"], &["notify 'maybe'", "yes|no"]);
+        refused(&["notify", "1"], &["notify '1'"]);
+        refused(&["channel-prefix", ""], &["channel-prefix ''"]);
+        refused(&["channel-prefix", "a\0b"], &["channel-prefix 'a\\0b'"]);
+        let args: [&[u8]; 2] = [b"channel-prefix", b"\xff"];
+        assert!(parse_module_args(&args).is_err(), "not text");
+    }
 }

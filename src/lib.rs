@@ -26,20 +26,26 @@ pub mod wait_queue;
 
 #[cfg(not(test))]
 mod module {
-    use redis_module::configuration::ConfigurationFlags;
     use std::os::raw::c_int;
 
     use redis_module::{raw, redis_module, Context, RedisString, Status};
 
-    use crate::config::{
-        PublishMode, CHANNEL_PREFIX, DEFAULT_CHANNEL_PREFIX, MAX_LEASE_MS, NOTIFY, PUBLISH,
-    };
-    use crate::{commands, handoff, stats};
+    use crate::{commands, config, handoff, stats};
 
-    /// Runs last in `RedisModule_OnLoad`, after the configs are registered.
-    fn init(ctx: &Context, _args: &[RedisString]) -> Status {
-        if let Err(message) = commands::register(ctx.ctx).and_then(|()| handoff::subscribe(ctx.ctx))
-        {
+    /// Runs last in `RedisModule_OnLoad`: the configs, the commands, the
+    /// event subscriptions.
+    ///
+    /// Module arguments are checked first: when they are refused, nothing may
+    /// have been subscribed yet, because Redis undoes a failed load's commands
+    /// and configs but not its event subscriptions, which would then call
+    /// into an unloaded library.
+    fn init(ctx: &Context, args: &[RedisString]) -> Status {
+        let args: Vec<&[u8]> = args.iter().map(RedisString::as_slice).collect();
+        let loaded = config::parse_module_args(&args)
+            .and_then(|defaults| config::register(ctx, &defaults))
+            .and_then(|()| commands::register(ctx.ctx))
+            .and_then(|()| handoff::subscribe(ctx.ctx));
+        if let Err(message) = loaded {
             ctx.log_warning(&message);
             return Status::Err;
         }
@@ -77,21 +83,8 @@ mod module {
         allocator: (redis_module::alloc::RedisAlloc, redis_module::alloc::RedisAlloc),
         data_types: [],
         init: init,
+        // The configs are registered by `init` (config::register), which
+        // checks the module arguments first.
         commands: [],
-        configurations: [
-            i64: [
-                ["max-lease-ms", &MAX_LEASE_MS, 0, 0, i64::MAX, ConfigurationFlags::DEFAULT, None],
-            ],
-            string: [
-                ["channel-prefix", &*CHANNEL_PREFIX, DEFAULT_CHANNEL_PREFIX, ConfigurationFlags::DEFAULT, None],
-            ],
-            bool: [
-                ["notify", &NOTIFY, true, ConfigurationFlags::DEFAULT, None],
-            ],
-            enum: [
-                ["publish", &PUBLISH, PublishMode::auto, ConfigurationFlags::DEFAULT, None],
-            ],
-            module_args_as_configuration: true,
-        ]
     }
 }

@@ -2,7 +2,8 @@
 
 mod common;
 
-use std::time::Duration;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 use common::raw::RawClient;
 use common::*;
@@ -709,4 +710,209 @@ fn a_release_with_a_lease_above_the_cap_succeeds_and_is_clamped() {
         .query::<Value>(&mut con);
     expect_err(refused, "ERR", "lease-ms", "release with lease 0");
     assert_eq!(lock_info(&mut con, b"k").count_of(b"A"), Some(1));
+}
+
+// ---------------------------------------------------------------------------
+// Module arguments
+// ---------------------------------------------------------------------------
+
+/// Starts a server with the module and `module_args`, which it must refuse:
+/// the server must exit at startup. Returns its log.
+///
+/// It listens on a unix socket in its own directory and on no TCP port
+/// (`--port 0`), so no neighbour test can race it for a port; a server that
+/// wrongly started is recognised by its "ready to accept connections" log line.
+fn startup_refused(module_args: &[&str]) -> String {
+    let dir = TestDir::new("refused");
+    let log_path = dir.path().join("redis.log");
+    let mut child = Command::new(server_binary())
+        .arg("--port")
+        .arg("0")
+        .arg("--unixsocket")
+        .arg(dir.path().join("redis.sock"))
+        .arg("--dir")
+        .arg(dir.path())
+        .arg("--logfile")
+        .arg(&log_path)
+        .arg("--daemonize")
+        .arg("no")
+        .arg("--save")
+        .arg("")
+        .arg("--appendonly")
+        .arg("no")
+        .arg("--loadmodule")
+        .arg(module_path())
+        .args(module_args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", server_binary()));
+    let deadline = Instant::now() + STARTUP_TIMEOUT;
+    loop {
+        let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+        if let Ok(Some(status)) = child.try_wait() {
+            assert!(
+                !status.success(),
+                "{module_args:?}: the server exited with {status}; log:\n{log}"
+            );
+            return std::fs::read_to_string(&log_path).unwrap_or_default();
+        }
+        let started = log
+            .to_ascii_lowercase()
+            .contains("ready to accept connections");
+        if started || Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{module_args:?}: the server did not refuse to start; log:\n{log}");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// What every refusal lists: the valid argument names.
+const ARGUMENT_NAMES: [&str; 4] = ["channel-prefix", "publish", "max-lease-ms", "notify"];
+
+#[test]
+fn bad_module_arguments_stop_the_server_naming_the_argument() {
+    for (args, named) in [
+        (&["bogus", "1"][..], &["'bogus'"][..]),
+        (&["lock.publish", "classic", "bogus", "1"], &["'bogus'"]),
+        (&["lock.bogus", "1"], &["'lock.bogus'"]),
+        (&["publish"], &["'publish'", "no value"]),
+        (&["publish", "classic", "notify"], &["'notify'", "no value"]),
+        (&["publish", "bogus"], &["publish", "'bogus'", "classic"]),
+        (&["max-lease-ms", "-5"], &["max-lease-ms", "'-5'"]),
+        (
+            &["lock.max-lease-ms", "1.5"],
+            &["lock.max-lease-ms", "'1.5'"],
+        ),
+        (&["notify", "maybe"], &["notify", "'maybe'"]),
+        (&["channel-prefix", ""], &["channel-prefix", "''"]),
+        (
+            &["publish", "classic", "LOCK.PUBLISH", "off"],
+            &["'LOCK.PUBLISH'", "twice"],
+        ),
+    ] {
+        let log = startup_refused(args);
+        let line = log
+            .lines()
+            .find(|line| line.contains("lock module: refusing"))
+            .unwrap_or_else(|| panic!("{args:?}: no refusal in the log:\n{log}"));
+        for needle in named.iter().chain(&ARGUMENT_NAMES) {
+            assert!(line.contains(needle), "{args:?}: {needle:?} in {line}");
+        }
+    }
+}
+
+/// `lock.publish classic` used to be ignored (the crate only matched the bare,
+/// exact-case name). Names work bare or prefixed, in any case, and values are
+/// read as `CONFIG SET` reads them.
+#[test]
+fn module_arguments_take_names_with_or_without_the_prefix_in_any_case() {
+    let server = Server::with(Options::new().module_args(&[
+        "lock.publish",
+        "classic",
+        "NOTIFY",
+        "No",
+        "Lock.Max-Lease-Ms",
+        "5000",
+        "channel-prefix",
+        "args",
+    ]));
+    let mut con = server.connection();
+    assert_eq!(config_get(&mut con, "lock.publish"), "classic");
+    assert_eq!(config_get(&mut con, "lock.notify"), "no");
+    assert_eq!(config_get(&mut con, "lock.max-lease-ms"), "5000");
+    assert_eq!(config_get(&mut con, "lock.channel-prefix"), "args");
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("lock.publish")
+        .arg("off")
+        .query(&mut con)
+        .expect("CONFIG SET after module arguments");
+    assert_eq!(config_get(&mut con, "lock.publish"), "off");
+
+    // A `lock.*` config line after the loadmodule line wins over its argument.
+    let server = Server::with(
+        Options::new()
+            .module_args(&["publish", "classic", "max-lease-ms", "7000"])
+            .config("lock.publish", &["sharded"]),
+    );
+    let mut con = server.connection();
+    assert_eq!(config_get(&mut con, "lock.publish"), "sharded");
+    assert_eq!(config_get(&mut con, "lock.max-lease-ms"), "7000");
+}
+
+#[test]
+fn module_load_with_bad_arguments_fails_and_leaves_nothing_loaded() {
+    let server = Server::with(
+        Options::new()
+            .without_module()
+            .config("enable-module-command", &["yes"]),
+    );
+    let mut con = server.connection();
+    let module = module_path();
+    let module = module.to_str().expect("utf-8 module path");
+    let loaded = |con: &mut Connection| -> bool {
+        let list: Value = redis::cmd("MODULE")
+            .arg("LIST")
+            .query(con)
+            .expect("MODULE LIST");
+        format!("{list:?}").contains("\"lock\"")
+    };
+    for args in [
+        &["MODULE", "LOAD", module, "bogus", "1"][..],
+        &["MODULE", "LOAD", module, "publish"],
+        &["MODULE", "LOAD", module, "max-lease-ms", "-5"],
+        &["MODULE", "LOADEX", module, "ARGS", "lock.publish", "bogus"],
+        &[
+            "MODULE",
+            "LOADEX",
+            module,
+            "CONFIG",
+            "lock.publish",
+            "bogus",
+        ],
+        &["MODULE", "LOADEX", module, "CONFIG", "lock.bogus", "1"],
+    ] {
+        let refused = redis::cmd(args[0]).arg(&args[1..]).query::<Value>(&mut con);
+        expect_err(refused, "ERR", "", &format!("{args:?}"));
+        assert!(!loaded(&mut con), "{args:?} left the module loaded");
+        let unknown = redis::cmd("LOCK.ACQUIRE")
+            .arg("k")
+            .arg("o")
+            .arg(1000)
+            .query::<Value>(&mut con);
+        expect_err(unknown, "ERR", "unknown command", "no LOCK.* command");
+    }
+    let log = server.log();
+    assert!(
+        log.lines()
+            .any(|l| l.contains("lock module: refusing") && l.contains("'bogus'")),
+        "the refusal is logged:\n{log}"
+    );
+
+    // The server is unharmed, and the module loads with good arguments.
+    let _: () = redis::cmd("MODULE")
+        .arg("LOADEX")
+        .arg(module)
+        .arg("CONFIG")
+        .arg("lock.notify")
+        .arg("no")
+        .arg("ARGS")
+        .arg("Lock.Publish")
+        .arg("classic")
+        .arg("notify")
+        .arg("yes")
+        .query(&mut con)
+        .expect("MODULE LOADEX with good arguments");
+    assert!(loaded(&mut con));
+    assert_eq!(config_get(&mut con, "lock.publish"), "classic");
+    assert_eq!(
+        config_get(&mut con, "lock.notify"),
+        "no",
+        "CONFIG beats ARGS"
+    );
+    assert_eq!(acquire(&mut con, b"k", b"o", 1000), None);
 }
