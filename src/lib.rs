@@ -49,14 +49,19 @@ mod module {
             ctx.log_warning(&message);
             return Status::Err;
         }
-        // Keys are signalled as modified only when a lock is really written
-        // (LockKey::apply), not whenever one is opened for writing.
+        // * Keys are signalled as modified only when a lock is really written
+        //   (LockKey::apply), not whenever one is opened for writing.
+        // * The module keeps nothing about the dataset that a replica's
+        //   asynchronous load (`repl-diskless-load swapdb`) could leave stale:
+        //   a replica has no waiters and hands nothing on (see handoff.rs).
+        //   Without this flag Redis falls back to a disk-based full sync,
+        //   answers -LOADING instead of serving the old data meanwhile, and
+        //   logs a line per socket read.
+        let options = raw::REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED
+            | raw::REDISMODULE_OPTIONS_HANDLE_REPL_ASYNC_LOAD;
         unsafe {
             if let Some(set_options) = raw::RedisModule_SetModuleOptions {
-                set_options(
-                    ctx.ctx,
-                    raw::REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED as c_int,
-                );
+                set_options(ctx.ctx, options as c_int);
             }
         }
         // Replaces the crate's default INFO callback (registered just before).

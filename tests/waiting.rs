@@ -8,43 +8,11 @@ mod common;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use common::raw::{RawClient, Resp};
 use common::*;
 use redis::{Connection, Value};
-
-/// Sends `LOCK.ACQUIRE key owner lease WAIT timeout` and returns once the
-/// server shows the client queued (so the next waiter queues behind it).
-fn queue(server: &Server, key: &str, owner: &str, lease_ms: u64, timeout_ms: u64) -> RawClient {
-    let before = waiter_owners(server, key).len();
-    let mut waiter = RawClient::connect(server.port);
-    waiter.send(&[
-        "LOCK.ACQUIRE",
-        key,
-        owner,
-        &lease_ms.to_string(),
-        "WAIT",
-        &timeout_ms.to_string(),
-    ]);
-    poll_until(Duration::from_secs(5), "the waiter is queued", || {
-        waiter_owners(server, key).len() > before
-    });
-    waiter
-}
-
-/// A waiter's reply and the unix-ms time it arrived.
-fn reply_at(waiter: &mut RawClient) -> (Resp, i64) {
-    let reply = waiter.read();
-    (reply, now_ms())
-}
-
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .expect("clock after 1970")
-        .as_millis() as i64
-}
 
 fn acquire(con: &mut Connection, key: &str, owner: &str, lease_ms: u64) -> Option<i64> {
     redis::cmd("LOCK.ACQUIRE")
@@ -61,51 +29,6 @@ fn release(con: &mut Connection, key: &str, owner: &str) -> Option<i64> {
         .arg(owner)
         .query(con)
         .expect("LOCK.RELEASE")
-}
-
-fn holders(con: &mut Connection, key: &str) -> Vec<(String, String)> {
-    let mut pairs: Vec<(String, String)> =
-        redis::cmd("HGETALL").arg(key).query(con).expect("HGETALL");
-    pairs.sort();
-    pairs
-}
-
-fn holder_is(con: &mut Connection, key: &str, owner: &str) -> bool {
-    holders(con, key) == vec![(owner.to_string(), "1".to_string())]
-}
-
-/// The owners in the lock's wait queue, in order, per `LOCK.INFO`.
-fn waiter_owners(server: &Server, key: &str) -> Vec<String> {
-    let info: Value = redis::cmd("LOCK.INFO")
-        .arg(key)
-        .query(&mut server.connection())
-        .expect("LOCK.INFO");
-    let waiters = map_pairs(&info)
-        .into_iter()
-        .find(|(k, _)| as_string(k).as_deref() == Some("waiters"))
-        .map(|(_, v)| v)
-        .expect("LOCK.INFO has waiters");
-    let Value::Array(items) = waiters else {
-        panic!("waiters is an array: {waiters:?}")
-    };
-    items
-        .iter()
-        .map(|w| {
-            map_pairs(w)
-                .into_iter()
-                .find(|(k, _)| as_string(k).as_deref() == Some("owner"))
-                .and_then(|(_, v)| as_string(&v))
-                .expect("a waiter has an owner")
-        })
-        .collect()
-}
-
-fn stat(server: &Server, name: &str) -> u64 {
-    server
-        .lock_stats()
-        .get(name)
-        .copied()
-        .unwrap_or_else(|| panic!("INFO lock_stats has {name}"))
 }
 
 #[test]
@@ -558,25 +481,6 @@ fn replicas_receive_hand_offs_as_effects_and_never_block() {
         .arg(0)
         .query::<Value>(&mut with_module.connection());
     expect_err(refused, "READONLY", "", "LOCK.ACQUIRE WAIT on a replica");
-}
-
-#[test]
-fn waiters_get_an_error_when_their_master_becomes_a_replica() {
-    let other = Server::start();
-    let master = Server::start();
-    let mut con = master.connection();
-    acquire(&mut con, "L", "a", 30_000);
-    let mut waiter = queue(&master, "L", "b", 30_000, 0);
-    let _: Value = redis::cmd("REPLICAOF")
-        .arg("127.0.0.1")
-        .arg(other.port)
-        .query(&mut con)
-        .expect("REPLICAOF");
-    match waiter.read() {
-        Resp::Error(text) => assert!(text.contains("replica"), "error names the cause: {text}"),
-        other => panic!("expected an error, got {other:?}"),
-    }
-    assert_eq!(stat(&master, "lock_waiting_clients"), 0);
 }
 
 #[test]

@@ -21,6 +21,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use redis::{Connection, RedisError, RedisResult, Value};
 
+use raw::{RawClient, Resp};
+
 /// How long a server may take to answer PING, a replica to link up, etc.
 pub const STARTUP_TIMEOUT: Duration = Duration::from_secs(15);
 /// Read timeout of every connection: a hung server fails the test instead of hanging it.
@@ -427,6 +429,40 @@ impl Server {
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();
             let _ = child.wait();
+        }
+    }
+
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child
+            .as_ref()
+            .expect("the server was not crashed")
+            .id()
+    }
+
+    /// Sends a signal (`STOP`, `CONT`, `TERM`...) to the server process.
+    pub fn signal(&self, name: &str) {
+        let status = Command::new("kill")
+            .arg(format!("-{name}"))
+            .arg(self.pid().to_string())
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill -{name} {}", self.pid());
+    }
+
+    /// Waits up to `timeout` for the process to exit on its own; its status.
+    pub fn wait_exit(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + timeout;
+        let child = self.child.as_mut()?;
+        loop {
+            if let Ok(Some(status)) = child.try_wait() {
+                self.child = None;
+                return Some(status);
+            }
+            if Instant::now() > deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(10));
         }
     }
 
@@ -861,4 +897,90 @@ pub fn show(messages: &[Message]) -> Vec<(String, String)> {
             )
         })
         .collect()
+}
+
+// ---------------------------------------------------------------------------
+// Waiting (LOCK.ACQUIRE ... WAIT) from raw clients
+// ---------------------------------------------------------------------------
+
+/// Sends `LOCK.ACQUIRE key owner lease WAIT timeout` and returns once the
+/// server shows the client queued (so the next waiter queues behind it).
+pub fn queue(server: &Server, key: &str, owner: &str, lease_ms: u64, timeout_ms: u64) -> RawClient {
+    let before = waiter_owners(server, key).len();
+    let mut waiter = RawClient::connect(server.port);
+    waiter.send(&[
+        "LOCK.ACQUIRE",
+        key,
+        owner,
+        &lease_ms.to_string(),
+        "WAIT",
+        &timeout_ms.to_string(),
+    ]);
+    poll_until(Duration::from_secs(5), "the waiter is queued", || {
+        waiter_owners(server, key).len() > before
+    });
+    waiter
+}
+
+/// A waiter's reply and the unix-ms time it arrived.
+pub fn reply_at(waiter: &mut RawClient) -> (Resp, i64) {
+    let reply = waiter.read();
+    (reply, now_ms())
+}
+
+pub fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("clock after 1970")
+        .as_millis() as i64
+}
+
+pub fn holders(con: &mut Connection, key: &str) -> Vec<(String, String)> {
+    let mut pairs: Vec<(String, String)> =
+        redis::cmd("HGETALL").arg(key).query(con).expect("HGETALL");
+    pairs.sort();
+    pairs
+}
+
+/// What `holders` answers for a lock `owner` holds once.
+pub fn owned_by(owner: &str) -> Vec<(String, String)> {
+    vec![(owner.to_string(), "1".to_string())]
+}
+
+pub fn holder_is(con: &mut Connection, key: &str, owner: &str) -> bool {
+    holders(con, key) == vec![(owner.to_string(), "1".to_string())]
+}
+
+/// The owners in the lock's wait queue, in order, per `LOCK.INFO`.
+pub fn waiter_owners(server: &Server, key: &str) -> Vec<String> {
+    let info: Value = redis::cmd("LOCK.INFO")
+        .arg(key)
+        .query(&mut server.connection())
+        .expect("LOCK.INFO");
+    let waiters = map_pairs(&info)
+        .into_iter()
+        .find(|(k, _)| as_string(k).as_deref() == Some("waiters"))
+        .map(|(_, v)| v)
+        .expect("LOCK.INFO has waiters");
+    let Value::Array(items) = waiters else {
+        panic!("waiters is an array: {waiters:?}")
+    };
+    items
+        .iter()
+        .map(|w| {
+            map_pairs(w)
+                .into_iter()
+                .find(|(k, _)| as_string(k).as_deref() == Some("owner"))
+                .and_then(|(_, v)| as_string(&v))
+                .expect("a waiter has an owner")
+        })
+        .collect()
+}
+
+pub fn stat(server: &Server, name: &str) -> u64 {
+    server
+        .lock_stats()
+        .get(name)
+        .copied()
+        .unwrap_or_else(|| panic!("INFO lock_stats has {name}"))
 }

@@ -70,19 +70,41 @@ impl RawClient {
             .expect("raw client sends");
     }
 
+    /// Sends several commands in one write (a pipeline the server reads at once).
+    pub fn send_pipeline(&mut self, commands: &[&[&str]]) {
+        let mut wire = String::new();
+        for args in commands {
+            wire.push_str(&format!("*{}\r\n", args.len()));
+            for arg in *args {
+                wire.push_str(&format!("${}\r\n{}\r\n", arg.len(), arg));
+            }
+        }
+        self.reader
+            .get_mut()
+            .write_all(wire.as_bytes())
+            .expect("raw client sends");
+    }
+
     /// Reads the next reply or push message.
     pub fn read(&mut self) -> Resp {
+        self.try_read().expect("raw client reads a reply")
+    }
+
+    /// The next reply, or `None` when the server closed the connection (or
+    /// nothing came within the read timeout).
+    pub fn try_read(&mut self) -> Option<Resp> {
         let mut line = String::new();
-        self.reader
-            .read_line(&mut line)
-            .expect("raw client reads a reply");
+        match self.reader.read_line(&mut line) {
+            Ok(0) | Err(_) => return None,
+            Ok(_) => {}
+        }
         let line = line.trim_end_matches("\r\n");
         let (kind, rest) = line.split_at(1.min(line.len()));
         let number = || {
             rest.parse::<i64>()
                 .unwrap_or_else(|_| panic!("bad RESP line {line:?}"))
         };
-        match kind {
+        Some(match kind {
             "+" => Resp::Text(rest.as_bytes().to_vec()),
             "-" => Resp::Error(rest.to_string()),
             ":" => Resp::Int(number()),
@@ -99,7 +121,7 @@ impl RawClient {
             "*" if number() < 0 => Resp::Nil,
             "*" => Resp::Array((0..number()).map(|_| self.read()).collect()),
             _ => panic!("unexpected RESP line {line:?}"),
-        }
+        })
     }
 
     /// True if nothing arrives within `wait`.
