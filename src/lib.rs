@@ -8,7 +8,8 @@
 //! * `wait_queue.rs`: who waits for which lock (pure FIFO queues);
 //! * `handoff.rs`: blocking waiters and granting a freed lock to the first;
 //! * `events.rs`: unlock messages and keyspace notifications;
-//! * `config.rs`: the `lock.*` configs; `stats.rs`: `INFO lock`;
+//! * `config.rs`: the `lock.*` configs and module arguments; `stats.rs`:
+//!   `INFO lock`; `eviction.rs`: warning about evicting `maxmemory-policy`s;
 //! * `command_docs.rs`: COMMAND DOCS and ACL categories;
 //! * `args.rs`: argument validation; `ffi.rs`: the unsafe edge to Redis.
 
@@ -17,6 +18,7 @@ pub mod command_docs;
 pub mod commands;
 pub mod config;
 pub mod events;
+pub mod eviction;
 pub mod ffi;
 pub mod handoff;
 pub mod lock;
@@ -30,7 +32,7 @@ mod module {
 
     use redis_module::{raw, redis_module, Context, RedisString, Status};
 
-    use crate::{commands, config, handoff, stats};
+    use crate::{commands, config, eviction, handoff, stats};
 
     /// Runs last in `RedisModule_OnLoad`: the configs, the commands, the
     /// event subscriptions.
@@ -49,6 +51,7 @@ mod module {
             ctx.log_warning(&message);
             return Status::Err;
         }
+        eviction::watch(ctx.ctx);
         // * Keys are signalled as modified only when a lock is really written
         //   (LockKey::apply), not whenever one is opened for writing.
         // * The module keeps nothing about the dataset that a replica's
@@ -69,7 +72,7 @@ mod module {
         Status::Ok
     }
 
-    /// `INFO lock`: the `lock_stats` section.
+    /// `INFO lock`: the `lock_stats` and `lock_eviction` sections.
     extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_int) {
         raw::add_info_section(ctx, Some("stats"));
         for (name, counter) in stats::all() {
@@ -80,6 +83,10 @@ mod module {
             "waiting_clients",
             handoff::waiting_clients() as u64,
         );
+        let (policy, evicts) = eviction::current();
+        raw::add_info_section(ctx, Some("eviction"));
+        raw::add_info_field_str(ctx, "maxmemory_policy", &policy);
+        raw::add_info_field_unsigned_long_long(ctx, "evicts_locks", u64::from(evicts));
     }
 
     redis_module! {

@@ -713,6 +713,97 @@ fn a_release_with_a_lease_above_the_cap_succeeds_and_is_clamped() {
 }
 
 // ---------------------------------------------------------------------------
+// Eviction
+// ---------------------------------------------------------------------------
+
+const EVICTION_WARNING: &str = "can evict held locks";
+
+fn info_lock(server: &Server, field: &str) -> Option<String> {
+    server.info("lock", field)
+}
+
+#[test]
+fn an_evicting_policy_at_startup_is_logged_and_shown_in_info() {
+    let server = Server::with(Options::new().config("maxmemory-policy", &["allkeys-lru"]));
+    let log = server.log();
+    let warning = log
+        .lines()
+        .find(|line| line.contains(EVICTION_WARNING))
+        .unwrap_or_else(|| panic!("no eviction warning in the log:\n{log}"));
+    assert!(warning.contains("allkeys-lru"), "{warning}");
+    assert!(warning.contains("noeviction"), "says what to do: {warning}");
+    assert_eq!(
+        info_lock(&server, "lock_maxmemory_policy").as_deref(),
+        Some("allkeys-lru")
+    );
+    assert_eq!(
+        info_lock(&server, "lock_evicts_locks").as_deref(),
+        Some("1")
+    );
+}
+
+#[test]
+fn switching_to_an_evicting_policy_at_run_time_is_logged_and_shown_in_info() {
+    let server = Server::start();
+    let mut con = server.connection();
+    assert_eq!(
+        info_lock(&server, "lock_maxmemory_policy").as_deref(),
+        Some("noeviction")
+    );
+    assert_eq!(
+        info_lock(&server, "lock_evicts_locks").as_deref(),
+        Some("0")
+    );
+    let set = |con: &mut Connection, name: &str, value: &str| {
+        let _: () = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg(name)
+            .arg(value)
+            .query(con)
+            .expect("CONFIG SET");
+    };
+    set(&mut con, "hz", "20");
+    assert!(
+        !server.log().contains(EVICTION_WARNING),
+        "noeviction warns of nothing:\n{}",
+        server.log()
+    );
+
+    set(&mut con, "maxmemory-policy", "volatile-ttl");
+    let log = server.log();
+    let warnings: Vec<&str> = log
+        .lines()
+        .filter(|line| line.contains(EVICTION_WARNING))
+        .collect();
+    assert_eq!(warnings.len(), 1, "one warning:\n{log}");
+    assert!(warnings[0].contains("volatile-ttl"), "{}", warnings[0]);
+    assert_eq!(
+        info_lock(&server, "lock_maxmemory_policy").as_deref(),
+        Some("volatile-ttl")
+    );
+    assert_eq!(
+        info_lock(&server, "lock_evicts_locks").as_deref(),
+        Some("1")
+    );
+
+    set(&mut con, "maxmemory-policy", "noeviction");
+    assert_eq!(
+        info_lock(&server, "lock_evicts_locks").as_deref(),
+        Some("0")
+    );
+    assert_eq!(
+        info_lock(&server, "lock_maxmemory_policy").as_deref(),
+        Some("noeviction")
+    );
+    let warnings = server
+        .log()
+        .lines()
+        .filter(|line| line.contains(EVICTION_WARNING))
+        .count();
+    assert_eq!(warnings, 1, "going back to noeviction warns of nothing");
+}
+
+// ---------------------------------------------------------------------------
 // Module arguments
 // ---------------------------------------------------------------------------
 
