@@ -21,6 +21,8 @@ use std::os::raw::{c_char, c_void};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Mutex;
 
+use redis_module::Context;
+
 use crate::ffi::{api, raw, Ctx};
 
 /// The policy that never evicts.
@@ -151,7 +153,8 @@ extern "C" fn on_config_change(
 ///
 /// Not being able to follow changes does not stop the module from loading:
 /// it only costs the warning for a later change, which the log says.
-pub fn watch(ctx: *mut raw::RedisModuleCtx) {
+pub fn watch(ctx: &Context) {
+    let ctx = ctx.ctx;
     refresh(ctx);
     let event = raw::RedisModuleEvent {
         id: raw::REDISMODULE_EVENT_CONFIG,

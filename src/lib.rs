@@ -51,7 +51,7 @@ mod module {
             ctx.log_warning(&message);
             return Status::Err;
         }
-        eviction::watch(ctx.ctx);
+        eviction::watch(ctx);
         // * Keys are signalled as modified only when a lock is really written
         //   (LockKey::apply), not whenever one is opened for writing.
         // * The module keeps nothing about the dataset that a replica's
