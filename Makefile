@@ -4,6 +4,8 @@ MODULE  := $(CURDIR)/target/release/libredis_lock.so
 SERVERS := $(CURDIR)/.cache/servers
 # `make run PORT=6380` when 6379 is taken.
 PORT    ?= 6379
+# Options for bench/lock_bench.py, e.g. `make bench BENCH_ARGS="--clients 8"`.
+BENCH_ARGS ?=
 
 # rustup installs cargo into ~/.cargo/bin (or $CARGO_HOME/bin), which a fresh
 # shell's PATH may lack: look there first, as rustup's own env script does.
@@ -36,7 +38,7 @@ help:
 	@echo "make servers        fetch Redis 8.2.3 and Valkey 9.1.2 into .cache/servers/"
 	@echo "make test-matrix    integration tests on Redis 7.0.15, Redis 8.2.3 and Valkey 9.1.2"
 	@echo "make bench          contention: this module vs Redisson's protocol, redis-py Lock, python-redis-lock"
-	@echo "                     (writes docs/benchmarks.md and docs/benchmarks.png)"
+	@echo "                     (writes .cache/bench/benchmarks.md and .png; docs/benchmarks.md is a recorded run)"
 	@echo "make bench-acquire  server-side cost: SET NX PX vs LOCK.ACQUIRE vs Redisson's EVALSHA"
 	@echo "make clean          remove target/ and .cache/servers/"
 
@@ -90,12 +92,14 @@ test-matrix: build servers
 	if [ -n "$$failed" ]; then echo "=== test-matrix FAILED on:$$failed"; exit 1; fi; \
 	echo "=== test-matrix passed on every server"
 
-# Server-side cost of an acquire, from INFO commandstats.
 # Contention benchmark (a Python venv with the peer libraries is made under
 # .cache/bench-venv): sections/s, waits, fairness for 1, 8 and 32 clients.
+# Writes .cache/bench/benchmarks.md and .png (untracked) and prints their
+# paths; the committed docs/benchmarks.* are a recorded run (see its header).
 bench: build
-	bash bench/run.sh
+	bash bench/run.sh $(BENCH_ARGS)
 
+# Server-side cost of an acquire, from INFO commandstats.
 bench-acquire: build
 	bash scripts/bench-acquire.sh
 

@@ -43,7 +43,7 @@ import sys
 
 from contenders import CONTENDERS
 from harness import NOISY_RERUNS, Server, combine, quiet, run_cell, wait_for_quiet
-from report import machine, noise, problems, table, target_check, write_doc
+from report import machine, noise, problems, ratios, table, target_check, write_doc
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -51,6 +51,13 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # --------------------------------------------------------------------------
 # Main
 # --------------------------------------------------------------------------
+
+def shown(path):
+    """A path as the user should see it: relative to the current directory
+    when it is below it."""
+    rel = os.path.relpath(os.path.abspath(path))
+    return path if rel.startswith("..") else rel
+
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -68,9 +75,9 @@ def parse_args(argv=None):
     p.add_argument("--pin", choices=("split", "none"), default="split",
                    help="split (default): redis-server pinned to the first CPU, the clients to the "
                         "others; none: leave placement to the scheduler")
-    p.add_argument("--out", default=os.path.join(REPO, "docs", "benchmarks.md"),
+    p.add_argument("--out", default=os.path.join(REPO, ".cache", "bench", "benchmarks.md"),
                    help="markdown report to write; the plot goes beside it as .png "
-                        "(default docs/benchmarks.md; '-' to write none)")
+                        "(default .cache/bench/benchmarks.md, untracked; '-' to write none)")
     args = p.parse_args(argv)
     args.contenders = [c.strip() for c in args.contenders.split(",") if c.strip()]
     unknown = [c for c in args.contenders if c not in CONTENDERS]
@@ -146,6 +153,8 @@ def main(argv=None):
     notes = problems(cells)
     print(table(cells))
     print()
+    print(ratios(cells))
+    print()
     print(target_check(cells))
     print()
     print(noise(cells))
@@ -156,7 +165,7 @@ def main(argv=None):
             print("- " + note)
     if args.out != "-":
         png = write_doc(args.out, cells, args, facts, notes)
-        print("\nwrote %s and %s" % (args.out, png), file=sys.stderr)
+        print("\nreport: %s\nplot:   %s" % (shown(args.out), shown(png)), file=sys.stderr)
     bad = any(c["lost"] or c["overlaps"] or c["errors"] or c["empty_runs"] for c in cells)
     return 1 if bad else 0
 

@@ -76,6 +76,29 @@ def noise(cells):
     return text
 
 
+def ratios(cells, baseline="redisson"):
+    """Same-run ratios, which carry over between machines better than absolute
+    rates: each contender's sections/s against `baseline`'s at the same client
+    count, and against its own 1-client figure, all from this one run."""
+    by = {(c["contender"], c["clients"]): c for c in cells}
+
+    def ratio(a, b):
+        if not b or not b["rate"] or not math.isfinite(b["rate"]):
+            return "-"
+        return "%.2fx" % (a["rate"] / b["rate"])
+
+    lines = [
+        "| contender | clients | sections/s | vs %s, same clients | vs its own 1 client |" % baseline,
+        "|---|---:|---:|---:|---:|",
+    ]
+    for c in cells:
+        lines.append("| %s | %d | %.0f | %s | %s |" % (
+            c["contender"], c["clients"], c["rate"],
+            ratio(c, by.get((baseline, c["clients"]))),
+            ratio(c, by.get((c["contender"], 1)))))
+    return "\n".join(lines)
+
+
 def target_check(cells, n=8):
     """The goal at 8 clients: module >= 2x redisson sections/s, p99 <= 10 ms, Jain >= 0.99."""
     by = {(c["contender"], c["clients"]): c for c in cells}
@@ -210,10 +233,13 @@ def write_doc(path, cells, args, facts, notes):
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     png = os.path.splitext(path)[0] + ".png"
     plot(cells, png)
+    date = dict(facts).get("date", "an unknown date")
     lines = [
         "# Lock contention benchmark",
         "",
-        "Produced by `bench/lock_bench.py` (wrapper: `bench/run.sh`, `make bench`). Command line:",
+        "Recorded on %s (machine below) by `bench/lock_bench.py`; `make bench` runs it through "
+        "`bench/run.sh` and writes the report to `.cache/bench/benchmarks.md` (untracked). "
+        "`docs/benchmarks.md` is a copy of one such run, kept as the reference. Command line:" % date,
         "",
         "```",
         command_line(),
@@ -241,6 +267,16 @@ def write_doc(path, cells, args, facts, notes):
         table(cells),
         "",
         "![sections/s and p99 wait](%s)" % os.path.basename(png),
+        "",
+        "## Same-run ratios",
+        "",
+        "Absolute rates depend on the machine: mostly on the round-trip time between clients "
+        "and server, and on how many cores the client processes share. The ratios below compare "
+        "figures from this same run, so they carry over better: each contender against "
+        "Redisson's protocol at the same client count, and against its own 1-client rate "
+        "(how it scales under contention).",
+        "",
+        ratios(cells),
         "",
         target_check(cells),
         "",
