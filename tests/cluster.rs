@@ -7,7 +7,7 @@ use std::net::TcpListener;
 use std::process::Command;
 use std::time::Duration;
 
-use common::raw::RawClient;
+use common::raw::{RawClient, Resp};
 use common::*;
 use redis::cluster::{ClusterClient, ClusterConnection};
 use redis::Value;
@@ -25,18 +25,23 @@ struct Cluster {
     nodes: Vec<Server>,
 }
 
+/// A cluster node's options: its own bus port, `node_timeout_ms`.
+fn node_options(node_timeout_ms: u64) -> Options {
+    Options::new()
+        .config("cluster-enabled", &["yes"])
+        .config("cluster-config-file", &["nodes.conf"])
+        .config("cluster-port", &[&free_port().to_string()])
+        .config("cluster-node-timeout", &[&node_timeout_ms.to_string()])
+}
+
 impl Cluster {
     fn start() -> Cluster {
+        Cluster::start_with(5000)
+    }
+
+    fn start_with(node_timeout_ms: u64) -> Cluster {
         let nodes: Vec<Server> = (0..3)
-            .map(|_| {
-                Server::with(
-                    Options::new()
-                        .config("cluster-enabled", &["yes"])
-                        .config("cluster-config-file", &["nodes.conf"])
-                        .config("cluster-port", &[&free_port().to_string()])
-                        .config("cluster-node-timeout", &["5000"]),
-                )
-            })
+            .map(|_| Server::with(node_options(node_timeout_ms)))
             .collect();
         let cli = std::env::var("REDIS_CLI").unwrap_or_else(|_| "redis-cli".to_string());
         let addresses: Vec<String> = nodes
@@ -287,4 +292,182 @@ fn waiting_and_hand_off_work_in_the_cluster() {
             "{key}"
         );
     }
+}
+
+fn cluster_info(node: &Server, field: &str) -> Option<String> {
+    let info: String = redis::cmd("CLUSTER")
+        .arg("INFO")
+        .query(&mut node.connection())
+        .expect("CLUSTER INFO");
+    info_field(&info, field)
+}
+
+/// A cluster whose first master has a replica (a fourth node, in sync and
+/// known to its master as its replica): (cluster, replica, master's id).
+fn cluster_with_replica(node_timeout_ms: u64) -> (Cluster, Server, String) {
+    let cluster = Cluster::start_with(node_timeout_ms);
+    let master = &cluster.nodes[0];
+    let master_id: String = redis::cmd("CLUSTER")
+        .arg("MYID")
+        .query(&mut master.connection())
+        .expect("CLUSTER MYID");
+    let bus_port: String = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("cluster-port")
+        .query::<Vec<String>>(&mut master.connection())
+        .expect("cluster-port")
+        .pop()
+        .expect("a value");
+    let replica = Server::with(node_options(node_timeout_ms));
+    let mut rc = replica.connection();
+    let _: Value = redis::cmd("CLUSTER")
+        .arg("MEET")
+        .arg("127.0.0.1")
+        .arg(master.port)
+        .arg(bus_port)
+        .query(&mut rc)
+        .expect("CLUSTER MEET");
+    poll_until(
+        Duration::from_secs(20),
+        "the new node knows the cluster",
+        || cluster_info(&replica, "cluster_known_nodes").as_deref() == Some("4"),
+    );
+    let _: Value = redis::cmd("CLUSTER")
+        .arg("REPLICATE")
+        .arg(&master_id)
+        .query(&mut rc)
+        .expect("CLUSTER REPLICATE");
+    poll_until(Duration::from_secs(20), "the replica is in sync", || {
+        let info: String = redis::cmd("INFO")
+            .arg("replication")
+            .query(&mut rc)
+            .expect("INFO");
+        info_field(&info, "master_link_status").as_deref() == Some("up")
+    });
+    // The master ignores a manual failover request from a node it does not
+    // yet know as its replica, and the other masters, who vote, likewise.
+    for node in &cluster.nodes {
+        poll_until(
+            Duration::from_secs(20),
+            "every master knows the replica",
+            || {
+                let replicas: Vec<String> = redis::cmd("CLUSTER")
+                    .arg("REPLICAS")
+                    .arg(&master_id)
+                    .query(&mut node.connection())
+                    .expect("CLUSTER REPLICAS");
+                replicas.len() == 1
+            },
+        );
+    }
+    (cluster, replica, master_id)
+}
+
+/// A key the cluster's first master serves.
+fn key_on_first_master(cluster: &Cluster) -> String {
+    (0..)
+        .map(|i| format!("lock:{i}"))
+        .find(|k| cluster.node_for(k).port == cluster.nodes[0].port)
+        .expect("a key on the first master")
+}
+
+fn role(server: &Server) -> String {
+    server.info("replication", "role").expect("role")
+}
+
+/// `CLUSTER FAILOVER` makes the master pause writes until its replica has
+/// every write. A lease ending in that pause must neither abort the master
+/// nor be handed on (the replica, about to be promoted, would not have it);
+/// when the manual failover gives up, the hand-off happens.
+#[test]
+fn a_lease_ending_during_a_cluster_failover_pause_waits_for_it() {
+    // A long node timeout: freezing two masters below must not fail them.
+    let (cluster, replica, _) = cluster_with_replica(15_000);
+    let master = &cluster.nodes[0];
+    let key = key_on_first_master(&cluster);
+    let mut mc = master.connection();
+    acquire(&mut mc, &key, "a");
+    let _: i64 = redis::cmd("PEXPIRE")
+        .arg(&key)
+        .arg(400)
+        .query(&mut mc)
+        .expect("PEXPIRE");
+    let mut waiter = queue(master, &key, "b", 30_000, 0);
+
+    // With the other masters frozen the replica cannot win its election:
+    // the master stays paused until the manual failover times out (5 s).
+    for other in &cluster.nodes[1..] {
+        other.signal("STOP");
+    }
+    let _: Value = redis::cmd("CLUSTER")
+        .arg("FAILOVER")
+        .query(&mut replica.connection())
+        .expect("CLUSTER FAILOVER");
+    let failover_at = now_ms();
+    std::thread::sleep(Duration::from_millis(1000));
+    let mut probe = RawClient::connect(master.port);
+    probe.send(&["SET", &format!("{{{key}}}probe"), "1"]);
+    assert!(
+        probe.nothing_within(Duration::from_millis(100)),
+        "the master pauses writes during the manual failover"
+    );
+    assert!(
+        holders(&mut mc, &key).is_empty(),
+        "the lease ended, nothing handed on"
+    );
+    assert_eq!(waiter_owners(master, &key), vec!["b"]);
+
+    let (reply, at) = reply_at(&mut waiter);
+    assert_eq!(reply, Resp::Nil, "granted once the manual failover gave up");
+    assert!(
+        at - failover_at >= 4_000,
+        "granted {} ms into the failover",
+        at - failover_at
+    );
+    assert_eq!(holders(&mut mc, &key), owned_by("b"));
+    // Resume the other masters only once the replica has given up too.
+    poll_until(Duration::from_secs(20), "the replica gives up", || {
+        replica.log().contains("Manual failover timed out")
+    });
+    for other in &cluster.nodes[1..] {
+        other.signal("CONT");
+    }
+    assert!(!master.log().contains("ASSERTION"));
+    assert_eq!(role(master), "master");
+}
+
+/// A manual failover that succeeds: the old master's waiters get Redis's
+/// demotion error, and the new master holds the lock with the same deadline.
+#[test]
+fn a_cluster_failover_demotes_waiters_and_the_new_master_holds_the_lock() {
+    let (cluster, replica, _) = cluster_with_replica(5_000);
+    let master = &cluster.nodes[0];
+    let key = key_on_first_master(&cluster);
+    let mut mc = master.connection();
+    acquire(&mut mc, &key, "a");
+    let deadline = pexpiretime(&mut mc, key.as_bytes());
+    let mut waiter = queue(master, &key, "b", 30_000, 0);
+    let _: Value = redis::cmd("CLUSTER")
+        .arg("FAILOVER")
+        .query(&mut replica.connection())
+        .expect("CLUSTER FAILOVER");
+    // Redis 7.0 and 8.2 force-unblock blocked clients before a module hears
+    // of the demotion (and close the connection); Valkey 9.1's cluster
+    // failover lets the module answer first.
+    match waiter.read() {
+        Resp::Error(text) if text.starts_with("UNBLOCKED") => {
+            assert_eq!(waiter.try_read(), None, "the connection is closed")
+        }
+        Resp::Error(text) => {
+            assert_eq!(text, "ERR lock wait aborted: this server became a replica")
+        }
+        other => panic!("expected the demotion error, got {other:?}"),
+    }
+    poll_until(Duration::from_secs(20), "the replica is promoted", || {
+        role(&replica) == "master"
+    });
+    let mut rc = replica.connection();
+    assert_eq!(holders(&mut rc, &key), owned_by("a"));
+    assert_eq!(pexpiretime(&mut rc, key.as_bytes()), deadline);
+    assert_eq!(stat(master, "lock_waits_granted"), 0);
 }
