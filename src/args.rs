@@ -3,6 +3,19 @@
 //! Every error names the argument it is about, and parsing happens before any
 //! key is touched, so bad input changes nothing.
 
+/// A command argument: anything that reads as bytes. Commands parse
+/// `&[A]` for any `A: Arg`, so their parsers are unit-tested on `&[u8]`
+/// while the module hands them Redis's own strings (no copy).
+pub trait Arg<'a>: Copy {
+    fn bytes(self) -> &'a [u8];
+}
+
+impl<'a> Arg<'a> for &'a [u8] {
+    fn bytes(self) -> &'a [u8] {
+        self
+    }
+}
+
 /// Strict decimal `i64`, as Redis parses integers (`string2ll`): an optional
 /// `-`, then `0` alone or digits without a leading zero; no `+`, no spaces,
 /// no `-0`. Client arguments and hold counts read from a lock hash both go

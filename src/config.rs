@@ -33,7 +33,7 @@ use redis_module::configuration::{
     register_bool_configuration, register_enum_configuration, register_i64_configuration,
     register_string_configuration, ConfigurationContext, ConfigurationFlags,
 };
-use redis_module::{enum_configuration, raw, ConfigurationValue, Context, RedisError, RedisString};
+use redis_module::{enum_configuration, ConfigurationValue, Context, RedisError, RedisString};
 
 use crate::args::strict_i64;
 
@@ -294,15 +294,8 @@ pub fn register(ctx: &Context, defaults: &Defaults) -> Result<(), String> {
         ConfigurationFlags::DEFAULT,
         None,
     );
-    // SAFETY: filled by RedisModule_Init (Redis 7.0+); called within OnLoad.
-    let load = unsafe { raw::RedisModule_LoadConfigs }
-        .ok_or("lock module: this server has no RedisModule_LoadConfigs (Redis 7.0+ needed)")?;
-    if unsafe { load(ctx.ctx) } != raw::REDISMODULE_OK as std::os::raw::c_int {
-        return Err(
-            "lock module: a lock.* config value was refused (see the line above)".to_string(),
-        );
-    }
-    Ok(())
+    let ctx = crate::ffi::Ctx::of(ctx).ok_or("lock module: no module context at load")?;
+    crate::ffi::server::load_configs(ctx)
 }
 
 #[cfg(test)]

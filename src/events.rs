@@ -12,37 +12,19 @@
 //!   mode it is a sharded message (`SSUBSCRIBE`), since the `{<key>}` hash tag
 //!   puts the channel in the key's own slot; see `lock.publish`.
 
-use std::ffi::CStr;
-use std::os::raw::c_int;
-
 use crate::config::{self, PublishMode};
-use crate::ffi::{api, bytes, raw, Ctx, RStr};
+use crate::ffi::context::NotifyClass;
+use crate::ffi::{Ctx, RStr};
 use crate::lock::Event;
 
 /// Redisson's `LockPubSub.UNLOCK_MESSAGE`.
 pub const UNLOCK_MESSAGE: &[u8] = b"0";
 
-fn event_name(event: Event) -> &'static CStr {
-    match event {
-        Event::Acquired => c"lock.acquire",
-        Event::Released => c"lock.release",
-        Event::Forced => c"lock.force",
-    }
-}
-
 /// Emits the keyspace notification for `event` on `key`.
-pub fn notify(ctx: &Ctx, key: RStr, event: Event) {
-    if !config::notify() {
-        return;
+pub fn notify(ctx: Ctx, key: RStr, event: Event) {
+    if config::notify() {
+        ctx.notify_keyspace(NotifyClass::HASH, event.name(), key);
     }
-    unsafe {
-        api!(RedisModule_NotifyKeyspaceEvent)(
-            ctx.0,
-            raw::REDISMODULE_NOTIFY_HASH as c_int,
-            event_name(event).as_ptr(),
-            key,
-        )
-    };
 }
 
 /// The unlock channel of a lock key: `<prefix>:{<key>}`.
@@ -56,24 +38,15 @@ pub fn unlock_channel(prefix: &[u8], key: &[u8]) -> Vec<u8> {
 }
 
 /// Publishes the unlock message for `key`, as `lock.publish` says.
-pub fn publish_unlock(ctx: &Ctx, key: RStr) {
+pub fn publish_unlock(ctx: Ctx, key: RStr) {
     let sharded = match config::PUBLISH.get() {
         PublishMode::off => return,
         PublishMode::classic => false,
         PublishMode::sharded => true,
-        PublishMode::auto => ctx.has_flag(raw::REDISMODULE_CTX_FLAGS_CLUSTER),
+        PublishMode::auto => ctx.in_cluster(),
     };
-    let channel = config::CHANNEL_PREFIX
-        .with(|prefix| ctx.create_string(&unlock_channel(prefix, bytes(key))));
-    let message = ctx.create_string(UNLOCK_MESSAGE);
-    unsafe {
-        match raw::RedisModule_PublishMessageShard.filter(|_| sharded) {
-            Some(publish_shard) => publish_shard(ctx.0, channel, message),
-            None => api!(RedisModule_PublishMessage)(ctx.0, channel, message),
-        };
-    }
-    ctx.free_string(channel);
-    ctx.free_string(message);
+    let channel = config::CHANNEL_PREFIX.with(|prefix| unlock_channel(prefix, key.as_bytes()));
+    ctx.publish(&channel, UNLOCK_MESSAGE, sharded);
 }
 
 #[cfg(test)]
@@ -87,12 +60,5 @@ mod tests {
             b"redisson_lock__channel:{MoonCake}"
         );
         assert_eq!(unlock_channel(b"p", b"a{b}\0"), b"p:{a{b}\0}");
-    }
-
-    #[test]
-    fn event_names_match_the_documented_ones() {
-        for event in [Event::Acquired, Event::Released, Event::Forced] {
-            assert_eq!(event_name(event).to_str().unwrap(), event.name());
-        }
     }
 }

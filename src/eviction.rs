@@ -16,14 +16,10 @@
 //! after every `CONFIG SET` that names `maxmemory-policy` (the config-change
 //! server event, Redis 7.0+), the only way it changes at run time.
 
-use std::ffi::{CStr, CString};
-use std::os::raw::{c_char, c_void};
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Mutex;
 
-use redis_module::Context;
-
-use crate::ffi::{api, raw, Ctx};
+use crate::ffi::events::{self, ServerEvent, ServerEventKind, ServerEventListener};
+use crate::ffi::{server, Ctx};
 
 /// The policy that never evicts.
 const NOEVICTION: &str = "noeviction";
@@ -58,34 +54,12 @@ pub fn current() -> (String, bool) {
     }
 }
 
-/// `maxmemory-policy` as the server reports it.
-fn read_policy(ctx: *mut raw::RedisModuleCtx) -> Option<String> {
-    // SAFETY: present since Redis 6.0; looked up as optional all the same.
-    let (get, field, free) = unsafe {
-        (
-            raw::RedisModule_GetServerInfo?,
-            raw::RedisModule_ServerInfoGetFieldC?,
-            raw::RedisModule_FreeServerInfo?,
-        )
-    };
-    let info = unsafe { get(ctx, c"memory".as_ptr()) };
-    if info.is_null() {
-        return None;
-    }
-    let value = unsafe { field(info, c"maxmemory_policy".as_ptr()) };
-    let policy = (!value.is_null()).then(|| {
-        unsafe { CStr::from_ptr(value) }
-            .to_string_lossy()
-            .into_owned()
-    });
-    unsafe { free(ctx, info) };
-    policy.filter(|policy| !policy.is_empty())
-}
-
 /// Reads the policy again and stores it; warns when it newly evicts, and
 /// notes when it stopped evicting.
-fn refresh(ctx: *mut raw::RedisModuleCtx) {
-    let Some(policy) = read_policy(ctx) else {
+fn refresh(ctx: Ctx) {
+    let Some(policy) =
+        server::info_field(ctx, c"memory", c"maxmemory_policy").filter(|policy| !policy.is_empty())
+    else {
         return;
     };
     let previous = {
@@ -96,56 +70,27 @@ fn refresh(ctx: *mut raw::RedisModuleCtx) {
     };
     let was_evicting = previous.as_deref().is_some_and(evicts);
     if evicts(&policy) && previous.as_deref() != Some(policy.as_str()) {
-        Ctx(ctx).log_warning(&warning(&policy));
+        ctx.log_warning(&warning(&policy));
     } else if was_evicting && !evicts(&policy) {
-        log_notice(
-            ctx,
+        ctx.log_notice(
             "lock module: maxmemory-policy is noeviction again: held locks are no longer evicted",
         );
     }
 }
 
-fn log_notice(ctx: *mut raw::RedisModuleCtx, message: &str) {
-    let Ok(text) = CString::new(message) else {
-        return;
-    };
-    unsafe { api!(RedisModule_Log)(ctx, c"notice".as_ptr(), c"%s".as_ptr(), text.as_ptr()) };
-}
+/// Follows `CONFIG SET maxmemory-policy`.
+struct PolicyWatcher;
 
-/// Whether a config-change event names `maxmemory-policy`.
-fn names_policy(data: *mut c_void) -> bool {
-    if data.is_null() {
-        return false;
-    }
-    // SAFETY: Redis passes a RedisModuleConfigChangeV1 for this event.
-    let change = unsafe { &*(data as *const raw::RedisModuleConfigChangeV1) };
-    if change.config_names.is_null() {
-        return false;
-    }
-    let names: &[*const c_char] =
-        unsafe { std::slice::from_raw_parts(change.config_names, change.num_changes as usize) };
-    names.iter().any(|&name| {
-        !name.is_null()
-            && unsafe { CStr::from_ptr(name) }
-                .to_bytes()
-                .eq_ignore_ascii_case(b"maxmemory-policy")
-    })
-}
-
-/// `CONFIG SET` changed configs: re-read the policy if it was one of them.
-extern "C" fn on_config_change(
-    ctx: *mut raw::RedisModuleCtx,
-    _event: raw::RedisModuleEvent,
-    sub: u64,
-    data: *mut c_void,
-) {
-    let outcome = catch_unwind(AssertUnwindSafe(|| {
-        if sub == raw::REDISMODULE_SUBEVENT_CONFIG_CHANGE && names_policy(data) {
-            refresh(ctx);
+impl ServerEventListener for PolicyWatcher {
+    fn on_server_event(ctx: Ctx, event: ServerEvent) {
+        if let ServerEvent::ConfigChanged { names } = event {
+            if names
+                .iter()
+                .any(|name| name.eq_ignore_ascii_case(b"maxmemory-policy"))
+            {
+                refresh(ctx);
+            }
         }
-    }));
-    if outcome.is_err() {
-        Ctx(ctx).log_warning("lock module: panic in a config change event; ignored");
     }
 }
 
@@ -153,22 +98,11 @@ extern "C" fn on_config_change(
 ///
 /// Not being able to follow changes does not stop the module from loading:
 /// it only costs the warning for a later change, which the log says.
-pub fn watch(ctx: &Context) {
-    let ctx = ctx.ctx;
+pub fn watch(ctx: Ctx) {
     refresh(ctx);
-    let event = raw::RedisModuleEvent {
-        id: raw::REDISMODULE_EVENT_CONFIG,
-        dataver: 1,
-    };
-    let subscribed = match unsafe { raw::RedisModule_SubscribeToServerEvent } {
-        Some(subscribe) => {
-            (unsafe { subscribe(ctx, event, Some(on_config_change)) })
-                == raw::REDISMODULE_OK as std::os::raw::c_int
-        }
-        None => false,
-    };
-    if !subscribed {
-        Ctx(ctx).log_warning(
+    if events::subscribe_server_event::<PolicyWatcher>(ctx, ServerEventKind::ConfigChange).is_err()
+    {
+        ctx.log_warning(
             "lock module: cannot follow config changes; a later switch to an evicting \
              maxmemory-policy will not be logged",
         );

@@ -1,10 +1,18 @@
 //! Server-side waiting and the fair hand-off: what happens when a lock frees.
 //!
-//! `LOCK.ACQUIRE ... WAIT` blocks the client (`RedisModule_BlockClient`) in the
-//! key's FIFO queue (`wait_queue.rs`). Whenever the lock frees, the first
-//! waiter is granted it **in that same event**: the hash and lease are written
-//! and replicated as effects, then the waiter is unblocked with reply nil. No
-//! other client can slip in between, so waiting is fair and nobody barges.
+//! `LOCK.ACQUIRE ... WAIT` blocks the client in the key's FIFO queue
+//! (`wait_queue.rs`). Whenever the lock frees, the first waiter is granted it
+//! **in that same event**: the hash and lease are written and replicated as
+//! effects, then the waiter is unblocked with reply nil. No other client can
+//! slip in between, so waiting is fair and nobody barges.
+//!
+//! Why not Redis's `RedisModule_BlockClientOnKeys`? It wakes clients when a
+//! key is *signalled ready*, and a freed lock is a *deleted* hash: on Redis
+//! 7.0.15 the reply callback is never called once the key is gone, and a
+//! deleted key never signals readiness on any version. Even where it works,
+//! readiness wakes waiters to retry later in the event loop, when another
+//! client may already have taken the lock; granting inside the freeing event
+//! from our own queue is what makes the hand-off fair.
 //!
 //! How each way a lock can free reaches [`grant_next`]:
 //! * `LOCK.RELEASE` (last hold) and `LOCK.FORCE`: directly, in the command.
@@ -16,7 +24,7 @@
 //! * `DEL`/`UNLINK`/`HDEL` of the last field/`RENAME`/`MOVE`, eviction, expiry
 //!   noticed by Redis, `FLUSHDB`/`FLUSHALL`: keyspace notifications and the
 //!   flush server event set the queue's timer to "now". Writing keys inside a
-//!   notification callback is unsafe on Redis 7.0, hence the timer. Until it
+//!   notification callback can corrupt Redis 7.0's state, hence the timer. Until it
 //!   runs, any `LOCK.ACQUIRE` of that key first hands the free lock to the
 //!   queue ([`settle`]), so the gap cannot be used to barge.
 //!
@@ -36,49 +44,51 @@
 //!
 //! Waiters that time out or disconnect (also `CLIENT KILL`) leave the queue at
 //! once. Where blocking is not allowed (MULTI, Lua, a replica) WAIT acts as a
-//! plain acquire; when the server becomes a replica, waiters get an error.
+//! plain acquire. When the server becomes a replica, waiters get an error
+//! (usually Redis's own, which it sends before telling modules; see README).
 //!
 //! Every blocked client is unblocked exactly once by us (grant, timeout,
 //! disconnect or demotion), which is what frees Redis's handle for it.
 
-use std::cell::RefCell;
-use std::os::raw::{c_char, c_int, c_void};
-use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::cell::{Cell, RefCell};
 
 use crate::events;
-use crate::ffi::{api, bytes, raw, Ctx, RStr};
+use crate::ffi::blocking::{self, BlockedClient, WaitHandler, Wake};
+use crate::ffi::context::NotifyClass;
+use crate::ffi::events::{KeyspaceListener, ServerEvent, ServerEventKind, ServerEventListener};
+use crate::ffi::timer::{self, TimerId, TimerJob};
+use crate::ffi::{Ctx, OwnedStr, RStr};
 use crate::lock::{self, Write};
 use crate::lock_key::LockKey;
 use crate::stats;
 use crate::wait_queue::{QueueTimer, TimerPlan, WaitQueues, Waiter, WaiterInfo};
 
+type Queues = WaitQueues<BlockedClient, TimerId<LookAt>>;
+
 thread_local! {
     // Redis calls commands, callbacks, timers and notifications on its main
     // thread only. Borrows are never held across a call into Redis, since a
     // call (opening a key) can fire a notification that comes back here.
-    static QUEUES: RefCell<WaitQueues> = RefCell::new(WaitQueues::default());
+    static QUEUES: RefCell<Queues> = RefCell::new(Queues::default());
+    static NEXT_TIMER_SEQ: Cell<u64> = const { Cell::new(0) };
 }
 
-fn queues<T>(f: impl FnOnce(&mut WaitQueues) -> T) -> T {
+fn queues<T>(f: impl FnOnce(&mut Queues) -> T) -> T {
     QUEUES.with(|q| f(&mut q.borrow_mut()))
 }
 
 /// Like [`queues`], for changes that may drop a queue: then stops the
 /// dropped queues' timers, so none outlives its waiters.
-fn queues_then_stop_timers<T>(ctx: &Ctx, f: impl FnOnce(&mut WaitQueues) -> T) -> T {
+fn queues_then_stop_timers<T>(ctx: Ctx, f: impl FnOnce(&mut Queues) -> T) -> T {
     let (result, orphaned) = queues(|q| {
         let result = f(q);
         (result, q.take_orphaned_timers())
     });
     for id in orphaned {
-        stop_timer(ctx, id);
+        timer::stop(ctx, id);
     }
     result
 }
-
-/// Privdata passed to `UnblockClient`: why the waiter was woken.
-const GRANTED: *mut c_void = 1 as *mut c_void;
-const DEMOTED: *mut c_void = 2 as *mut c_void;
 
 /// Number of clients waiting, all locks together (`INFO lock`).
 pub fn waiting_clients() -> usize {
@@ -90,38 +100,19 @@ pub fn live_timers() -> usize {
     queues(|q| q.live_timers())
 }
 
-pub fn selected_db(ctx: &Ctx) -> i32 {
-    unsafe { api!(RedisModule_GetSelectedDb)(ctx.0) }
-}
-
 /// The waiters of `key` in queue order, for `LOCK.INFO`.
-pub fn snapshot(ctx: &Ctx, key: RStr) -> Vec<WaiterInfo> {
-    let db = selected_db(ctx);
-    let now = ctx.now_ms();
-    queues(|q| q.snapshot(db, bytes(key), now))
-}
-
-/// Whether this call may block its client: not in MULTI, Lua, or anything else
-/// that denies blocking, and only on a master.
-pub fn can_block(ctx: &Ctx) -> bool {
-    let flags = ctx.flags() as u32;
-    let denied = raw::REDISMODULE_CTX_FLAGS_DENY_BLOCKING
-        | raw::REDISMODULE_CTX_FLAGS_MULTI
-        | raw::REDISMODULE_CTX_FLAGS_LUA
-        | raw::REDISMODULE_CTX_FLAGS_SLAVE;
-    flags & denied == 0
+pub fn snapshot(ctx: Ctx, key: RStr) -> Vec<WaiterInfo> {
+    let (db, now) = (ctx.selected_db(), ctx.now_ms());
+    queues(|q| q.snapshot(db, key.as_bytes(), now))
 }
 
 /// Blocks the calling client until it is granted `lock` or `timeout_ms` passes.
-pub fn wait(ctx: &Ctx, lock: &LockKey, owner: &[u8], lease_ms: i64, timeout_ms: i64) {
-    let bc = unsafe {
-        api!(RedisModule_BlockClient)(ctx.0, Some(on_reply), Some(on_timeout), None, timeout_ms)
-    };
-    unsafe { api!(RedisModule_SetDisconnectCallback)(bc, Some(on_disconnect)) };
-    let db = selected_db(ctx);
-    let key = bytes(lock.name());
+pub fn wait(ctx: Ctx, lock: &LockKey, owner: &[u8], lease_ms: i64, timeout_ms: i64) {
+    let client = blocking::block::<Waiting>(ctx, timeout_ms);
+    let db = ctx.selected_db();
+    let key = lock.name().as_bytes();
     let waiter = Waiter {
-        client: bc as usize,
+        client,
         owner: owner.to_vec(),
         lease_ms,
         since_ms: ctx.now_ms(),
@@ -138,19 +129,19 @@ pub fn wait(ctx: &Ctx, lock: &LockKey, owner: &[u8], lease_ms: i64, timeout_ms: 
 /// wait for the lock, make sure the queue's timer is due by then. (A lease
 /// made shorter by re-entry, renewal or release must still be handed on
 /// when it ends, not when Redis's background expiry gets to it.)
-pub fn lease_changed(ctx: &Ctx, lock: &LockKey, write: Write) {
-    let deadline = match write {
-        Write::SetCount {
-            expire_at: Some(at),
-            ..
-        }
-        | Write::ExpireAt(at) => at,
-        _ => return,
+pub fn lease_changed(ctx: Ctx, lock: &LockKey, write: &Write<RStr>) {
+    let Some(deadline) = write.deadline() else {
+        return;
     };
     if waiting_clients() == 0 {
         return;
     }
-    look_at(ctx, selected_db(ctx), bytes(lock.name()), after(deadline));
+    look_at(
+        ctx,
+        ctx.selected_db(),
+        lock.name().as_bytes(),
+        after(deadline),
+    );
 }
 
 /// The first moment a lock with `deadline` counts as expired: Redis expires
@@ -162,13 +153,13 @@ fn after(deadline: i64) -> i64 {
 /// Before deciding on `lock`: if it is free but clients queue for it (it was
 /// freed by DEL, expiry... and the hand-off timer has not run yet), hand it to
 /// them first. Returns whether it did.
-pub fn settle(ctx: &Ctx, lock: &LockKey) -> bool {
+pub fn settle(ctx: Ctx, lock: &LockKey) -> bool {
     // Nobody waits anywhere (the usual case): no call into Redis at all.
     if waiting_clients() == 0 || lock.exists() {
         return false;
     }
-    let db = selected_db(ctx);
-    if !queues(|q| q.has_waiters(db, bytes(lock.name()))) {
+    let db = ctx.selected_db();
+    if !queues(|q| q.has_waiters(db, lock.name().as_bytes())) {
         return false;
     }
     grant_next(ctx, lock, db)
@@ -176,94 +167,66 @@ pub fn settle(ctx: &Ctx, lock: &LockKey) -> bool {
 
 /// A lock was just left free by a command: grant it to the first waiter, or,
 /// when nobody waits, publish the unlock message.
-pub fn grant_or_announce(ctx: &Ctx, lock: &LockKey) {
-    if !grant_next(ctx, lock, selected_db(ctx)) {
+pub fn grant_or_announce(ctx: Ctx, lock: &LockKey) {
+    if !grant_next(ctx, lock, ctx.selected_db()) {
         events::publish_unlock(ctx, lock.name());
     }
 }
 
 /// Grants the free `lock` to the first waiter of its queue. False if none.
-fn grant_next(ctx: &Ctx, lock: &LockKey, db: i32) -> bool {
-    let key = bytes(lock.name());
+fn grant_next(ctx: Ctx, lock: &LockKey, db: i32) -> bool {
+    let key = lock.name().as_bytes();
     let Some(waiter) = queues_then_stop_timers(ctx, |q| q.pop_next(db, key)) else {
         return false;
     };
     let expire_at = ctx.now_ms().saturating_add(waiter.lease_ms);
-    let decision = lock::hand_off(expire_at);
-    let owner = ctx.create_string(&waiter.owner);
-    lock.apply(owner, decision.write);
-    ctx.free_string(owner);
+    let owner = OwnedStr::new(&waiter.owner);
+    let decision = lock::hand_off(owner.borrow(), expire_at);
+    lock.apply(decision.write);
     if let Some(event) = decision.event {
         events::notify(ctx, lock.name(), event);
     }
-    unsafe {
-        api!(RedisModule_UnblockClient)(
-            waiter.client as *mut raw::RedisModuleBlockedClient,
-            GRANTED,
-        )
-    };
-    stats::ACQUIRED.incr();
-    stats::HANDOFFS.incr();
-    stats::WAITS_GRANTED.incr();
+    blocking::unblock(waiter.client, Some(Wake::Granted));
+    stats::handed_off();
     look_at(ctx, db, key, after(expire_at));
     true
 }
 
-// ---- blocked-client callbacks -------------------------------------------
+// ---- blocked clients ---------------------------------------------------------
 
-/// Runs a callback body, logging instead of unwinding into Redis on a panic.
-fn guarded(ctx: *mut raw::RedisModuleCtx, what: &str, body: impl FnOnce()) {
-    if catch_unwind(AssertUnwindSafe(body)).is_err() {
-        Ctx(ctx).log_warning(&format!("lock module: panic in {what}; ignored"));
-    }
-}
+/// What happens to a blocked waiter.
+struct Waiting;
 
-/// The waiter was woken by us: granted (reply nil) or demoted (error).
-extern "C" fn on_reply(ctx: *mut raw::RedisModuleCtx, _argv: *mut RStr, _argc: c_int) -> c_int {
-    guarded(ctx, "a wait reply", || {
-        let ctx = Ctx(ctx);
-        let why = unsafe { api!(RedisModule_GetBlockedClientPrivateData)(ctx.0) };
-        if why == DEMOTED {
-            ctx.reply_error("ERR lock wait aborted: this server became a replica");
-        } else {
-            ctx.reply_null();
+impl WaitHandler for Waiting {
+    fn reply(ctx: Ctx, wake: Wake) {
+        match wake {
+            Wake::Granted => ctx.reply_null(),
+            Wake::Demoted => ctx.reply_error("ERR lock wait aborted: this server became a replica"),
         }
-    });
-    raw::REDISMODULE_OK as c_int
-}
+    }
 
-/// The WAIT timeout passed: leave the queue, reply the holder's remaining lease.
-extern "C" fn on_timeout(ctx: *mut raw::RedisModuleCtx, argv: *mut RStr, argc: c_int) -> c_int {
-    guarded(ctx, "a wait timeout", || {
-        let ctx = Ctx(ctx);
-        let bc = unsafe { api!(RedisModule_GetBlockedClientHandle)(ctx.0) };
-        if queues_then_stop_timers(&ctx, |q| q.remove_client(bc as usize)).is_none() {
+    /// The WAIT timeout passed: leave the queue, reply the holder's remaining lease.
+    fn timed_out(ctx: Ctx, client: BlockedClient, argv: &[RStr]) {
+        if queues_then_stop_timers(ctx, |q| q.remove_client(client)).is_none() {
             // Granted just before the timeout fired: the lock is its.
             ctx.reply_null();
             return;
         }
         stats::WAITS_TIMED_OUT.incr();
-        let ttl = if argc >= 2 && !argv.is_null() {
-            let key = unsafe { *argv.add(1) };
-            LockKey::open_read(&ctx, key)
-                .map(|lock| lock.ttl_ms())
-                .unwrap_or(-2)
-        } else {
-            -2
-        };
+        let ttl = argv
+            .get(1)
+            .and_then(|&key| LockKey::open_read(ctx, key).ok())
+            .map_or(-2, |lock| lock.ttl_ms());
         ctx.reply_integer(ttl);
-        unsafe { api!(RedisModule_UnblockClient)(bc, std::ptr::null_mut()) };
-    });
-    raw::REDISMODULE_OK as c_int
-}
+        blocking::unblock(client, None);
+    }
 
-/// The waiting client went away (QUIT, CLIENT KILL, network): leave the queue.
-extern "C" fn on_disconnect(ctx: *mut raw::RedisModuleCtx, bc: *mut raw::RedisModuleBlockedClient) {
-    guarded(ctx, "a waiter disconnect", || {
-        if queues_then_stop_timers(&Ctx(ctx), |q| q.remove_client(bc as usize)).is_some() {
-            unsafe { api!(RedisModule_UnblockClient)(bc, std::ptr::null_mut()) };
+    /// The waiting client went away (QUIT, CLIENT KILL, network): leave the queue.
+    fn disconnected(ctx: Ctx, client: BlockedClient) {
+        if queues_then_stop_timers(ctx, |q| q.remove_client(client)).is_some() {
+            blocking::unblock(client, None);
         }
-    });
+    }
 }
 
 // ---- timers ---------------------------------------------------------------
@@ -279,184 +242,229 @@ pub const PAUSE_POLL_MS: i64 = 5;
 /// and sets the next one, so long leases just take a few hops.
 const MAX_TIMER_DELAY_MS: i64 = 3_600_000;
 
-/// What a timer carries: which queue's lock to look at, and its sequence
-/// number there (see [`QueueTimer`]).
-struct TimerJob {
+/// A queue's timer job: look at the lock of `key` in `db`. `seq` tells whether
+/// it is still the queue's current timer when it fires (see [`QueueTimer`]).
+struct LookAt {
     db: i32,
     key: Vec<u8>,
     seq: u64,
 }
 
-thread_local! {
-    static NEXT_TIMER_SEQ: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+impl TimerJob for LookAt {
+    fn fire(self, ctx: Ctx) {
+        if queues(|q| q.timer_fired(self.db, &self.key, self.seq)) {
+            settle_key(ctx, self.db, &self.key);
+        }
+    }
 }
 
 /// Makes sure the lock of `key` is looked at by `at` (unix ms), by the
 /// queue's one timer; nothing if nobody waits for it.
-fn look_at(ctx: &Ctx, db: i32, key: &[u8], at: i64) {
+fn look_at(ctx: Ctx, db: i32, key: &[u8], at: i64) {
     let stop = match queues(|q| q.plan_timer(db, key, at)) {
         TimerPlan::NoQueue | TimerPlan::Keep => return,
         TimerPlan::Start { stop } => stop,
     };
     if let Some(id) = stop {
-        stop_timer(ctx, id);
+        timer::stop(ctx, id);
     }
     let seq = NEXT_TIMER_SEQ.with(|next| {
         next.set(next.get().wrapping_add(1));
         next.get()
     });
-    let job = Box::new(TimerJob {
+    let job = LookAt {
         db,
         key: key.to_vec(),
         seq,
-    });
+    };
     let delay_ms = at.saturating_sub(ctx.now_ms()).clamp(0, MAX_TIMER_DELAY_MS);
-    let id = ctx.start_timer(delay_ms, on_timer, Box::into_raw(job).cast());
+    let id = timer::start(ctx, delay_ms, job);
     queues_then_stop_timers(ctx, |q| {
         q.timer_started(db, key, QueueTimer { id, seq, due: at })
     });
 }
 
-/// Stops a timer that has not fired and frees what it carried.
-fn stop_timer(ctx: &Ctx, id: u64) {
-    if let Some(data) = ctx.stop_timer(id) {
-        // SAFETY: every timer is started by `look_at` with a boxed TimerJob,
-        // and a stopped timer never fires, so the box is freed exactly once.
-        drop(unsafe { Box::from_raw(data.cast::<TimerJob>()) });
+/// What a queue's timer finds when it fires.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Found {
+    /// The lock is free (deleted, or expired just now).
+    Free,
+    /// Still held, until this deadline (`None`: no expiry).
+    Held(Option<i64>),
+}
+
+/// What to do next for a waited-for lock (the policy, without Redis).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Step {
+    /// Nothing: nobody waits, or this server is no master.
+    Nothing,
+    /// Look again at this time (unix ms).
+    LookAgainAt(i64),
+    /// Open the key and see (then [`next_step`] with what was found).
+    Open,
+    /// Hand the lock to the first waiter.
+    HandOn,
+}
+
+/// Decides, for a fired timer, what to do: never open a key while writes are
+/// paused (Redis holds expiry back then), hand on a free lock, and otherwise
+/// wait for the lock's deadline.
+fn next_step(waiters: bool, master: bool, paused: bool, now: i64, found: Option<Found>) -> Step {
+    if !waiters || !master {
+        return Step::Nothing;
+    }
+    if paused {
+        return Step::LookAgainAt(now.saturating_add(PAUSE_POLL_MS));
+    }
+    match found {
+        None => Step::Open,
+        Some(Found::Free) => Step::HandOn,
+        Some(Found::Held(Some(deadline))) => Step::LookAgainAt(after(deadline)),
+        Some(Found::Held(None)) => Step::Nothing,
     }
 }
 
-extern "C" fn on_timer(ctx: *mut raw::RedisModuleCtx, data: *mut c_void) {
-    // SAFETY: `data` is the box made by `look_at`; a timer fires once, and a
-    // stopped one never.
-    let job = unsafe { Box::from_raw(data.cast::<TimerJob>()) };
-    guarded(ctx, "a lock timer", || {
-        let ctx = Ctx(ctx);
-        if queues(|q| q.timer_fired(job.db, &job.key, job.seq)) {
-            settle_key(&ctx, job.db, &job.key);
-        }
-    });
-}
-
-/// Outside a command: opens `key` in `db` (expiring it if due), hands it to
-/// its queue if it is free, and otherwise sets the queue's timer for its
-/// deadline. While writes are paused it opens nothing and looks again soon.
-fn settle_key(ctx: &Ctx, db: i32, key: &[u8]) {
-    if !queues(|q| q.has_waiters(db, key)) || !ctx.has_flag(raw::REDISMODULE_CTX_FLAGS_MASTER) {
-        return;
-    }
-    if ctx.writes_paused() {
-        look_at(ctx, db, key, ctx.now_ms().saturating_add(PAUSE_POLL_MS));
-        return;
-    }
-    if unsafe { api!(RedisModule_SelectDb)(ctx.0, db) } != raw::REDISMODULE_OK as c_int {
-        return;
-    }
-    let name = ctx.create_string(key);
-    if let Ok(lock) = LockKey::open_write(ctx, name) {
-        if !settle(ctx, &lock) {
-            if let Some(deadline) = lock.deadline_ms() {
-                look_at(ctx, db, key, after(deadline));
+/// Outside a command: carries out [`next_step`] for the lock of `key` in `db`.
+fn settle_key(ctx: Ctx, db: i32, key: &[u8]) {
+    let waiters = queues(|q| q.has_waiters(db, key));
+    let step = |found| {
+        next_step(
+            waiters,
+            ctx.is_master(),
+            ctx.writes_paused(),
+            ctx.now_ms(),
+            found,
+        )
+    };
+    match step(None) {
+        Step::Nothing | Step::HandOn => {}
+        Step::LookAgainAt(at) => look_at(ctx, db, key, at),
+        Step::Open => {
+            if !ctx.select_db(db) {
+                return;
+            }
+            let name = OwnedStr::new(key);
+            let Ok(lock) = LockKey::open_write(ctx, name.borrow()) else {
+                return;
+            };
+            let found = if lock.exists() {
+                Found::Held(lock.deadline_ms())
+            } else {
+                Found::Free
+            };
+            match step(Some(found)) {
+                Step::HandOn => {
+                    grant_next(ctx, &lock, db);
+                }
+                Step::LookAgainAt(at) => look_at(ctx, db, key, at),
+                Step::Nothing | Step::Open => {}
             }
         }
     }
-    ctx.free_string(name);
 }
 
 // ---- notifications and server events ----------------------------------------
 
-/// Keyspace notifications (generic, expired, evicted) for any key: a lock with
-/// waiters may have been deleted by someone else.
-pub extern "C" fn on_keyspace_event(
-    ctx: *mut raw::RedisModuleCtx,
-    _type: c_int,
-    event: *const c_char,
-    key: RStr,
-) -> c_int {
-    guarded(ctx, "a keyspace notification", || {
-        if waiting_clients() == 0 {
-            return;
+/// Hears what others do to keys and to the server.
+struct Listener;
+
+impl KeyspaceListener for Listener {
+    /// Generic, expired and evicted events on any key: a lock with waiters
+    /// may have been deleted by someone else.
+    fn notified(ctx: Ctx, event: &[u8], key: RStr) {
+        if waiting_clients() == 0 || event.starts_with(b"lock.") {
+            return; // nobody waits, or our own announcement
         }
-        let event = unsafe { std::ffi::CStr::from_ptr(event) }.to_bytes();
-        if event.starts_with(b"lock.") {
-            return; // our own announcements
-        }
-        let ctx = Ctx(ctx);
-        let db = selected_db(&ctx);
-        // Someone else changed the key: look at it on the next turn of the
-        // event loop (a no-op when nobody waits for it).
-        look_at(&ctx, db, bytes(key), ctx.now_ms());
-    });
-    raw::REDISMODULE_OK as c_int
+        // Look at it on the next turn of the event loop (a no-op when nobody
+        // waits for this key).
+        look_at(ctx, ctx.selected_db(), key.as_bytes(), ctx.now_ms());
+    }
 }
 
-/// FLUSHDB / FLUSHALL: every lock with waiters in the flushed db(s) is free.
-extern "C" fn on_flush(
-    ctx: *mut raw::RedisModuleCtx,
-    _e: raw::RedisModuleEvent,
-    sub: u64,
-    data: *mut c_void,
-) {
-    guarded(ctx, "a flush event", || {
-        if sub != raw::REDISMODULE_SUBEVENT_FLUSHDB_END || data.is_null() {
-            return;
+impl ServerEventListener for Listener {
+    fn on_server_event(ctx: Ctx, event: ServerEvent) {
+        match event {
+            // FLUSHDB / FLUSHALL: every lock with waiters in the flushed db(s) is free.
+            ServerEvent::Flushed { db } => {
+                let now = ctx.now_ms();
+                for (db, key) in queues(|q| q.keys(db)) {
+                    look_at(ctx, db, &key, now);
+                }
+            }
+            // The server became a replica: it must not hand out locks any more.
+            ServerEvent::BecameReplica => {
+                for waiter in queues_then_stop_timers(ctx, |q| q.drain_all()) {
+                    blocking::unblock(waiter.client, Some(Wake::Demoted));
+                }
+            }
+            ServerEvent::ConfigChanged { .. } => {}
         }
-        let info = unsafe { &*(data as *const raw::RedisModuleFlushInfoV1) };
-        let db = (info.dbnum >= 0).then_some(info.dbnum);
-        let ctx = Ctx(ctx);
-        let now = ctx.now_ms();
-        for (db, key) in queues(|q| q.keys(db)) {
-            look_at(&ctx, db, &key, now);
-        }
-    });
-}
-
-/// The server became a replica: it must not hand out locks any more.
-extern "C" fn on_role_change(
-    ctx: *mut raw::RedisModuleCtx,
-    _e: raw::RedisModuleEvent,
-    sub: u64,
-    _d: *mut c_void,
-) {
-    guarded(ctx, "a role change", || {
-        if sub != raw::REDISMODULE_EVENT_REPLROLECHANGED_NOW_REPLICA {
-            return;
-        }
-        let ctx = Ctx(ctx);
-        for waiter in queues_then_stop_timers(&ctx, |q| q.drain_all()) {
-            unsafe {
-                api!(RedisModule_UnblockClient)(
-                    waiter.client as *mut raw::RedisModuleBlockedClient,
-                    DEMOTED,
-                )
-            };
-        }
-    });
+    }
 }
 
 /// Subscribes to the notifications and server events above.
-pub fn subscribe(ctx: *mut raw::RedisModuleCtx) -> Result<(), String> {
-    let types = (raw::REDISMODULE_NOTIFY_GENERIC
-        | raw::REDISMODULE_NOTIFY_EXPIRED
-        | raw::REDISMODULE_NOTIFY_EVICTED) as c_int;
-    let ok = raw::REDISMODULE_OK as c_int;
-    if unsafe { api!(RedisModule_SubscribeToKeyspaceEvents)(ctx, types, Some(on_keyspace_event)) }
-        != ok
-    {
-        return Err("could not subscribe to keyspace events".to_string());
-    }
-    let events: [(u64, raw::RedisModuleEventCallback); 2] = [
-        (raw::REDISMODULE_EVENT_FLUSHDB, Some(on_flush)),
-        (
-            raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED,
-            Some(on_role_change),
-        ),
-    ];
-    for (id, callback) in events {
-        let event = raw::RedisModuleEvent { id, dataver: 1 };
-        if unsafe { api!(RedisModule_SubscribeToServerEvent)(ctx, event, callback) } != ok {
-            return Err(format!("could not subscribe to server event {id}"));
-        }
+pub fn subscribe(ctx: Ctx) -> Result<(), String> {
+    let classes = NotifyClass::GENERIC
+        .or(NotifyClass::EXPIRED)
+        .or(NotifyClass::EVICTED);
+    crate::ffi::events::subscribe_keyspace::<Listener>(ctx, classes)?;
+    for kind in [ServerEventKind::Flush, ServerEventKind::RoleChange] {
+        crate::ffi::events::subscribe_server_event::<Listener>(ctx, kind)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NOW: i64 = 1_000;
+
+    #[test]
+    fn nothing_is_opened_or_handed_on_while_writes_are_paused() {
+        for found in [None, Some(Found::Free), Some(Found::Held(Some(900)))] {
+            assert_eq!(
+                next_step(true, true, true, NOW, found),
+                Step::LookAgainAt(NOW + PAUSE_POLL_MS),
+                "{found:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_free_lock_is_handed_on_and_a_held_one_waited_for() {
+        assert_eq!(next_step(true, true, false, NOW, None), Step::Open);
+        assert_eq!(
+            next_step(true, true, false, NOW, Some(Found::Free)),
+            Step::HandOn
+        );
+        assert_eq!(
+            next_step(true, true, false, NOW, Some(Found::Held(Some(5_000)))),
+            Step::LookAgainAt(5_001),
+            "just after the deadline, when Redis counts the key expired"
+        );
+        assert_eq!(
+            next_step(true, true, false, NOW, Some(Found::Held(None))),
+            Step::Nothing,
+            "without expiry, only a release or a delete frees it"
+        );
+    }
+
+    #[test]
+    fn without_waiters_or_as_a_replica_nothing_happens() {
+        for (waiters, master) in [(false, true), (true, false), (false, false)] {
+            for paused in [false, true] {
+                assert_eq!(
+                    next_step(waiters, master, paused, NOW, Some(Found::Free)),
+                    Step::Nothing
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn deadlines_count_from_the_first_expired_millisecond() {
+        assert_eq!(after(10), 11);
+        assert_eq!(after(i64::MAX), i64::MAX);
+    }
 }

@@ -1,20 +1,23 @@
 //! Redisson-compatible distributed locks, native in Redis.
 //!
-//! Where to look:
+//! Where to look (`ls src/`):
 //! * `lock.rs`: the state machine: every acquire / renew / release / force /
 //!   hand-off decision, pure and unit-tested;
-//! * `commands/`: one file per `LOCK.*` command, with its reply contract;
+//! * `commands/`: one file per `LOCK.*` command: its reply contract, its typed
+//!   argument parser, its spec (flags, ACL categories, key spec, docs), and
+//!   what it does;
 //! * `lock_key.rs`: reading a lock hash and applying + replicating writes;
-//! * `wait_queue.rs`: who waits for which lock (pure FIFO queues);
-//! * `handoff.rs`: blocking waiters and granting a freed lock to the first;
+//! * `wait_queue.rs`: who waits for which lock (pure FIFO queues, one timer each);
+//! * `handoff.rs`: the waiting policy: granting a freed lock to the first
+//!   waiter, timers, pauses;
 //! * `events.rs`: unlock messages and keyspace notifications;
 //! * `config.rs`: the `lock.*` configs and module arguments; `stats.rs`:
 //!   `INFO lock`; `eviction.rs`: warning about evicting `maxmemory-policy`s;
-//! * `command_docs.rs`: COMMAND DOCS and ACL categories;
-//! * `args.rs`: argument validation; `ffi.rs`: the unsafe edge to Redis.
+//! * `args.rs`: argument validation;
+//! * `ffi/`: every call into Redis, behind wrappers with lifetimes: the only
+//!   place with raw pointers.
 
 pub mod args;
-pub mod command_docs;
 pub mod commands;
 pub mod config;
 pub mod events;
@@ -26,12 +29,39 @@ pub mod lock_key;
 pub mod stats;
 pub mod wait_queue;
 
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_module_version_encodes_cargos() {
+        assert_eq!(super::MODULE_VERSION, 100, "0.1.0");
+    }
+}
+
+/// The module's version as `MODULE LIST` shows it, from Cargo's:
+/// `major * 10000 + minor * 100 + patch` (0.1.0 -> 100), the encoding Redis
+/// modules use.
+pub const MODULE_VERSION: i32 = {
+    const fn number(digits: &str) -> i32 {
+        let bytes = digits.as_bytes();
+        let mut value = 0;
+        let mut i = 0;
+        while i < bytes.len() {
+            value = value * 10 + (bytes[i] - b'0') as i32;
+            i += 1;
+        }
+        value
+    }
+    number(env!("CARGO_PKG_VERSION_MAJOR")) * 10000
+        + number(env!("CARGO_PKG_VERSION_MINOR")) * 100
+        + number(env!("CARGO_PKG_VERSION_PATCH"))
+};
+
 #[cfg(not(test))]
 mod module {
-    use std::os::raw::c_int;
+    use redis_module::{redis_module, Context, RedisString, Status};
 
-    use redis_module::{raw, redis_module, Context, RedisString, Status};
-
+    use crate::ffi::server::{self, InfoProvider, InfoWriter, ModuleOptions};
+    use crate::ffi::Ctx;
     use crate::{commands, config, eviction, handoff, stats};
 
     /// Runs last in `RedisModule_OnLoad`: the configs, the commands, the
@@ -41,12 +71,15 @@ mod module {
     /// have been subscribed yet, because Redis undoes a failed load's commands
     /// and configs but not its event subscriptions, which would then call
     /// into an unloaded library.
-    fn init(ctx: &Context, args: &[RedisString]) -> Status {
+    fn init(context: &Context, args: &[RedisString]) -> Status {
+        let Some(ctx) = Ctx::of(context) else {
+            return Status::Err;
+        };
         let args: Vec<&[u8]> = args.iter().map(RedisString::as_slice).collect();
         let loaded = config::parse_module_args(&args)
-            .and_then(|defaults| config::register(ctx, &defaults))
-            .and_then(|()| commands::register(ctx.ctx))
-            .and_then(|()| handoff::subscribe(ctx.ctx));
+            .and_then(|defaults| config::register(context, &defaults))
+            .and_then(|()| commands::register(ctx))
+            .and_then(|()| handoff::subscribe(ctx));
         if let Err(message) = loaded {
             ctx.log_warning(&message);
             return Status::Err;
@@ -60,38 +93,36 @@ mod module {
         //   Without this flag Redis falls back to a disk-based full sync,
         //   answers -LOADING instead of serving the old data meanwhile, and
         //   logs a line per socket read.
-        let options = raw::REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED
-            | raw::REDISMODULE_OPTIONS_HANDLE_REPL_ASYNC_LOAD;
-        unsafe {
-            if let Some(set_options) = raw::RedisModule_SetModuleOptions {
-                set_options(ctx.ctx, options as c_int);
-            }
-        }
+        server::set_module_options(
+            ctx,
+            ModuleOptions::NO_IMPLICIT_SIGNAL_MODIFIED.and(ModuleOptions::HANDLE_REPL_ASYNC_LOAD),
+        );
         // Replaces the crate's default INFO callback (registered just before).
-        raw::register_info_function(ctx.ctx, Some(info));
+        server::register_info::<Info>(ctx);
         Status::Ok
     }
 
     /// `INFO lock`: the `lock_stats` and `lock_eviction` sections.
-    extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_int) {
-        raw::add_info_section(ctx, Some("stats"));
-        for (name, counter) in stats::all() {
-            raw::add_info_field_unsigned_long_long(ctx, name, counter.get());
+    struct Info;
+
+    impl InfoProvider for Info {
+        fn write_info(info: &mut InfoWriter) {
+            info.section("stats");
+            for (name, counter) in stats::all() {
+                info.field_u64(name, counter.get());
+            }
+            info.field_u64("waiting_clients", handoff::waiting_clients() as u64);
+            info.field_u64("handoff_timers", handoff::live_timers() as u64);
+            let (policy, evicts) = eviction::current();
+            info.section("eviction");
+            info.field_str("maxmemory_policy", &policy);
+            info.field_u64("evicts_locks", u64::from(evicts));
         }
-        raw::add_info_field_unsigned_long_long(
-            ctx,
-            "waiting_clients",
-            handoff::waiting_clients() as u64,
-        );
-        let (policy, evicts) = eviction::current();
-        raw::add_info_section(ctx, Some("eviction"));
-        raw::add_info_field_str(ctx, "maxmemory_policy", &policy);
-        raw::add_info_field_unsigned_long_long(ctx, "evicts_locks", u64::from(evicts));
     }
 
     redis_module! {
         name: "lock",
-        version: 1,
+        version: crate::MODULE_VERSION,
         allocator: (redis_module::alloc::RedisAlloc, redis_module::alloc::RedisAlloc),
         data_types: [],
         init: init,

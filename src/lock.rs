@@ -18,43 +18,42 @@
 
 /// What a command saw in the lock's hash before deciding.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct LockView {
-    /// The key exists (it is a hash: other types were refused earlier).
-    pub exists: bool,
-    /// The calling owner's hold count, or `None` when it has no field.
-    pub hold_count: Option<i64>,
+pub enum LockView {
+    /// No lock: the key does not exist.
+    Free,
+    /// Held, and not by the caller (or the caller's hold does not matter).
+    Held,
+    /// Held by the caller, with this many holds.
+    Mine(i64),
 }
 
-impl LockView {
-    /// A key that does not exist.
-    pub const FREE: LockView = LockView {
-        exists: false,
-        hold_count: None,
-    };
-
-    /// A lock held by someone (maybe the caller, with `hold_count`).
-    pub fn held(hold_count: Option<i64>) -> Self {
-        LockView {
-            exists: true,
-            hold_count,
-        }
-    }
-}
-
-/// The one write a decision makes to the lock's key.
-///
-/// `owner` is always the owner the decision was made for (the caller, or the
-/// waiter a lock is handed to).
+/// The one write a decision makes to the lock's key, for owner type `O`
+/// (the Redis string in the module, anything in tests).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Write {
+pub enum Write<O> {
     /// Nothing changes.
     None,
     /// `HSET key owner count`, then `PEXPIREAT key expire_at` when given.
-    SetCount { count: i64, expire_at: Option<i64> },
+    SetCount {
+        owner: O,
+        count: i64,
+        expire_at: Option<i64>,
+    },
     /// `PEXPIREAT key expire_at`.
     ExpireAt(i64),
     /// `DEL key`.
     Delete,
+}
+
+impl<O> Write<O> {
+    /// The deadline this write sets, if it sets one.
+    pub fn deadline(&self) -> Option<i64> {
+        match *self {
+            Write::SetCount { expire_at, .. } => expire_at,
+            Write::ExpireAt(at) => Some(at),
+            Write::None | Write::Delete => None,
+        }
+    }
 }
 
 /// Something other clients may want to hear about.
@@ -69,12 +68,12 @@ pub enum Event {
 }
 
 impl Event {
-    /// The keyspace-notification event name.
-    pub fn name(self) -> &'static str {
+    /// The keyspace-notification event name: the one place it is spelled.
+    pub fn name(self) -> &'static std::ffi::CStr {
         match self {
-            Event::Acquired => "lock.acquire",
-            Event::Released => "lock.release",
-            Event::Forced => "lock.force",
+            Event::Acquired => c"lock.acquire",
+            Event::Released => c"lock.release",
+            Event::Forced => c"lock.force",
         }
     }
 
@@ -112,14 +111,14 @@ pub fn parse_hold_count(raw: &[u8]) -> Result<i64, LockError> {
 
 /// A decision: what to reply, what to write, what to announce.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Decision<R> {
+pub struct Decision<R, O> {
     pub reply: R,
-    pub write: Write,
+    pub write: Write<O>,
     pub event: Option<Event>,
 }
 
-impl<R> Decision<R> {
-    fn new(reply: R, write: Write, event: Option<Event>) -> Self {
+impl<R, O> Decision<R, O> {
+    fn new(reply: R, write: Write<O>, event: Option<Event>) -> Self {
         Decision {
             reply,
             write,
@@ -128,52 +127,47 @@ impl<R> Decision<R> {
     }
 }
 
-/// `LOCK.ACQUIRE`'s answer.
+/// `LOCK.ACQUIRE`'s outcome.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Acquired {
-    /// Taken or re-entered (Redisson's `nil`).
-    Granted,
+    /// The lock was free and is the caller's now (Redisson's `nil`).
+    Taken,
+    /// The caller held it and holds it once more (Redisson's `nil`).
+    Reentered,
     /// Held by someone else; the caller gets the holder's remaining lease.
     Busy,
 }
 
-/// Take the lock, or re-enter it, with a lease ending at `expire_at`.
+/// Take the lock, or re-enter it, for `owner` with a lease ending at `expire_at`.
 ///
 /// Redisson: free -> count 1; caller already holds it -> count + 1; both set the
 /// lease. Anyone else holds it -> no change, reply with the remaining lease.
-pub fn acquire(view: LockView, expire_at: i64) -> Result<Decision<Acquired>, LockError> {
-    if !view.exists {
-        return Ok(Decision::new(
-            Acquired::Granted,
-            Write::SetCount {
-                count: 1,
-                expire_at: Some(expire_at),
-            },
-            Some(Event::Acquired),
-        ));
-    }
-    match view.hold_count {
-        Some(count) => {
+pub fn acquire<O>(
+    owner: O,
+    view: LockView,
+    expire_at: i64,
+) -> Result<Decision<Acquired, O>, LockError> {
+    let set = |count| Write::SetCount {
+        owner,
+        count,
+        expire_at: Some(expire_at),
+    };
+    Ok(match view {
+        LockView::Free => Decision::new(Acquired::Taken, set(1), Some(Event::Acquired)),
+        LockView::Mine(count) => {
             let count = count.checked_add(1).ok_or(LockError::CountOverflow)?;
-            Ok(Decision::new(
-                Acquired::Granted,
-                Write::SetCount {
-                    count,
-                    expire_at: Some(expire_at),
-                },
-                None,
-            ))
+            Decision::new(Acquired::Reentered, set(count), None)
         }
-        None => Ok(Decision::new(Acquired::Busy, Write::None, None)),
-    }
+        LockView::Held => Decision::new(Acquired::Busy, Write::None, None),
+    })
 }
 
 /// Extend the lease of a lock the caller holds (a watchdog's call).
 /// Replies whether the caller holds it.
-pub fn renew(view: LockView, expire_at: i64) -> Decision<bool> {
-    match view.hold_count {
-        Some(_) if view.exists => Decision::new(true, Write::ExpireAt(expire_at), None),
-        _ => Decision::new(false, Write::None, None),
+pub fn renew<O>(view: LockView, expire_at: i64) -> Decision<bool, O> {
+    match view {
+        LockView::Mine(_) => Decision::new(true, Write::ExpireAt(expire_at), None),
+        LockView::Free | LockView::Held => Decision::new(false, Write::None, None),
     }
 }
 
@@ -188,50 +182,48 @@ pub enum Released {
     Freed,
 }
 
-/// Release one hold. On the last one the key is deleted; otherwise the lease is
-/// reset to `expire_at` when one is given, and kept as it is when not.
-pub fn release(view: LockView, expire_at: Option<i64>) -> Decision<Released> {
-    let Some(count) = view.hold_count.filter(|_| view.exists) else {
+/// Release one hold of `owner`. On the last one the key is deleted;
+/// otherwise the lease is reset to `expire_at` when one is given, and kept
+/// as it is when not.
+pub fn release<O>(owner: O, view: LockView, expire_at: Option<i64>) -> Decision<Released, O> {
+    let LockView::Mine(count) = view else {
         return Decision::new(Released::NotHeld, Write::None, None);
     };
     // Redisson decrements with HINCRBY and deletes at <= 0, so a count that was
     // somehow 0 or negative also frees the lock. Saturating keeps i64::MIN sane.
     let remaining = count.saturating_sub(1);
     if remaining > 0 {
-        Decision::new(
-            Released::StillHeld,
-            Write::SetCount {
-                count: remaining,
-                expire_at,
-            },
-            None,
-        )
+        let write = Write::SetCount {
+            owner,
+            count: remaining,
+            expire_at,
+        };
+        Decision::new(Released::StillHeld, write, None)
     } else {
         Decision::new(Released::Freed, Write::Delete, Some(Event::Released))
     }
 }
 
 /// Delete the lock whoever holds it. Replies whether there was one.
-pub fn force(view: LockView) -> Decision<bool> {
-    if view.exists {
-        Decision::new(true, Write::Delete, Some(Event::Forced))
-    } else {
-        Decision::new(false, Write::None, None)
+pub fn force<O>(view: LockView) -> Decision<bool, O> {
+    match view {
+        LockView::Free => Decision::new(false, Write::None, None),
+        LockView::Held | LockView::Mine(_) => {
+            Decision::new(true, Write::Delete, Some(Event::Forced))
+        }
     }
 }
 
-/// Hand a lock that has just been freed to a waiter: it becomes the only
-/// owner with one hold and a fresh lease. (The waiter's queue position, not a
-/// race, decides who gets it: that is what makes waiting fair.)
-pub fn hand_off(expire_at: i64) -> Decision<()> {
-    Decision::new(
-        (),
-        Write::SetCount {
-            count: 1,
-            expire_at: Some(expire_at),
-        },
-        Some(Event::Acquired),
-    )
+/// Hand a lock that has just been freed to the waiter `owner`: it becomes the
+/// only owner with one hold and a fresh lease. (The waiter's queue position,
+/// not a race, decides who gets it: that is what makes waiting fair.)
+pub fn hand_off<O>(owner: O, expire_at: i64) -> Decision<(), O> {
+    let write = Write::SetCount {
+        owner,
+        count: 1,
+        expire_at: Some(expire_at),
+    };
+    Decision::new((), write, Some(Event::Acquired))
 }
 
 #[cfg(test)]
@@ -239,38 +231,35 @@ mod tests {
     use super::*;
 
     const AT: i64 = 1_700_000_030_000;
+    const ME: &str = "me";
+
+    fn set(count: i64, expire_at: Option<i64>) -> Write<&'static str> {
+        Write::SetCount {
+            owner: ME,
+            count,
+            expire_at,
+        }
+    }
 
     #[test]
     fn acquiring_a_free_lock_sets_count_one_and_the_lease() {
-        let d = acquire(LockView::FREE, AT).unwrap();
-        assert_eq!(d.reply, Acquired::Granted);
-        assert_eq!(
-            d.write,
-            Write::SetCount {
-                count: 1,
-                expire_at: Some(AT)
-            }
-        );
+        let d = acquire(ME, LockView::Free, AT).unwrap();
+        assert_eq!(d.reply, Acquired::Taken);
+        assert_eq!(d.write, set(1, Some(AT)));
         assert_eq!(d.event, Some(Event::Acquired));
     }
 
     #[test]
     fn re_entry_increments_and_resets_the_lease_without_an_event() {
-        let d = acquire(LockView::held(Some(2)), AT).unwrap();
-        assert_eq!(d.reply, Acquired::Granted);
-        assert_eq!(
-            d.write,
-            Write::SetCount {
-                count: 3,
-                expire_at: Some(AT)
-            }
-        );
+        let d = acquire(ME, LockView::Mine(2), AT).unwrap();
+        assert_eq!(d.reply, Acquired::Reentered);
+        assert_eq!(d.write, set(3, Some(AT)));
         assert_eq!(d.event, None);
     }
 
     #[test]
     fn another_owner_is_told_busy_and_nothing_changes() {
-        let d = acquire(LockView::held(None), AT).unwrap();
+        let d = acquire(ME, LockView::Held, AT).unwrap();
         assert_eq!(d.reply, Acquired::Busy);
         assert_eq!(d.write, Write::None);
         assert_eq!(d.event, None);
@@ -279,7 +268,7 @@ mod tests {
     #[test]
     fn re_entry_at_the_top_of_i64_is_refused() {
         assert_eq!(
-            acquire(LockView::held(Some(i64::MAX)), AT),
+            acquire(ME, LockView::Mine(i64::MAX), AT),
             Err(LockError::CountOverflow)
         );
     }
@@ -287,52 +276,38 @@ mod tests {
     #[test]
     fn renew_only_for_a_holder() {
         assert_eq!(
-            renew(LockView::held(Some(1)), AT),
+            renew::<&str>(LockView::Mine(1), AT),
             Decision::new(true, Write::ExpireAt(AT), None)
         );
-        assert_eq!(
-            renew(LockView::held(None), AT),
-            Decision::new(false, Write::None, None)
-        );
-        assert_eq!(
-            renew(LockView::FREE, AT),
-            Decision::new(false, Write::None, None)
-        );
+        for view in [LockView::Held, LockView::Free] {
+            assert_eq!(
+                renew::<&str>(view, AT),
+                Decision::new(false, Write::None, None)
+            );
+        }
     }
 
     #[test]
     fn release_by_a_non_holder_changes_nothing() {
-        for view in [LockView::FREE, LockView::held(None)] {
-            let d = release(view, Some(AT));
+        for view in [LockView::Free, LockView::Held] {
+            let d = release(ME, view, Some(AT));
             assert_eq!(d, Decision::new(Released::NotHeld, Write::None, None));
         }
     }
 
     #[test]
     fn release_of_a_re_entered_lock_decrements_and_optionally_resets_the_lease() {
-        let d = release(LockView::held(Some(3)), Some(AT));
+        let d = release(ME, LockView::Mine(3), Some(AT));
         assert_eq!(d.reply, Released::StillHeld);
-        assert_eq!(
-            d.write,
-            Write::SetCount {
-                count: 2,
-                expire_at: Some(AT)
-            }
-        );
+        assert_eq!(d.write, set(2, Some(AT)));
         assert_eq!(d.event, None);
-        let d = release(LockView::held(Some(2)), None);
-        assert_eq!(
-            d.write,
-            Write::SetCount {
-                count: 1,
-                expire_at: None
-            }
-        );
+        let d = release(ME, LockView::Mine(2), None);
+        assert_eq!(d.write, set(1, None));
     }
 
     #[test]
     fn last_release_deletes_and_announces() {
-        let d = release(LockView::held(Some(1)), None);
+        let d = release(ME, LockView::Mine(1), None);
         assert_eq!(
             d,
             Decision::new(Released::Freed, Write::Delete, Some(Event::Released))
@@ -343,7 +318,7 @@ mod tests {
     fn a_tampered_non_positive_count_frees_like_redissons_script() {
         for count in [0, -5, i64::MIN] {
             assert_eq!(
-                release(LockView::held(Some(count)), Some(AT)).reply,
+                release(ME, LockView::Mine(count), Some(AT)).reply,
                 Released::Freed
             );
         }
@@ -351,27 +326,32 @@ mod tests {
 
     #[test]
     fn force_deletes_any_lock() {
+        for view in [LockView::Held, LockView::Mine(4)] {
+            assert_eq!(
+                force::<&str>(view),
+                Decision::new(true, Write::Delete, Some(Event::Forced))
+            );
+        }
         assert_eq!(
-            force(LockView::held(None)),
-            Decision::new(true, Write::Delete, Some(Event::Forced))
-        );
-        assert_eq!(
-            force(LockView::FREE),
+            force::<&str>(LockView::Free),
             Decision::new(false, Write::None, None)
         );
     }
 
     #[test]
     fn hand_off_gives_one_hold_and_a_fresh_lease() {
-        let d = hand_off(AT);
-        assert_eq!(
-            d.write,
-            Write::SetCount {
-                count: 1,
-                expire_at: Some(AT)
-            }
-        );
+        let d = hand_off(ME, AT);
+        assert_eq!(d.write, set(1, Some(AT)));
         assert_eq!(d.event, Some(Event::Acquired));
+    }
+
+    #[test]
+    fn writes_know_the_deadline_they_set() {
+        assert_eq!(set(2, Some(AT)).deadline(), Some(AT));
+        assert_eq!(set(2, None).deadline(), None);
+        assert_eq!(Write::<&str>::ExpireAt(AT).deadline(), Some(AT));
+        assert_eq!(Write::<&str>::Delete.deadline(), None);
+        assert_eq!(Write::<&str>::None.deadline(), None);
     }
 
     #[test]
@@ -379,6 +359,15 @@ mod tests {
         assert!(!Event::Acquired.frees_lock());
         assert!(Event::Released.frees_lock());
         assert!(Event::Forced.frees_lock());
+    }
+
+    #[test]
+    fn event_names_are_the_documented_ones() {
+        let names: Vec<&str> = [Event::Acquired, Event::Released, Event::Forced]
+            .iter()
+            .map(|e| e.name().to_str().unwrap())
+            .collect();
+        assert_eq!(names, ["lock.acquire", "lock.release", "lock.force"]);
     }
 
     #[test]
@@ -413,29 +402,30 @@ mod tests {
         // An in-memory lock: (owner, count) or free.
         let mut held: Option<(&str, i64)> = None;
         let view = |held: Option<(&str, i64)>, who: &str| match held {
-            None => LockView::FREE,
-            Some((o, c)) => LockView::held((o == who).then_some(c)),
+            None => LockView::Free,
+            Some((o, c)) if o == who => LockView::Mine(c),
+            Some(_) => LockView::Held,
         };
-        let apply = |held: &mut Option<(&'static str, i64)>, who: &'static str, w: Write| match w {
-            Write::SetCount { count, .. } => *held = Some((who, count)),
+        let apply = |held: &mut Option<(&'static str, i64)>, w: Write<&'static str>| match w {
+            Write::SetCount { owner, count, .. } => *held = Some((owner, count)),
             Write::Delete => *held = None,
             Write::ExpireAt(_) | Write::None => {}
         };
         for who in ["a", "a", "b"] {
-            let d = acquire(view(held, who), AT).unwrap();
-            apply(&mut held, who, d.write);
+            let d = acquire(who, view(held, who), AT).unwrap();
+            apply(&mut held, d.write);
         }
         assert_eq!(held, Some(("a", 2)));
-        assert_eq!(release(view(held, "b"), None).reply, Released::NotHeld);
-        let d = release(view(held, "a"), None);
-        apply(&mut held, "a", d.write);
+        assert_eq!(release("b", view(held, "b"), None).reply, Released::NotHeld);
+        let d = release("a", view(held, "a"), None);
+        apply(&mut held, d.write);
         assert_eq!(held, Some(("a", 1)));
         let d = force(view(held, "b"));
-        apply(&mut held, "b", d.write);
+        apply(&mut held, d.write);
         assert_eq!(held, None);
         assert_eq!(
-            acquire(view(held, "b"), AT).unwrap().reply,
-            Acquired::Granted
+            acquire("b", view(held, "b"), AT).unwrap().reply,
+            Acquired::Taken
         );
     }
 }

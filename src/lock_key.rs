@@ -1,15 +1,15 @@
-//! A lock's hash, opened through the module key API.
+//! A lock's hash: the one place that reads and writes lock keys.
 //!
-//! This is the one place that reads and writes lock keys. Reads produce the
-//! [`LockView`] the state machine decides on; [`LockKey::apply`] carries out its
-//! [`Write`] on the key **and replicates it as plain commands**:
+//! Reads produce the [`LockView`] the state machine decides on;
+//! [`LockKey::apply`] carries out its [`Write`] on the key **and replicates it
+//! as plain commands**:
 //!
-//! | write                         | replicated as                              |
-//! |-------------------------------|--------------------------------------------|
-//! | `SetCount { count, Some(at) }`| `HSET key owner count` + `PEXPIREAT key at` |
-//! | `SetCount { count, None }`    | `HSET key owner count`                     |
-//! | `ExpireAt(at)`                | `PEXPIREAT key at`                         |
-//! | `Delete`                      | `DEL key`                                  |
+//! | write                                 | replicated as                               |
+//! |---------------------------------------|---------------------------------------------|
+//! | `SetCount { owner, count, Some(at) }` | `HSET key owner count` + `PEXPIREAT key at` |
+//! | `SetCount { owner, count, None }`     | `HSET key owner count`                      |
+//! | `ExpireAt(at)`                        | `PEXPIREAT key at`                          |
+//! | `Delete`                              | `DEL key`                                   |
 //!
 //! Counts are absolute and deadlines are absolute unix milliseconds, so a
 //! replica (with or without this module) or an AOF reload ends with exactly the
@@ -20,106 +20,65 @@
 //! why both are done explicitly here and in `events.rs`. Likewise the module
 //! signals a key as modified itself, and only when it writes (see `apply`).
 
-use std::os::raw::{c_int, c_longlong, c_void};
-use std::ptr;
-
-use crate::ffi::{api, bytes, raw, Ctx, RStr};
+use crate::ffi::key::{Key, KeyKind};
+use crate::ffi::{Ctx, RStr};
 use crate::lock::{parse_hold_count, LockView, Write};
-
-const KEYTYPE_EMPTY: c_int = raw::REDISMODULE_KEYTYPE_EMPTY as c_int;
-const KEYTYPE_HASH: c_int = raw::REDISMODULE_KEYTYPE_HASH as c_int;
 
 pub const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
 
-/// An open lock key; closed on drop.
-pub struct LockKey {
-    ctx: Ctx,
-    name: RStr,
-    key: *mut raw::RedisModuleKey,
+/// An open lock key (a hash, or no key); closed on drop.
+pub struct LockKey<'a> {
+    ctx: Ctx<'a>,
+    key: Key<'a>,
 }
 
-impl LockKey {
+impl<'a> LockKey<'a> {
     /// Opens `name` for writing. Refuses a key that exists and is not a hash.
-    pub fn open_write(ctx: &Ctx, name: RStr) -> Result<LockKey, String> {
-        Self::open(ctx, name, raw::REDISMODULE_READ | raw::REDISMODULE_WRITE)
+    pub fn open_write(ctx: Ctx<'a>, name: RStr<'a>) -> Result<LockKey<'a>, String> {
+        Self::open(ctx, name, true)
     }
 
     /// Opens `name` for reading only.
-    pub fn open_read(ctx: &Ctx, name: RStr) -> Result<LockKey, String> {
-        Self::open(ctx, name, raw::REDISMODULE_READ)
+    pub fn open_read(ctx: Ctx<'a>, name: RStr<'a>) -> Result<LockKey<'a>, String> {
+        Self::open(ctx, name, false)
     }
 
-    fn open(ctx: &Ctx, name: RStr, mode: u32) -> Result<LockKey, String> {
-        let key = unsafe { api!(RedisModule_OpenKey)(ctx.0, name, mode as c_int) };
-        let lock = LockKey {
-            ctx: *ctx,
-            name,
-            key,
-        };
-        match lock.key_type() {
-            KEYTYPE_EMPTY | KEYTYPE_HASH => Ok(lock),
-            _ => Err(WRONGTYPE.to_string()),
+    fn open(ctx: Ctx<'a>, name: RStr<'a>, write: bool) -> Result<LockKey<'a>, String> {
+        let key = Key::open(ctx, name, write);
+        match key.kind() {
+            KeyKind::Empty | KeyKind::Hash => Ok(LockKey { ctx, key }),
+            KeyKind::Other => Err(WRONGTYPE.to_string()),
         }
     }
 
-    fn key_type(&self) -> c_int {
-        if self.key.is_null() {
-            return KEYTYPE_EMPTY;
-        }
-        unsafe { api!(RedisModule_KeyType)(self.key) }
-    }
-
-    pub fn name(&self) -> RStr {
-        self.name
+    pub fn name(&self) -> RStr<'a> {
+        self.key.name()
     }
 
     /// Whether the lock hash exists (expired keys were already removed on open).
     pub fn exists(&self) -> bool {
-        self.key_type() == KEYTYPE_HASH
-    }
-
-    /// Reads `owner`'s field, if there is one, through `read` (no copy).
-    fn with_field<T>(&self, owner: RStr, read: impl FnOnce(&[u8]) -> T) -> Option<T> {
-        if !self.exists() {
-            return None;
-        }
-        let mut value: RStr = ptr::null_mut();
-        let status = unsafe {
-            api!(RedisModule_HashGet)(
-                self.key,
-                raw::REDISMODULE_HASH_NONE as c_int,
-                owner,
-                &mut value as *mut RStr,
-                ptr::null_mut::<c_void>(),
-            )
-        };
-        if status != raw::REDISMODULE_OK as c_int || value.is_null() {
-            return None;
-        }
-        let result = read(bytes(value));
-        self.ctx.free_string(value);
-        Some(result)
+        self.key.kind() == KeyKind::Hash
     }
 
     /// Whether the lock is held, without looking at any owner (for `force`).
     pub fn presence(&self) -> LockView {
         if self.exists() {
-            LockView::held(None)
+            LockView::Held
         } else {
-            LockView::FREE
+            LockView::Free
         }
     }
 
     /// What the state machine needs to decide for `owner`.
     pub fn view(&self, owner: RStr) -> Result<LockView, String> {
         if !self.exists() {
-            return Ok(LockView::FREE);
+            return Ok(LockView::Free);
         }
-        let hold_count = self
-            .with_field(owner, parse_hold_count)
-            .transpose()
-            .map_err(|e| e.message().to_string())?;
-        Ok(LockView::held(hold_count))
+        match self.key.hash_get(owner, parse_hold_count) {
+            None => Ok(LockView::Held),
+            Some(Ok(count)) => Ok(LockView::Mine(count)),
+            Some(Err(e)) => Err(e.message().to_string()),
+        }
     }
 
     /// Remaining lease in ms, as `PTTL` answers: -1 without expiry, -2 if absent.
@@ -127,159 +86,53 @@ impl LockKey {
         if !self.exists() {
             return -2;
         }
-        let ttl = unsafe { api!(RedisModule_GetExpire)(self.key) };
-        if ttl == raw::REDISMODULE_NO_EXPIRE as i64 {
-            -1
-        } else {
-            ttl.max(0)
-        }
+        self.key.ttl_ms().unwrap_or(-1)
     }
 
     /// Absolute deadline in unix ms (what `PEXPIRETIME` answers), or `None`
     /// without expiry or lock.
     pub fn deadline_ms(&self) -> Option<i64> {
-        if !self.exists() {
-            return None;
-        }
-        let at = unsafe { api!(RedisModule_GetAbsExpire)(self.key) };
-        (at != raw::REDISMODULE_NO_EXPIRE as i64).then_some(at)
+        self.key.abs_expire_ms()
     }
 
     /// All fields and values, in hash order (for `LOCK.INFO`).
     pub fn entries(&self) -> Vec<(Vec<u8>, Vec<u8>)> {
-        let mut out: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
-        if !self.exists() {
-            return out;
-        }
-        extern "C" fn collect(
-            _key: *mut raw::RedisModuleKey,
-            field: RStr,
-            value: RStr,
-            privdata: *mut c_void,
-        ) {
-            // SAFETY: privdata is the `out` vector below, alive for the whole scan.
-            let out = unsafe { &mut *(privdata as *mut Vec<(Vec<u8>, Vec<u8>)>) };
-            out.push((bytes(field).to_vec(), bytes(value).to_vec()));
-        }
-        let cursor = unsafe { api!(RedisModule_ScanCursorCreate)() };
-        loop {
-            let more = unsafe {
-                api!(RedisModule_ScanKey)(
-                    self.key,
-                    cursor,
-                    Some(collect),
-                    &mut out as *mut _ as *mut c_void,
-                )
-            };
-            if more == 0 {
-                break;
-            }
-        }
-        unsafe { api!(RedisModule_ScanCursorDestroy)(cursor) };
-        out
+        self.key.hash_entries()
     }
 
-    /// Carries out `write` for `owner` on the key and replicates its effect.
+    /// Carries out `write` on the key and replicates its effect.
     ///
     /// Only a real write signals the key as modified (WATCH, client-side
     /// caching): the module opts out of Redis's implicit signal on closing a
     /// key opened for writing, so a refused acquire or a release by a
     /// non-holder leaves other clients' transactions alone.
-    pub fn apply(&self, owner: RStr, write: Write) {
-        let ctx = self.ctx;
-        if write != Write::None {
-            unsafe { api!(RedisModule_SignalModifiedKey)(ctx.0, self.name) };
-        }
+    pub fn apply(&self, write: Write<RStr>) {
+        let (ctx, name) = (self.ctx, self.name());
         match write {
-            Write::None => {}
-            Write::SetCount { count, expire_at } => {
-                // A first acquire (count 1) is the common case: no string to make.
-                let value = match count {
-                    1 => one(),
-                    _ => unsafe {
-                        api!(RedisModule_CreateStringFromLongLong)(ctx.0, count as c_longlong)
-                    },
-                };
-                unsafe {
-                    api!(RedisModule_HashSet)(
-                        self.key,
-                        raw::REDISMODULE_HASH_NONE as c_int,
-                        owner,
-                        value,
-                        ptr::null_mut::<c_void>(),
-                    );
-                }
-                if value != one() {
-                    ctx.free_string(value);
-                }
-                replicate(&ctx, c"HSET", c"ssl", |f, cmd, fmt| unsafe {
-                    f(ctx.0, cmd, fmt, self.name, owner, count as c_longlong)
-                });
+            Write::None => return,
+            Write::SetCount {
+                owner,
+                count,
+                expire_at,
+            } => {
+                self.key.hash_set_count(owner, count);
+                ctx.replicate_hset(name, owner, count);
                 if let Some(at) = expire_at {
                     self.expire_at(at);
                 }
             }
             Write::ExpireAt(at) => self.expire_at(at),
             Write::Delete => {
-                unsafe { api!(RedisModule_DeleteKey)(self.key) };
-                replicate(&ctx, c"DEL", c"s", |f, cmd, fmt| unsafe {
-                    f(ctx.0, cmd, fmt, self.name)
-                });
+                self.key.delete();
+                ctx.replicate_del(name);
             }
         }
+        ctx.signal_modified(name);
     }
 
     fn expire_at(&self, at: i64) {
-        let ctx = self.ctx;
-        // SetAbsExpire (7.0+) keeps master and replica on the very same deadline;
-        // the relative fallback is only for servers that lack it.
-        unsafe {
-            match raw::RedisModule_SetAbsExpire {
-                Some(set_abs) => set_abs(self.key, at),
-                None => api!(RedisModule_SetExpire)(self.key, (at - ctx.now_ms()).max(1)),
-            };
-        }
-        replicate(&ctx, c"PEXPIREAT", c"sl", |f, cmd, fmt| unsafe {
-            f(ctx.0, cmd, fmt, self.name, at as c_longlong)
-        });
-    }
-}
-
-impl Drop for LockKey {
-    fn drop(&mut self) {
-        if !self.key.is_null() {
-            unsafe { api!(RedisModule_CloseKey)(self.key) };
-        }
-    }
-}
-
-thread_local! {
-    // Redis copies hash values on HashSet, so one string serves every call.
-    static ONE: RStr = unsafe { api!(RedisModule_CreateStringFromLongLong)(ptr::null_mut(), 1) };
-}
-
-/// The shared hold count "1" (created on first use, kept for the module's life).
-fn one() -> RStr {
-    ONE.with(|one| *one)
-}
-
-type ReplicateFn = unsafe extern "C" fn(
-    *mut raw::RedisModuleCtx,
-    *const std::os::raw::c_char,
-    *const std::os::raw::c_char,
-    ...
-) -> c_int;
-
-/// Propagates one command to replicas and the AOF. `RedisModule_Replicate` is
-/// variadic, so the caller passes the arguments matching `fmt`.
-fn replicate(
-    ctx: &Ctx,
-    command: &std::ffi::CStr,
-    fmt: &std::ffi::CStr,
-    call: impl FnOnce(ReplicateFn, *const std::os::raw::c_char, *const std::os::raw::c_char) -> c_int,
-) {
-    let status = call(api!(RedisModule_Replicate), command.as_ptr(), fmt.as_ptr());
-    if status != raw::REDISMODULE_OK as c_int {
-        ctx.log_warning("lock module: could not replicate a lock write");
+        // An absolute deadline keeps master and replica on the very same one.
+        self.key.set_abs_expire_ms(at);
+        self.ctx.replicate_pexpireat(self.name(), at);
     }
 }

@@ -41,6 +41,23 @@ pub static WAITS_TIMED_OUT: Counter = Counter::new();
 /// Locks handed from one owner straight to a waiter as they were freed.
 pub static HANDOFFS: Counter = Counter::new();
 
+/// Counts an acquire's outcome, as the state machine decided it.
+pub fn acquired(outcome: crate::lock::Acquired) {
+    use crate::lock::Acquired;
+    match outcome {
+        Acquired::Taken => ACQUIRED.incr(),
+        Acquired::Reentered => REENTERED.incr(),
+        Acquired::Busy => CONTENDED.incr(),
+    }
+}
+
+/// Counts a lock handed from a freeing event straight to its first waiter.
+pub fn handed_off() {
+    ACQUIRED.incr();
+    HANDOFFS.incr();
+    WAITS_GRANTED.incr();
+}
+
 /// Every counter with its `INFO` field name, in display order.
 pub fn all() -> [(&'static str, &'static Counter); 9] {
     [

@@ -23,12 +23,13 @@
 //! `handoff.rs`.
 
 use std::collections::{HashMap, VecDeque};
+use std::hash::Hash;
 
-/// A client waiting for a lock.
+/// A client waiting for a lock; `C` is its blocked-client handle.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Waiter {
+pub struct Waiter<C> {
     /// The blocked-client handle.
-    pub client: usize,
+    pub client: C,
     pub owner: Vec<u8>,
     /// The lease it asked for, applied from the moment it is granted.
     pub lease_ms: i64,
@@ -50,42 +51,60 @@ pub struct WaiterInfo {
 /// the timer carries, so a fired timer can tell whether it is still the
 /// queue's current one) and when it is due (unix ms).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct QueueTimer {
-    pub id: u64,
+pub struct QueueTimer<T> {
+    pub id: T,
     pub seq: u64,
     pub due: i64,
 }
 
 /// What to do so that a queue's lock is looked at by a given time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TimerPlan {
+pub enum TimerPlan<T> {
     /// Nobody waits for that lock: no timer.
     NoQueue,
     /// The queue's timer is already due by then.
     Keep,
     /// Start a timer (and record it with [`WaitQueues::timer_started`]),
     /// after stopping the queue's current one, if any.
-    Start { stop: Option<u64> },
+    Start { stop: Option<T> },
 }
 
-#[derive(Default)]
-struct Queue {
-    waiters: VecDeque<Waiter>,
+struct Queue<C, T> {
+    waiters: VecDeque<Waiter<C>>,
     /// The one timer that will look at this lock next, if any.
-    timer: Option<QueueTimer>,
+    timer: Option<QueueTimer<T>>,
 }
 
-/// Every wait queue of the server.
-#[derive(Default)]
-pub struct WaitQueues {
-    queues: HashMap<i32, HashMap<Vec<u8>, Queue>>,
+impl<C, T> Default for Queue<C, T> {
+    fn default() -> Self {
+        Queue {
+            waiters: VecDeque::new(),
+            timer: None,
+        }
+    }
+}
+
+/// Every wait queue of the server. `C` identifies a blocked client, `T` a
+/// timer (Redis handles in the module, plain numbers in tests).
+pub struct WaitQueues<C, T> {
+    queues: HashMap<i32, HashMap<Vec<u8>, Queue<C, T>>>,
     /// Which queue each waiting client is in.
-    index: HashMap<usize, (i32, Vec<u8>)>,
-    /// Timers of dropped queues, still to be stopped (Redis ids).
-    orphaned_timers: Vec<u64>,
+    index: HashMap<C, (i32, Vec<u8>)>,
+    /// Timers of dropped queues, still to be stopped.
+    orphaned_timers: Vec<T>,
 }
 
-impl WaitQueues {
+impl<C, T> Default for WaitQueues<C, T> {
+    fn default() -> Self {
+        WaitQueues {
+            queues: HashMap::new(),
+            index: HashMap::new(),
+            orphaned_timers: Vec::new(),
+        }
+    }
+}
+
+impl<C: Copy + Eq + Hash, T: Copy> WaitQueues<C, T> {
     /// Number of waiting clients, all keys together.
     pub fn total(&self) -> usize {
         self.index.len()
@@ -98,7 +117,7 @@ impl WaitQueues {
     }
 
     /// Appends a waiter to the back of its key's queue.
-    pub fn push(&mut self, db: i32, key: &[u8], waiter: Waiter) {
+    pub fn push(&mut self, db: i32, key: &[u8], waiter: Waiter<C>) {
         self.index.insert(waiter.client, (db, key.to_vec()));
         self.queues
             .entry(db)
@@ -110,7 +129,7 @@ impl WaitQueues {
     }
 
     /// Takes the first waiter of a key's queue: the one to grant the lock to.
-    pub fn pop_next(&mut self, db: i32, key: &[u8]) -> Option<Waiter> {
+    pub fn pop_next(&mut self, db: i32, key: &[u8]) -> Option<Waiter<C>> {
         let queue = self.queues.get_mut(&db)?.get_mut(key)?;
         let waiter = queue.waiters.pop_front()?;
         self.index.remove(&waiter.client);
@@ -120,7 +139,7 @@ impl WaitQueues {
 
     /// Removes a client wherever it waits (timeout, disconnect). `None` if it
     /// is not waiting any more (already granted).
-    pub fn remove_client(&mut self, client: usize) -> Option<Waiter> {
+    pub fn remove_client(&mut self, client: C) -> Option<Waiter<C>> {
         let (db, key) = self.index.remove(&client)?;
         let queue = self.queues.get_mut(&db)?.get_mut(&key)?;
         let position = queue.waiters.iter().position(|w| w.client == client)?;
@@ -130,7 +149,7 @@ impl WaitQueues {
     }
 
     /// Removes every waiter of every queue.
-    pub fn drain_all(&mut self) -> Vec<Waiter> {
+    pub fn drain_all(&mut self) -> Vec<Waiter<C>> {
         self.index.clear();
         let queues = std::mem::take(&mut self.queues);
         let mut drained = Vec::new();
@@ -167,7 +186,7 @@ impl WaitQueues {
     }
 
     /// How to make sure the lock of a key is looked at by `at` (unix ms).
-    pub fn plan_timer(&self, db: i32, key: &[u8], at: i64) -> TimerPlan {
+    pub fn plan_timer(&self, db: i32, key: &[u8], at: i64) -> TimerPlan<T> {
         let Some(queue) = self.queues.get(&db).and_then(|keys| keys.get(key)) else {
             return TimerPlan::NoQueue;
         };
@@ -182,7 +201,7 @@ impl WaitQueues {
     /// Records the timer started for a key's queue (after [`TimerPlan::Start`]).
     /// Without a queue (never the case right after planning) the timer is
     /// orphaned at once, to be stopped.
-    pub fn timer_started(&mut self, db: i32, key: &[u8], timer: QueueTimer) {
+    pub fn timer_started(&mut self, db: i32, key: &[u8], timer: QueueTimer<T>) {
         match self.queues.get_mut(&db).and_then(|keys| keys.get_mut(key)) {
             Some(queue) => queue.timer = Some(timer),
             None => self.orphaned_timers.push(timer.id),
@@ -202,7 +221,7 @@ impl WaitQueues {
     }
 
     /// The timers of queues dropped since the last call: stop them.
-    pub fn take_orphaned_timers(&mut self) -> Vec<u64> {
+    pub fn take_orphaned_timers(&mut self) -> Vec<T> {
         std::mem::take(&mut self.orphaned_timers)
     }
 
@@ -233,7 +252,9 @@ impl WaitQueues {
 mod tests {
     use super::*;
 
-    fn waiter(client: usize) -> Waiter {
+    type Queues = WaitQueues<usize, u64>;
+
+    fn waiter(client: usize) -> Waiter<usize> {
         Waiter {
             client,
             owner: format!("o{client}").into_bytes(),
@@ -245,7 +266,7 @@ mod tests {
 
     #[test]
     fn waiters_are_granted_in_arrival_order() {
-        let mut q = WaitQueues::default();
+        let mut q = Queues::default();
         for c in 1..=10 {
             q.push(0, b"k", waiter(c));
         }
@@ -259,7 +280,7 @@ mod tests {
 
     #[test]
     fn keys_and_databases_have_separate_queues() {
-        let mut q = WaitQueues::default();
+        let mut q = Queues::default();
         q.push(0, b"a", waiter(1));
         q.push(1, b"a", waiter(2));
         q.push(0, b"b", waiter(3));
@@ -273,7 +294,7 @@ mod tests {
 
     #[test]
     fn a_timed_out_or_gone_waiter_leaves_at_once_and_is_never_granted() {
-        let mut q = WaitQueues::default();
+        let mut q = Queues::default();
         for c in 1..=3 {
             q.push(0, b"k", waiter(c));
         }
@@ -286,7 +307,7 @@ mod tests {
 
     #[test]
     fn empty_queues_are_dropped_so_memory_stays_flat() {
-        let mut q = WaitQueues::default();
+        let mut q = Queues::default();
         for round in 0..10_000 {
             q.push(
                 round % 7,
@@ -301,7 +322,7 @@ mod tests {
 
     #[test]
     fn snapshots_show_queue_order_and_waiting_time() {
-        let mut q = WaitQueues::default();
+        let mut q = Queues::default();
         q.push(0, b"k", waiter(1));
         q.push(
             0,
@@ -335,7 +356,7 @@ mod tests {
 
     #[test]
     fn drain_takes_everyone() {
-        let mut q = WaitQueues::default();
+        let mut q = Queues::default();
         q.push(0, b"a", waiter(1));
         q.push(3, b"b", waiter(2));
         let mut drained: Vec<usize> = q.drain_all().into_iter().map(|w| w.client).collect();
@@ -344,13 +365,13 @@ mod tests {
         assert_eq!(q.total(), 0);
     }
 
-    fn timer(id: u64, due: i64) -> QueueTimer {
+    fn timer(id: u64, due: i64) -> QueueTimer<u64> {
         QueueTimer { id, seq: id, due }
     }
 
     #[test]
     fn a_queue_keeps_one_timer_and_only_an_earlier_time_replaces_it() {
-        let mut q = WaitQueues::default();
+        let mut q = Queues::default();
         assert_eq!(q.plan_timer(0, b"k", 10), TimerPlan::NoQueue);
         q.push(0, b"k", waiter(1));
         assert_eq!(q.plan_timer(0, b"k", 10), TimerPlan::Start { stop: None });
@@ -379,7 +400,7 @@ mod tests {
 
     #[test]
     fn a_dropped_queue_hands_its_timer_back_to_be_stopped() {
-        let mut q = WaitQueues::default();
+        let mut q = Queues::default();
         q.push(0, b"a", waiter(1));
         q.push(0, b"a", waiter(2));
         q.timer_started(0, b"a", timer(5, 100));
@@ -406,7 +427,7 @@ mod tests {
 
     #[test]
     fn wait_then_leave_cycles_leave_no_timer_behind() {
-        let mut q = WaitQueues::default();
+        let mut q = Queues::default();
         let mut stopped = 0;
         for round in 0..100_000u64 {
             q.push(0, b"k", waiter(round as usize));

@@ -193,7 +193,11 @@ fn command_docs_describe_every_command() {
             as_string(&field("complexity")).is_some_and(|s| s.starts_with("O(")),
             "{name} complexity"
         );
-        assert_eq!(as_string(&field("since")).as_deref(), Some("1.0.0"));
+        assert_eq!(
+            as_string(&field("since")).as_deref(),
+            Some("0.1.0"),
+            "every command exists since the first version"
+        );
         let Value::Array(arguments) = field("arguments") else {
             panic!("{name} arguments")
         };

@@ -11,35 +11,67 @@
 //! Effects (replicated): `DEL key`.
 
 use crate::args;
-use crate::command_docs::{ArgDoc, ArgKind, CommandDoc};
 use crate::commands::announce;
-use crate::ffi::{CommandResult, Ctx, RStr};
+use crate::ffi::command::{ArgDoc, ArgKind, Command, CommandResult, CommandSpec, KeyFlags};
+use crate::ffi::{Ctx, RStr};
 use crate::lock;
 use crate::lock_key::LockKey;
 use crate::stats;
 
-pub const NAME: &str = "lock.force";
+/// `LOCK.FORCE`, as registered.
+pub struct LockForce;
 
-/// `COMMAND DOCS` for this command.
-pub const DOC: CommandDoc = CommandDoc {
-    summary: c"Deletes a lock whoever holds it",
-    complexity: c"O(1)",
-    arity: 2,
-    args: &[ArgDoc::new(c"key", ArgKind::Key)],
-};
+/// A parsed `LOCK.FORCE`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Force<A> {
+    pub key: A,
+}
 
-pub fn run(ctx: &Ctx, argv: &[RStr]) -> CommandResult {
-    let [_, key] = argv else {
-        return Err(args::arity_error(NAME));
-    };
-    let key = LockKey::open_write(ctx, *key)?;
-    let decision = lock::force(key.presence());
-    // A delete touches no owner field; the key name stands in for one.
-    key.apply(key.name(), decision.write);
-    if decision.reply {
-        stats::FORCED.incr();
-        announce(ctx, &key, decision.event);
+impl<A: Copy> Force<A> {
+    pub fn parse(argv: &[A]) -> Result<Self, String> {
+        match *argv {
+            [_, key] => Ok(Force { key }),
+            _ => Err(args::arity_error(LockForce::SPEC.name())),
+        }
     }
-    ctx.reply_integer(i64::from(decision.reply));
-    Ok(())
+}
+
+impl Command for LockForce {
+    /// Key `RM delete`: it deletes the key (as `DEL`).
+    const SPEC: CommandSpec = CommandSpec {
+        name: c"lock.force",
+        flags: c"write fast",
+        acl_categories: c"write fast",
+        key: KeyFlags::DELETE_KEY,
+        summary: c"Deletes a lock whoever holds it",
+        complexity: c"O(1)",
+        arity: 2,
+        args: &[ArgDoc::new(c"key", ArgKind::Key)],
+    };
+
+    fn run(ctx: Ctx, argv: &[RStr]) -> CommandResult {
+        let cmd = Force::parse(argv)?;
+        let key = LockKey::open_write(ctx, cmd.key)?;
+        let decision = lock::force(key.presence());
+        key.apply(decision.write);
+        if decision.reply {
+            stats::FORCED.incr();
+            announce(ctx, &key, decision.event);
+        }
+        ctx.reply_integer(i64::from(decision.reply));
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn takes_exactly_one_key() {
+        assert_eq!(Force::parse(&["LOCK.FORCE", "k"]), Ok(Force { key: "k" }));
+        for args in [&["LOCK.FORCE"][..], &["LOCK.FORCE", "k", "x"]] {
+            assert!(Force::parse(args).unwrap_err().contains("'lock.force'"));
+        }
+    }
 }

@@ -15,59 +15,92 @@
 //! Errors: wrong arity; `WRONGTYPE`.
 
 use crate::args;
-use crate::command_docs::{ArgDoc, ArgKind, CommandDoc};
-use crate::ffi::{CommandResult, Ctx, RStr};
+use crate::ffi::command::{ArgDoc, ArgKind, Command, CommandResult, CommandSpec, KeyFlags};
+use crate::ffi::{Ctx, RStr};
 use crate::handoff;
 use crate::lock::parse_hold_count;
 use crate::lock_key::LockKey;
 
-pub const NAME: &str = "lock.info";
+/// `LOCK.INFO`, as registered.
+pub struct LockInfo;
 
-/// `COMMAND DOCS` for this command.
-pub const DOC: CommandDoc = CommandDoc {
-    summary: c"Shows a lock's owners, hold counts, lease and waiters",
-    complexity: c"O(N) where N is the number of owners and waiters",
-    arity: 2,
-    args: &[ArgDoc::new(c"key", ArgKind::Key)],
-};
+/// A parsed `LOCK.INFO`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Info<A> {
+    pub key: A,
+}
 
-pub fn run(ctx: &Ctx, argv: &[RStr]) -> CommandResult {
-    let [_, key] = argv else {
-        return Err(args::arity_error(NAME));
-    };
-    let lock = LockKey::open_read(ctx, *key)?;
-    let owners = lock.entries();
-    let waiters = handoff::snapshot(ctx, *key);
-
-    ctx.reply_map(5);
-    ctx.reply_simple("state");
-    ctx.reply_simple(if lock.exists() { "held" } else { "free" });
-
-    ctx.reply_simple("owners");
-    ctx.reply_map(owners.len());
-    for (owner, count) in &owners {
-        ctx.reply_bulk(owner);
-        match parse_hold_count(count) {
-            Ok(count) => ctx.reply_integer(count),
-            Err(_) => ctx.reply_bulk(count),
+impl<A: Copy> Info<A> {
+    pub fn parse(argv: &[A]) -> Result<Self, String> {
+        match *argv {
+            [_, key] => Ok(Info { key }),
+            _ => Err(args::arity_error(LockInfo::SPEC.name())),
         }
     }
+}
 
-    ctx.reply_simple("ttl_ms");
-    ctx.reply_integer(lock.ttl_ms());
-    ctx.reply_simple("deadline_ms");
-    ctx.reply_integer(lock.deadline_ms().unwrap_or(-1));
+impl Command for LockInfo {
+    /// `readonly`; key `RO access`: it shows the hash (as `HGETALL`).
+    const SPEC: CommandSpec = CommandSpec {
+        name: c"lock.info",
+        flags: c"readonly",
+        acl_categories: c"read",
+        key: KeyFlags::READ,
+        summary: c"Shows a lock's owners, hold counts, lease and waiters",
+        complexity: c"O(N) where N is the number of owners and waiters",
+        arity: 2,
+        args: &[ArgDoc::new(c"key", ArgKind::Key)],
+    };
 
-    ctx.reply_simple("waiters");
-    ctx.reply_array(waiters.len());
-    for waiter in &waiters {
-        ctx.reply_map(3);
-        ctx.reply_simple("owner");
-        ctx.reply_bulk(&waiter.owner);
-        ctx.reply_simple("waited_ms");
-        ctx.reply_integer(waiter.waited_ms);
-        ctx.reply_simple("timeout_ms");
-        ctx.reply_integer(waiter.timeout_ms);
+    fn run(ctx: Ctx, argv: &[RStr]) -> CommandResult {
+        let cmd = Info::parse(argv)?;
+        let lock = LockKey::open_read(ctx, cmd.key)?;
+        let owners = lock.entries();
+        let waiters = handoff::snapshot(ctx, cmd.key);
+
+        ctx.reply_map(5);
+        ctx.reply_simple(c"state");
+        ctx.reply_simple(if lock.exists() { c"held" } else { c"free" });
+
+        ctx.reply_simple(c"owners");
+        ctx.reply_map(owners.len());
+        for (owner, count) in &owners {
+            ctx.reply_bulk(owner);
+            match parse_hold_count(count) {
+                Ok(count) => ctx.reply_integer(count),
+                Err(_) => ctx.reply_bulk(count),
+            }
+        }
+
+        ctx.reply_simple(c"ttl_ms");
+        ctx.reply_integer(lock.ttl_ms());
+        ctx.reply_simple(c"deadline_ms");
+        ctx.reply_integer(lock.deadline_ms().unwrap_or(-1));
+
+        ctx.reply_simple(c"waiters");
+        ctx.reply_array(waiters.len());
+        for waiter in &waiters {
+            ctx.reply_map(3);
+            ctx.reply_simple(c"owner");
+            ctx.reply_bulk(&waiter.owner);
+            ctx.reply_simple(c"waited_ms");
+            ctx.reply_integer(waiter.waited_ms);
+            ctx.reply_simple(c"timeout_ms");
+            ctx.reply_integer(waiter.timeout_ms);
+        }
+        Ok(())
     }
-    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn takes_exactly_one_key() {
+        assert_eq!(Info::parse(&["LOCK.INFO", "k"]), Ok(Info { key: "k" }));
+        for args in [&["LOCK.INFO"][..], &["LOCK.INFO", "k", "x"]] {
+            assert!(Info::parse(args).unwrap_err().contains("'lock.info'"));
+        }
+    }
 }

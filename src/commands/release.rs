@@ -21,55 +21,124 @@
 //! Effects (replicated): `HSET key owner <count>` [+ `PEXPIREAT key <deadline>`],
 //! or `DEL key`.
 
-use crate::args;
-use crate::command_docs::{ArgDoc, ArgKind, CommandDoc};
+use crate::args::{self, Arg};
 use crate::commands::announce;
-use crate::ffi::{bytes, CommandResult, Ctx, RStr};
+use crate::ffi::command::{ArgDoc, ArgKind, Command, CommandResult, CommandSpec, KeyFlags};
+use crate::ffi::{Ctx, RStr};
 use crate::lock::{self, Released};
 use crate::lock_key::LockKey;
 use crate::{config, handoff, stats};
 
-pub const NAME: &str = "lock.release";
+/// `LOCK.RELEASE`, as registered.
+pub struct LockRelease;
 
-/// `COMMAND DOCS` for this command.
-pub const DOC: CommandDoc = CommandDoc {
-    summary: c"Releases one hold of a lock; the last hold frees it and hands it to the next waiter",
-    complexity: c"O(1)",
-    arity: -3,
-    args: &[
-        ArgDoc::new(c"key", ArgKind::Key),
-        ArgDoc::new(c"owner", ArgKind::String),
-        ArgDoc::new(c"lease-ms", ArgKind::Integer).optional(),
-    ],
-};
+/// A parsed `LOCK.RELEASE`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Release<A> {
+    pub key: A,
+    pub owner: A,
+    /// The lease to reset a still-held lock to, before clamping to the cap.
+    pub lease_ms: Option<i64>,
+}
 
-pub fn run(ctx: &Ctx, argv: &[RStr]) -> CommandResult {
-    let (key, owner, lease) = match argv {
-        [_, key, owner] => (*key, *owner, None),
-        [_, key, owner, lease] => (*key, *owner, Some(*lease)),
-        _ => return Err(args::arity_error(NAME)),
+impl<'a, A: Arg<'a>> Release<A> {
+    pub fn parse(argv: &[A]) -> Result<Self, String> {
+        let (key, owner, lease) = match *argv {
+            [_, key, owner] => (key, owner, None),
+            [_, key, owner, lease] => (key, owner, Some(lease)),
+            _ => return Err(args::arity_error(LockRelease::SPEC.name())),
+        };
+        args::owner(owner.bytes())?;
+        let lease_ms = lease.map(|l| args::lease_ms(l.bytes())).transpose()?;
+        Ok(Release {
+            key,
+            owner,
+            lease_ms,
+        })
+    }
+}
+
+impl Command for LockRelease {
+    /// No `deny-oom`: a lock can always be released. Key `RW delete`: it
+    /// removes one hold and, with the last, the key (as `HDEL`); its nil/0/1
+    /// reveals no content.
+    const SPEC: CommandSpec = CommandSpec {
+        name: c"lock.release",
+        flags: c"write fast",
+        acl_categories: c"write fast",
+        key: KeyFlags::REMOVE_PART,
+        summary:
+            c"Releases one hold of a lock; the last hold frees it and hands it to the next waiter",
+        complexity: c"O(1)",
+        arity: -3,
+        args: &[
+            ArgDoc::new(c"key", ArgKind::Key),
+            ArgDoc::new(c"owner", ArgKind::String),
+            ArgDoc::new(c"lease-ms", ArgKind::Integer).optional(),
+        ],
     };
-    args::owner(bytes(owner))?;
-    let expire_at = match lease {
-        None => None,
-        Some(lease) => {
-            let cap = config::max_lease_ms();
-            let lease_ms = args::release_lease_ms(args::lease_ms(bytes(lease))?, cap);
-            Some(args::deadline(ctx.now_ms(), lease_ms, cap)?)
+
+    fn run(ctx: Ctx, argv: &[RStr]) -> CommandResult {
+        let cmd = Release::parse(argv)?;
+        let expire_at = match cmd.lease_ms {
+            None => None,
+            Some(lease_ms) => {
+                let cap = config::max_lease_ms();
+                let lease_ms = args::release_lease_ms(lease_ms, cap);
+                Some(args::deadline(ctx.now_ms(), lease_ms, cap)?)
+            }
+        };
+        let key = LockKey::open_write(ctx, cmd.key)?;
+        let decision = lock::release(cmd.owner, key.view(cmd.owner)?, expire_at);
+        key.apply(decision.write);
+        handoff::lease_changed(ctx, &key, &decision.write);
+        match decision.reply {
+            Released::NotHeld => ctx.reply_null(),
+            Released::StillHeld => ctx.reply_integer(0),
+            Released::Freed => {
+                stats::RELEASED.incr();
+                announce(ctx, &key, decision.event);
+                ctx.reply_integer(1);
+            }
         }
-    };
-    let key = LockKey::open_write(ctx, key)?;
-    let decision = lock::release(key.view(owner)?, expire_at);
-    key.apply(owner, decision.write);
-    handoff::lease_changed(ctx, &key, decision.write);
-    match decision.reply {
-        Released::NotHeld => ctx.reply_null(),
-        Released::StillHeld => ctx.reply_integer(0),
-        Released::Freed => {
-            stats::RELEASED.incr();
-            announce(ctx, &key, decision.event);
-            ctx.reply_integer(1);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&'static str]) -> Result<Release<&'static [u8]>, String> {
+        let argv: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+        Release::parse(&argv)
+    }
+
+    #[test]
+    fn parses_with_and_without_a_lease() {
+        assert_eq!(parse(&["LOCK.RELEASE", "k", "o"]).unwrap().lease_ms, None);
+        assert_eq!(
+            parse(&["LOCK.RELEASE", "k", "o", "60000"])
+                .unwrap()
+                .lease_ms,
+            Some(60_000),
+            "clamped to the cap later, never refused for it"
+        );
+    }
+
+    #[test]
+    fn refuses_bad_arguments_naming_them() {
+        for (args, needle) in [
+            (&["LOCK.RELEASE", "k"][..], "'lock.release'"),
+            (&["LOCK.RELEASE", "k", "o", "1", "2"], "'lock.release'"),
+            (&["LOCK.RELEASE", "k", ""], "owner"),
+            (&["LOCK.RELEASE", "k", "o", "0"], "lease-ms"),
+        ] {
+            let err = parse(args).unwrap_err();
+            assert!(
+                err.starts_with("ERR ") && err.contains(needle),
+                "{args:?}: {err}"
+            );
         }
     }
-    Ok(())
 }

@@ -10,39 +10,97 @@
 //!
 //! Effects (replicated): `PEXPIREAT key <deadline>`.
 
-use crate::args;
-use crate::command_docs::{ArgDoc, ArgKind, CommandDoc};
-use crate::config;
-use crate::ffi::{bytes, CommandResult, Ctx, RStr};
-use crate::handoff;
-use crate::lock;
+use crate::args::{self, Arg};
+use crate::ffi::command::{ArgDoc, ArgKind, Command, CommandResult, CommandSpec, KeyFlags};
+use crate::ffi::{Ctx, RStr};
 use crate::lock_key::LockKey;
+use crate::{config, handoff, lock};
 
-pub const NAME: &str = "lock.renew";
+/// `LOCK.RENEW`, as registered.
+pub struct LockRenew;
 
-/// `COMMAND DOCS` for this command.
-pub const DOC: CommandDoc = CommandDoc {
-    summary: c"Resets the lease of a lock the owner holds (watchdog renewal)",
-    complexity: c"O(1)",
-    arity: 4,
-    args: &[
-        ArgDoc::new(c"key", ArgKind::Key),
-        ArgDoc::new(c"owner", ArgKind::String),
-        ArgDoc::new(c"lease-ms", ArgKind::Integer),
-    ],
-};
+/// A parsed `LOCK.RENEW`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Renew<A> {
+    pub key: A,
+    pub owner: A,
+    pub lease_ms: i64,
+}
 
-pub fn run(ctx: &Ctx, argv: &[RStr]) -> CommandResult {
-    let [_, key, owner, lease] = argv else {
-        return Err(args::arity_error(NAME));
+impl<'a, A: Arg<'a>> Renew<A> {
+    pub fn parse(argv: &[A]) -> Result<Self, String> {
+        let [_, key, owner, lease] = *argv else {
+            return Err(args::arity_error(LockRenew::SPEC.name()));
+        };
+        args::owner(owner.bytes())?;
+        let lease_ms = args::lease_ms(lease.bytes())?;
+        Ok(Renew {
+            key,
+            owner,
+            lease_ms,
+        })
+    }
+}
+
+impl Command for LockRenew {
+    /// Key `RW update`: it resets the expiry and answers 1/0 (as `PEXPIRE`).
+    const SPEC: CommandSpec = CommandSpec {
+        name: c"lock.renew",
+        flags: c"write fast",
+        acl_categories: c"write fast",
+        key: KeyFlags::UPDATE,
+        summary: c"Resets the lease of a lock the owner holds (watchdog renewal)",
+        complexity: c"O(1)",
+        arity: 4,
+        args: &[
+            ArgDoc::new(c"key", ArgKind::Key),
+            ArgDoc::new(c"owner", ArgKind::String),
+            ArgDoc::new(c"lease-ms", ArgKind::Integer),
+        ],
     };
-    args::owner(bytes(*owner))?;
-    let lease_ms = args::lease_ms(bytes(*lease))?;
-    let expire_at = args::deadline(ctx.now_ms(), lease_ms, config::max_lease_ms())?;
-    let key = LockKey::open_write(ctx, *key)?;
-    let decision = lock::renew(key.view(*owner)?, expire_at);
-    key.apply(*owner, decision.write);
-    handoff::lease_changed(ctx, &key, decision.write);
-    ctx.reply_integer(i64::from(decision.reply));
-    Ok(())
+
+    fn run(ctx: Ctx, argv: &[RStr]) -> CommandResult {
+        let cmd = Renew::parse(argv)?;
+        let expire_at = args::deadline(ctx.now_ms(), cmd.lease_ms, config::max_lease_ms())?;
+        let key = LockKey::open_write(ctx, cmd.key)?;
+        let decision = lock::renew(key.view(cmd.owner)?, expire_at);
+        key.apply(decision.write);
+        handoff::lease_changed(ctx, &key, &decision.write);
+        ctx.reply_integer(i64::from(decision.reply));
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&'static str]) -> Result<Renew<&'static [u8]>, String> {
+        let argv: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+        Renew::parse(&argv)
+    }
+
+    #[test]
+    fn parses_and_refuses_naming_the_argument() {
+        assert_eq!(
+            parse(&["LOCK.RENEW", "k", "o", "10000"]),
+            Ok(Renew {
+                key: &b"k"[..],
+                owner: &b"o"[..],
+                lease_ms: 10_000
+            })
+        );
+        for (args, needle) in [
+            (&["LOCK.RENEW", "k", "o"][..], "'lock.renew'"),
+            (&["LOCK.RENEW", "k", "o", "1", "x"], "'lock.renew'"),
+            (&["LOCK.RENEW", "k", "", "1"], "owner"),
+            (&["LOCK.RENEW", "k", "o", "-5"], "lease-ms"),
+        ] {
+            let err = parse(args).unwrap_err();
+            assert!(
+                err.starts_with("ERR ") && err.contains(needle),
+                "{args:?}: {err}"
+            );
+        }
+    }
 }

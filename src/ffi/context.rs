@@ -1,0 +1,368 @@
+//! The module context and Redis strings: replies, the clock, flags, logging,
+//! propagation and notifications for the call Redis is making into us.
+
+use std::ffi::{CStr, CString};
+use std::marker::PhantomData;
+use std::os::raw::{c_char, c_int, c_long, c_longlong};
+use std::ptr::NonNull;
+
+use super::{api, raw, OK};
+
+/// A Redis module context, valid for the one call Redis made into us.
+#[derive(Clone, Copy)]
+pub struct Ctx<'a> {
+    ptr: NonNull<raw::RedisModuleCtx>,
+    _call: PhantomData<&'a mut raw::RedisModuleCtx>,
+}
+
+/// A Redis string borrowed for the duration of a call (an argument, a value
+/// Redis handed us). Transparent over the pointer, so Redis's argv array is
+/// a `&[RStr]` as it is.
+#[derive(Clone, Copy)]
+#[repr(transparent)]
+pub struct RStr<'a> {
+    ptr: NonNull<raw::RedisModuleString>,
+    _call: PhantomData<&'a raw::RedisModuleString>,
+}
+
+impl<'a> RStr<'a> {
+    /// # Safety
+    /// `ptr` must be a valid Redis string that outlives `'a`.
+    pub(crate) unsafe fn from_raw(ptr: *mut raw::RedisModuleString) -> Option<RStr<'a>> {
+        NonNull::new(ptr).map(|ptr| RStr {
+            ptr,
+            _call: PhantomData,
+        })
+    }
+
+    pub(crate) fn as_ptr(self) -> *mut raw::RedisModuleString {
+        self.ptr.as_ptr()
+    }
+
+    /// The string's bytes, borrowed for as long as the string.
+    pub fn as_bytes(self) -> &'a [u8] {
+        let mut len = 0usize;
+        // SAFETY: the string is valid for 'a (RStr's invariant).
+        let ptr = unsafe { api!(RedisModule_StringPtrLen)(self.as_ptr(), &mut len) };
+        if ptr.is_null() {
+            return &[];
+        }
+        // SAFETY: Redis guarantees `len` readable bytes at `ptr` while the string lives.
+        unsafe { std::slice::from_raw_parts(ptr.cast::<u8>(), len) }
+    }
+}
+
+impl<'a> crate::args::Arg<'a> for RStr<'a> {
+    fn bytes(self) -> &'a [u8] {
+        self.as_bytes()
+    }
+}
+
+impl std::fmt::Debug for RStr<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?}", String::from_utf8_lossy(self.as_bytes()))
+    }
+}
+
+/// A Redis string the module created; freed when dropped.
+pub struct OwnedStr {
+    ptr: NonNull<raw::RedisModuleString>,
+}
+
+impl OwnedStr {
+    /// A new string holding `bytes` (not tied to any context: no automatic
+    /// memory management is used).
+    pub fn new(bytes: &[u8]) -> OwnedStr {
+        // SAFETY: `bytes` is readable for its length; a NULL context is allowed.
+        let ptr = unsafe {
+            api!(RedisModule_CreateString)(
+                std::ptr::null_mut(),
+                bytes.as_ptr().cast::<c_char>(),
+                bytes.len(),
+            )
+        };
+        OwnedStr {
+            ptr: NonNull::new(ptr).unwrap_or_else(|| out_of_memory()),
+        }
+    }
+
+    /// A new string holding the decimal form of `value`.
+    pub fn from_i64(value: i64) -> OwnedStr {
+        // SAFETY: a NULL context is allowed.
+        let ptr = unsafe {
+            api!(RedisModule_CreateStringFromLongLong)(std::ptr::null_mut(), value as c_longlong)
+        };
+        OwnedStr {
+            ptr: NonNull::new(ptr).unwrap_or_else(|| out_of_memory()),
+        }
+    }
+
+    pub fn borrow(&self) -> RStr<'_> {
+        RStr {
+            ptr: self.ptr,
+            _call: PhantomData,
+        }
+    }
+}
+
+impl Drop for OwnedStr {
+    fn drop(&mut self) {
+        // SAFETY: created by us with a NULL context, freed once.
+        unsafe { api!(RedisModule_FreeString)(std::ptr::null_mut(), self.ptr.as_ptr()) };
+    }
+}
+
+/// Redis's allocator aborts on OOM rather than return NULL; never reached.
+#[cold]
+fn out_of_memory() -> ! {
+    panic!("Redis could not allocate a string")
+}
+
+/// A C string for a message of ours; an interior NUL (never expected) is cut.
+pub(crate) fn c_text(value: &str) -> CString {
+    let end = value.find('\0').unwrap_or(value.len());
+    CString::new(&value[..end]).unwrap_or_default()
+}
+
+/// Classes of keyspace notification the module emits or listens to.
+#[derive(Clone, Copy)]
+pub struct NotifyClass(pub(crate) c_int);
+
+impl NotifyClass {
+    pub const GENERIC: NotifyClass = NotifyClass(raw::REDISMODULE_NOTIFY_GENERIC as c_int);
+    pub const HASH: NotifyClass = NotifyClass(raw::REDISMODULE_NOTIFY_HASH as c_int);
+    pub const EXPIRED: NotifyClass = NotifyClass(raw::REDISMODULE_NOTIFY_EXPIRED as c_int);
+    pub const EVICTED: NotifyClass = NotifyClass(raw::REDISMODULE_NOTIFY_EVICTED as c_int);
+
+    pub const fn or(self, other: NotifyClass) -> NotifyClass {
+        NotifyClass(self.0 | other.0)
+    }
+}
+
+impl<'a> Ctx<'a> {
+    /// # Safety
+    /// `ptr` must be the context Redis passed to the call being handled.
+    pub(crate) unsafe fn from_raw(ptr: *mut raw::RedisModuleCtx) -> Option<Ctx<'a>> {
+        NonNull::new(ptr).map(|ptr| Ctx {
+            ptr,
+            _call: PhantomData,
+        })
+    }
+
+    /// Our context for the `redis-module` crate's one (module load, configs).
+    pub fn of(ctx: &'a redis_module::Context) -> Option<Ctx<'a>> {
+        // SAFETY: the crate's Context wraps the context of the current call.
+        unsafe { Ctx::from_raw(ctx.ctx) }
+    }
+
+    pub(crate) fn as_ptr(self) -> *mut raw::RedisModuleCtx {
+        self.ptr.as_ptr()
+    }
+
+    // ---- replies ----------------------------------------------------------
+
+    pub fn reply_null(self) {
+        // SAFETY: a valid context (Ctx's invariant) for every call below.
+        unsafe { api!(RedisModule_ReplyWithNull)(self.as_ptr()) };
+    }
+
+    pub fn reply_integer(self, value: i64) {
+        unsafe { api!(RedisModule_ReplyWithLongLong)(self.as_ptr(), value as c_longlong) };
+    }
+
+    pub fn reply_bulk(self, value: &[u8]) {
+        unsafe {
+            api!(RedisModule_ReplyWithStringBuffer)(
+                self.as_ptr(),
+                value.as_ptr().cast::<c_char>(),
+                value.len(),
+            )
+        };
+    }
+
+    pub fn reply_simple(self, value: &CStr) {
+        unsafe { api!(RedisModule_ReplyWithSimpleString)(self.as_ptr(), value.as_ptr()) };
+    }
+
+    /// An error reply; `message` starts with its code (`ERR ...`, `WRONGTYPE ...`).
+    pub fn reply_error(self, message: &str) {
+        let text = c_text(message);
+        unsafe { api!(RedisModule_ReplyWithError)(self.as_ptr(), text.as_ptr()) };
+    }
+
+    /// A map of `pairs` entries: a RESP3 map, or a flat array of 2 x `pairs`
+    /// under RESP2 (Redis does that translation).
+    pub fn reply_map(self, pairs: usize) {
+        unsafe { api!(RedisModule_ReplyWithMap)(self.as_ptr(), pairs as c_long) };
+    }
+
+    pub fn reply_array(self, len: usize) {
+        unsafe { api!(RedisModule_ReplyWithArray)(self.as_ptr(), len as c_long) };
+    }
+
+    // ---- the clock, flags, databases ----------------------------------------
+
+    /// The time of the running command in unix ms: the clock Redis itself
+    /// reads for expiry, `PTTL` and `PEXPIRETIME` in the same command.
+    ///
+    /// Redis 7.2+ and Valkey freeze a command's time when it starts (a whole
+    /// MULTI/EXEC or script runs at one instant) and expose that snapshot as
+    /// the cached clock; module timers and callbacks get a fresh one. Reading
+    /// a live clock there instead made a deadline set in a transaction lie
+    /// ahead of the frozen clock, so a remaining lease could exceed the lease.
+    /// Redis 7.0 has no cached clock for modules and itself reads the live
+    /// clock for `PTTL` and the module key API, so the live clock is right there.
+    pub fn now_ms(self) -> i64 {
+        // SAFETY: optional function read from the filled table; no arguments.
+        match unsafe { raw::RedisModule_CachedMicroseconds } {
+            Some(cached_us) => unsafe { cached_us() }.div_euclid(1000),
+            None => unsafe { api!(RedisModule_Milliseconds)() },
+        }
+    }
+
+    /// Whether writes are paused right now: `CLIENT PAUSE` (WRITE or ALL),
+    /// `FAILOVER`, `SHUTDOWN` waiting for replicas, a cluster manual failover.
+    ///
+    /// Redis promises that nothing is written then (a failover relies on the
+    /// replica having every write), and it holds back key expiry: an expired
+    /// key reads as missing but is still in the keyspace, so writing it as a
+    /// new key aborts the server (`db.c` `de != NULL`). Whatever the module
+    /// does on its own (timers, notifications) checks this first. Asking also
+    /// lets Redis end a pause whose time is up.
+    pub fn writes_paused(self) -> bool {
+        // SAFETY: no arguments.
+        unsafe { api!(RedisModule_AvoidReplicaTraffic)() != 0 }
+    }
+
+    fn flags(self) -> u32 {
+        unsafe { api!(RedisModule_GetContextFlags)(self.as_ptr()) as u32 }
+    }
+
+    /// Whether this server is a master (not a replica).
+    pub fn is_master(self) -> bool {
+        self.flags() & raw::REDISMODULE_CTX_FLAGS_MASTER != 0
+    }
+
+    /// Whether the server runs in cluster mode.
+    pub fn in_cluster(self) -> bool {
+        self.flags() & raw::REDISMODULE_CTX_FLAGS_CLUSTER != 0
+    }
+
+    /// Whether this call may block its client: not in MULTI, Lua, or anything
+    /// else that denies blocking, and only on a master.
+    pub fn can_block(self) -> bool {
+        let denied = raw::REDISMODULE_CTX_FLAGS_DENY_BLOCKING
+            | raw::REDISMODULE_CTX_FLAGS_MULTI
+            | raw::REDISMODULE_CTX_FLAGS_LUA
+            | raw::REDISMODULE_CTX_FLAGS_SLAVE;
+        self.flags() & denied == 0
+    }
+
+    /// The database the calling client (or this callback) has selected.
+    pub fn selected_db(self) -> i32 {
+        unsafe { api!(RedisModule_GetSelectedDb)(self.as_ptr()) }
+    }
+
+    /// Selects `db` for the rest of this call (outside commands: timers).
+    pub fn select_db(self, db: i32) -> bool {
+        unsafe { api!(RedisModule_SelectDb)(self.as_ptr(), db) == OK }
+    }
+
+    // ---- logging ----------------------------------------------------------
+
+    pub fn log_warning(self, message: &str) {
+        self.log(c"warning", message);
+    }
+
+    pub fn log_notice(self, message: &str) {
+        self.log(c"notice", message);
+    }
+
+    fn log(self, level: &CStr, message: &str) {
+        let text = c_text(message);
+        unsafe {
+            api!(RedisModule_Log)(self.as_ptr(), level.as_ptr(), c"%s".as_ptr(), text.as_ptr())
+        };
+    }
+
+    // ---- effects: propagation, notifications, pub/sub ------------------------
+
+    /// Propagates `HSET key field count` to replicas and the AOF.
+    pub fn replicate_hset(self, key: RStr, field: RStr, count: i64) {
+        // SAFETY: the format "ssl" matches the two strings and the long long.
+        let status = unsafe {
+            api!(RedisModule_Replicate)(
+                self.as_ptr(),
+                c"HSET".as_ptr(),
+                c"ssl".as_ptr(),
+                key.as_ptr(),
+                field.as_ptr(),
+                count as c_longlong,
+            )
+        };
+        self.replicated(status);
+    }
+
+    /// Propagates `PEXPIREAT key at`.
+    pub fn replicate_pexpireat(self, key: RStr, at: i64) {
+        // SAFETY: the format "sl" matches the string and the long long.
+        let status = unsafe {
+            api!(RedisModule_Replicate)(
+                self.as_ptr(),
+                c"PEXPIREAT".as_ptr(),
+                c"sl".as_ptr(),
+                key.as_ptr(),
+                at as c_longlong,
+            )
+        };
+        self.replicated(status);
+    }
+
+    /// Propagates `DEL key`.
+    pub fn replicate_del(self, key: RStr) {
+        // SAFETY: the format "s" matches the one string.
+        let status = unsafe {
+            api!(RedisModule_Replicate)(self.as_ptr(), c"DEL".as_ptr(), c"s".as_ptr(), key.as_ptr())
+        };
+        self.replicated(status);
+    }
+
+    fn replicated(self, status: c_int) {
+        if status != OK {
+            self.log_warning("lock module: could not replicate a lock write");
+        }
+    }
+
+    /// Tells Redis `key` changed (WATCH, client-side caching).
+    pub fn signal_modified(self, key: RStr) {
+        unsafe { api!(RedisModule_SignalModifiedKey)(self.as_ptr(), key.as_ptr()) };
+    }
+
+    /// Emits the keyspace notification `event` of `class` on `key`.
+    pub fn notify_keyspace(self, class: NotifyClass, event: &CStr, key: RStr) {
+        unsafe {
+            api!(RedisModule_NotifyKeyspaceEvent)(
+                self.as_ptr(),
+                class.0,
+                event.as_ptr(),
+                key.as_ptr(),
+            )
+        };
+    }
+
+    /// Publishes `message` on `channel`: sharded (`SSUBSCRIBE`) when asked and
+    /// the server can, classic otherwise.
+    pub fn publish(self, channel: &[u8], message: &[u8], sharded: bool) {
+        let channel = OwnedStr::new(channel);
+        let message = OwnedStr::new(message);
+        // SAFETY: optional function read from the filled table.
+        let shard = unsafe { raw::RedisModule_PublishMessageShard }.filter(|_| sharded);
+        let (channel, message) = (channel.borrow().as_ptr(), message.borrow().as_ptr());
+        unsafe {
+            match shard {
+                Some(publish_shard) => publish_shard(self.as_ptr(), channel, message),
+                None => api!(RedisModule_PublishMessage)(self.as_ptr(), channel, message),
+            }
+        };
+    }
+}

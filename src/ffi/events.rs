@@ -1,0 +1,143 @@
+//! Subscriptions: keyspace notifications and server events.
+
+use std::ffi::CStr;
+use std::os::raw::{c_char, c_int, c_void};
+
+use super::context::NotifyClass;
+use super::{api, guarded, raw, Ctx, RStr, OK};
+
+/// Hears keyspace notifications (whatever `notify-keyspace-events` says:
+/// module subscribers get every event of the classes they asked for).
+pub trait KeyspaceListener {
+    fn notified(ctx: Ctx, event: &[u8], key: RStr);
+}
+
+/// Subscribes `L` to keyspace notifications of `classes`.
+pub fn subscribe_keyspace<L: KeyspaceListener>(
+    ctx: Ctx,
+    classes: NotifyClass,
+) -> Result<(), String> {
+    // SAFETY: a load-time context; the callback is ours below.
+    let status = unsafe {
+        api!(RedisModule_SubscribeToKeyspaceEvents)(ctx.as_ptr(), classes.0, Some(on_keyspace::<L>))
+    };
+    if status == OK {
+        Ok(())
+    } else {
+        Err("could not subscribe to keyspace events".to_string())
+    }
+}
+
+extern "C" fn on_keyspace<L: KeyspaceListener>(
+    ctx: *mut raw::RedisModuleCtx,
+    _type: c_int,
+    event: *const c_char,
+    key: *mut raw::RedisModuleString,
+) -> c_int {
+    // SAFETY: Redis passes a context, a C string event name and the key.
+    if let (Some(ctx), Some(key)) = unsafe { (Ctx::from_raw(ctx), RStr::from_raw(key)) } {
+        guarded(&ctx, "a keyspace notification", || {
+            let event = if event.is_null() {
+                &[][..]
+            } else {
+                unsafe { CStr::from_ptr(event) }.to_bytes()
+            };
+            L::notified(ctx, event, key);
+        });
+    }
+    OK
+}
+
+/// A server event, decoded.
+#[derive(Debug)]
+pub enum ServerEvent<'a> {
+    /// `FLUSHDB` (`Some(db)`) or `FLUSHALL` (`None`) has emptied the data.
+    Flushed { db: Option<i32> },
+    /// This server has just become a replica.
+    BecameReplica,
+    /// `CONFIG SET` changed these configs (canonical names).
+    ConfigChanged { names: &'a [&'a [u8]] },
+}
+
+/// Which server event to subscribe to.
+#[derive(Clone, Copy, Debug)]
+pub enum ServerEventKind {
+    Flush,
+    RoleChange,
+    ConfigChange,
+}
+
+/// Hears the server events it subscribed to.
+pub trait ServerEventListener {
+    fn on_server_event(ctx: Ctx, event: ServerEvent);
+}
+
+/// Subscribes `L` to `kind`. `Err` if the server does not offer it.
+pub fn subscribe_server_event<L: ServerEventListener>(
+    ctx: Ctx,
+    kind: ServerEventKind,
+) -> Result<(), String> {
+    let id = match kind {
+        ServerEventKind::Flush => raw::REDISMODULE_EVENT_FLUSHDB,
+        ServerEventKind::RoleChange => raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED,
+        ServerEventKind::ConfigChange => raw::REDISMODULE_EVENT_CONFIG,
+    };
+    let event = raw::RedisModuleEvent { id, dataver: 1 };
+    // SAFETY: a load-time context; the callback is ours below.
+    let status = unsafe {
+        api!(RedisModule_SubscribeToServerEvent)(ctx.as_ptr(), event, Some(on_server_event::<L>))
+    };
+    if status == OK {
+        Ok(())
+    } else {
+        Err(format!("could not subscribe to the {kind:?} server event"))
+    }
+}
+
+extern "C" fn on_server_event<L: ServerEventListener>(
+    ctx: *mut raw::RedisModuleCtx,
+    event: raw::RedisModuleEvent,
+    sub: u64,
+    data: *mut c_void,
+) {
+    // SAFETY: Redis passes a context, the event, and its documented data.
+    let Some(ctx) = (unsafe { Ctx::from_raw(ctx) }) else {
+        return;
+    };
+    guarded(&ctx, "a server event", || match event.id {
+        raw::REDISMODULE_EVENT_FLUSHDB if sub == raw::REDISMODULE_SUBEVENT_FLUSHDB_END => {
+            if data.is_null() {
+                return;
+            }
+            // SAFETY: FLUSHDB events carry a RedisModuleFlushInfoV1.
+            let info = unsafe { &*(data as *const raw::RedisModuleFlushInfoV1) };
+            let db = (info.dbnum >= 0).then_some(info.dbnum);
+            L::on_server_event(ctx, ServerEvent::Flushed { db });
+        }
+        raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED
+            if sub == raw::REDISMODULE_EVENT_REPLROLECHANGED_NOW_REPLICA =>
+        {
+            L::on_server_event(ctx, ServerEvent::BecameReplica);
+        }
+        raw::REDISMODULE_EVENT_CONFIG if sub == raw::REDISMODULE_SUBEVENT_CONFIG_CHANGE => {
+            if data.is_null() {
+                return;
+            }
+            // SAFETY: config-change events carry a RedisModuleConfigChangeV1
+            // whose `config_names` holds `num_changes` C strings.
+            let change = unsafe { &*(data as *const raw::RedisModuleConfigChangeV1) };
+            if change.config_names.is_null() {
+                return;
+            }
+            let names: Vec<&[u8]> = unsafe {
+                std::slice::from_raw_parts(change.config_names, change.num_changes as usize)
+            }
+            .iter()
+            .filter(|name| !name.is_null())
+            .map(|&name| unsafe { CStr::from_ptr(name) }.to_bytes())
+            .collect();
+            L::on_server_event(ctx, ServerEvent::ConfigChanged { names: &names });
+        }
+        _ => {}
+    });
+}

@@ -1,0 +1,180 @@
+//! Keys opened through the module key API: hash fields and expiry.
+//!
+//! The key API propagates nothing and fires no notifications; `lock_key.rs`
+//! pairs every write with its replicated effect ([`Ctx::replicate_hset`]...).
+
+use std::os::raw::{c_int, c_void};
+use std::ptr;
+
+use super::{api, raw, Ctx, OwnedStr, RStr, OK};
+
+/// What a key holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KeyKind {
+    /// No such key (expired keys are removed when opened, or read as missing
+    /// while Redis holds expiry back).
+    Empty,
+    Hash,
+    /// Any other type.
+    Other,
+}
+
+/// An open key; closed when dropped.
+pub struct Key<'a> {
+    ctx: Ctx<'a>,
+    name: RStr<'a>,
+    /// NULL when a key opened for reading does not exist.
+    ptr: *mut raw::RedisModuleKey,
+}
+
+thread_local! {
+    // Redis copies hash values on HashSet, so one "1" serves every first
+    // acquire. Redis runs module code on its main thread only.
+    static ONE: OwnedStr = OwnedStr::from_i64(1);
+}
+
+impl<'a> Key<'a> {
+    /// Opens `name` in the selected database, for writing or only reading.
+    pub fn open(ctx: Ctx<'a>, name: RStr<'a>, write: bool) -> Key<'a> {
+        let mode = if write {
+            raw::REDISMODULE_READ | raw::REDISMODULE_WRITE
+        } else {
+            raw::REDISMODULE_READ
+        };
+        // SAFETY: a valid context and string; the key is closed on drop.
+        let ptr = unsafe { api!(RedisModule_OpenKey)(ctx.as_ptr(), name.as_ptr(), mode as c_int) };
+        Key { ctx, name, ptr }
+    }
+
+    pub fn name(&self) -> RStr<'a> {
+        self.name
+    }
+
+    pub fn kind(&self) -> KeyKind {
+        if self.ptr.is_null() {
+            return KeyKind::Empty;
+        }
+        // SAFETY: an open key (every call below on `self.ptr` likewise).
+        match unsafe { api!(RedisModule_KeyType)(self.ptr) } as isize {
+            raw::REDISMODULE_KEYTYPE_EMPTY => KeyKind::Empty,
+            raw::REDISMODULE_KEYTYPE_HASH => KeyKind::Hash,
+            _ => KeyKind::Other,
+        }
+    }
+
+    /// Reads the hash field `field`, if there is one, through `read` (no copy).
+    pub fn hash_get<T>(&self, field: RStr, read: impl FnOnce(&[u8]) -> T) -> Option<T> {
+        if self.kind() != KeyKind::Hash {
+            return None;
+        }
+        let mut value: *mut raw::RedisModuleString = ptr::null_mut();
+        // SAFETY: one field, its out-pointer, and the NULL terminator.
+        let status = unsafe {
+            api!(RedisModule_HashGet)(
+                self.ptr,
+                raw::REDISMODULE_HASH_NONE as c_int,
+                field.as_ptr(),
+                &mut value as *mut *mut raw::RedisModuleString,
+                ptr::null_mut::<c_void>(),
+            )
+        };
+        if status != OK {
+            return None;
+        }
+        // SAFETY: HashGet hands us a new string, freed right below.
+        let value = unsafe { RStr::from_raw(value) }?;
+        let result = read(value.as_bytes());
+        unsafe { api!(RedisModule_FreeString)(self.ctx.as_ptr(), value.as_ptr()) };
+        Some(result)
+    }
+
+    /// Sets the hash field `field` to the decimal `count` (creating the hash).
+    pub fn hash_set_count(&self, field: RStr, count: i64) {
+        let set = |value: RStr| {
+            // SAFETY: one field/value pair and the NULL terminator; Redis copies both.
+            unsafe {
+                api!(RedisModule_HashSet)(
+                    self.ptr,
+                    raw::REDISMODULE_HASH_NONE as c_int,
+                    field.as_ptr(),
+                    value.as_ptr(),
+                    ptr::null_mut::<c_void>(),
+                )
+            };
+        };
+        if count == 1 {
+            ONE.with(|one| set(one.borrow()));
+        } else {
+            set(OwnedStr::from_i64(count).borrow());
+        }
+    }
+
+    /// Remaining time to live in ms, `None` without expiry (or key).
+    pub fn ttl_ms(&self) -> Option<i64> {
+        if self.kind() == KeyKind::Empty {
+            return None;
+        }
+        let ttl = unsafe { api!(RedisModule_GetExpire)(self.ptr) };
+        (ttl != raw::REDISMODULE_NO_EXPIRE as i64).then_some(ttl.max(0))
+    }
+
+    /// The absolute expiry in unix ms (what `PEXPIRETIME` answers), `None`
+    /// without expiry (or key).
+    pub fn abs_expire_ms(&self) -> Option<i64> {
+        if self.kind() == KeyKind::Empty {
+            return None;
+        }
+        let at = unsafe { api!(RedisModule_GetAbsExpire)(self.ptr) };
+        (at != raw::REDISMODULE_NO_EXPIRE as i64).then_some(at)
+    }
+
+    /// Sets the absolute expiry (7.0+: master and replica on one deadline).
+    pub fn set_abs_expire_ms(&self, at: i64) {
+        unsafe { api!(RedisModule_SetAbsExpire)(self.ptr, at) };
+    }
+
+    pub fn delete(&self) {
+        unsafe { api!(RedisModule_DeleteKey)(self.ptr) };
+    }
+
+    /// Every field and value of the hash, in hash order.
+    pub fn hash_entries(&self) -> Vec<(Vec<u8>, Vec<u8>)> {
+        let mut out: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+        if self.kind() != KeyKind::Hash {
+            return out;
+        }
+        extern "C" fn collect(
+            _key: *mut raw::RedisModuleKey,
+            field: *mut raw::RedisModuleString,
+            value: *mut raw::RedisModuleString,
+            privdata: *mut c_void,
+        ) {
+            // SAFETY: privdata is `out` below, alive for the whole scan, and
+            // the strings are valid during this callback.
+            let out = unsafe { &mut *(privdata as *mut Vec<(Vec<u8>, Vec<u8>)>) };
+            let bytes = |s| unsafe { RStr::from_raw(s) }.map_or(&[][..], RStr::as_bytes);
+            out.push((bytes(field).to_vec(), bytes(value).to_vec()));
+        }
+        let cursor = unsafe { api!(RedisModule_ScanCursorCreate)() };
+        while unsafe {
+            api!(RedisModule_ScanKey)(
+                self.ptr,
+                cursor,
+                Some(collect),
+                &mut out as *mut _ as *mut c_void,
+            )
+        } != 0
+        {}
+        unsafe { api!(RedisModule_ScanCursorDestroy)(cursor) };
+        out
+    }
+}
+
+impl Drop for Key<'_> {
+    fn drop(&mut self) {
+        if !self.ptr.is_null() {
+            // SAFETY: opened by `open`, closed once.
+            unsafe { api!(RedisModule_CloseKey)(self.ptr) };
+        }
+    }
+}
