@@ -8,6 +8,7 @@
 #   redis-server, redis-cli, redis-benchmark          redis-server, redis-tools (Debian's 7.0.15)
 #   python3 with pip (make servers, make bench)       python3, python3-pip
 #   CA certificates (cargo and pip over TLS)          ca-certificates
+#   kill(1), which the tests run to stop servers      procps (minimal images lack it)
 #
 # Rust, when cargo is missing or its rustc is older than Cargo.toml's
 # rust-version (cargo is looked for on PATH and in ~/.cargo/bin, where rustup
@@ -95,11 +96,13 @@ elif ! python3 -m pip --version >/dev/null 2>&1; then
   why+=("pip for python3 (make servers)")
 fi
 [[ -e /etc/ssl/certs/ca-certificates.crt ]] || { need ca-certificates; why+=("CA certificates"); }
+# The shell's builtin kill does not count: the tests run the kill program.
+type -P kill >/dev/null || { need procps; why+=("the kill program (the tests run it)"); }
 need_rust=
 rust_ok || { need_rust=1; why+=("$(describe_rust)"); }
 
 if [[ ${#why[@]} -eq 0 ]]; then
-  echo "deps: all present: rustc $(rustc_version) (>= $msrv), cc, libclang, redis-server $(redis-server --version | sed -n 's/.* v=\([^ ]*\) .*/\1/p'), redis-cli, redis-benchmark, python3 with pip"
+  echo "deps: all present: rustc $(rustc_version) (>= $msrv), cc, libclang, redis-server $(redis-server --version | sed -n 's/.* v=\([^ ]*\) .*/\1/p'), redis-cli, redis-benchmark, python3 with pip, kill"
   exit 0
 fi
 
