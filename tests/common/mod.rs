@@ -2,13 +2,16 @@
 //! its own temporary directory, with the lock module loaded.
 //!
 //! * server binary: `$REDIS_SERVER`, else `redis-server` from `PATH`;
-//! * module: `$LOCK_MODULE_PATH`, else `<crate>/target/release/libredis_lock.so`.
+//! * module: built from the current sources by the tests themselves, or
+//!   `$LOCK_MODULE_PATH`, refused when older than the sources (see
+//!   [`module`]).
 //!
 //! Every test starts its own servers, so tests run in parallel; a server is
 //! killed and its directory removed when its [`Server`] is dropped.
 
 #![allow(dead_code)]
 
+pub mod module;
 pub mod raw;
 pub mod redisson;
 
@@ -21,6 +24,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use redis::{Connection, RedisError, RedisResult, Value};
 
+pub use module::module_path;
 use raw::{RawClient, Resp};
 
 /// How long a server may take to answer PING, a replica to link up, etc.
@@ -31,22 +35,6 @@ pub const IO_TIMEOUT: Duration = Duration::from_secs(10);
 // ---------------------------------------------------------------------------
 // Locations
 // ---------------------------------------------------------------------------
-
-/// The module to load: `$LOCK_MODULE_PATH` or the release build.
-pub fn module_path() -> PathBuf {
-    let path = match std::env::var_os("LOCK_MODULE_PATH") {
-        Some(path) => PathBuf::from(path),
-        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("target/release/libredis_lock.so"),
-    };
-    if !path.is_file() {
-        panic!(
-            "lock module not found at {}: run `make build` (or `cargo build --release`) first, \
-             or point LOCK_MODULE_PATH at the .so",
-            path.display()
-        );
-    }
-    path
-}
 
 /// The server binary: `$REDIS_SERVER` or `redis-server`.
 pub fn server_binary() -> String {
