@@ -5,66 +5,12 @@
 
 mod common;
 
-use common::redisson::{ACQUIRE_HINCRBY, ACQUIRE_HSET, FORCE_UNLOCK, RENEW, UNLOCK};
+use common::redisson::*;
 use common::*;
 use redis::{Connection, Value};
 
 const VARIANTS: [(&str, &str); 2] = [("hincrby", ACQUIRE_HINCRBY), ("hset", ACQUIRE_HSET)];
 const LEASE: i64 = 30_000;
-/// Redisson's `LockPubSub.UNLOCK_MESSAGE`.
-const UNLOCK_MESSAGE: &str = "0";
-
-fn script_acquire(
-    con: &mut Connection,
-    script: &str,
-    key: &[u8],
-    owner: &[u8],
-    lease: i64,
-) -> Value {
-    redis::cmd("EVAL")
-        .arg(script)
-        .arg(1)
-        .arg(key)
-        .arg(lease)
-        .arg(owner)
-        .query(con)
-        .expect("EVAL acquire script")
-}
-
-fn script_unlock(con: &mut Connection, key: &[u8], owner: &[u8], lease: i64) -> Value {
-    redis::cmd("EVAL")
-        .arg(UNLOCK)
-        .arg(2)
-        .arg(key)
-        .arg(unlock_channel(key))
-        .arg(UNLOCK_MESSAGE)
-        .arg(lease)
-        .arg(owner)
-        .query(con)
-        .expect("EVAL unlock script")
-}
-
-fn script_renew(con: &mut Connection, key: &[u8], owner: &[u8], lease: i64) -> Value {
-    redis::cmd("EVAL")
-        .arg(RENEW)
-        .arg(1)
-        .arg(key)
-        .arg(lease)
-        .arg(owner)
-        .query(con)
-        .expect("EVAL renew script")
-}
-
-fn script_force(con: &mut Connection, key: &[u8]) -> Value {
-    redis::cmd("EVAL")
-        .arg(FORCE_UNLOCK)
-        .arg(2)
-        .arg(key)
-        .arg(unlock_channel(key))
-        .arg(UNLOCK_MESSAGE)
-        .query(con)
-        .expect("EVAL force-unlock script")
-}
 
 fn count(con: &mut Connection, key: &[u8], owner: &[u8]) -> Option<String> {
     redis::cmd("HGET")

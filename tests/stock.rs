@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
-use common::redisson::{ACQUIRE_HINCRBY, UNLOCK};
+use common::redisson::{script_acquire, script_unlock, ACQUIRE_HINCRBY};
 use common::*;
 use rand::Rng;
 use redis::{Connection, Value};
@@ -59,16 +59,10 @@ fn try_lock(con: &mut Connection, side: Side, owner: &str) -> bool {
             .arg(PRODUCT)
             .arg(owner)
             .arg(30_000)
-            .query(con),
-        Side::Script => redis::cmd("EVAL")
-            .arg(ACQUIRE_HINCRBY)
-            .arg(1)
-            .arg(PRODUCT)
-            .arg(30_000)
-            .arg(owner)
-            .query(con),
-    }
-    .expect("acquire the product lock");
+            .query(con)
+            .expect("acquire the product lock"),
+        Side::Script => script_acquire(con, ACQUIRE_HINCRBY, PRODUCT.as_bytes(), owner, 30_000),
+    };
     match reply {
         Value::Nil => true,
         Value::Int(ttl) => {
@@ -87,18 +81,10 @@ fn unlock(con: &mut Connection, side: Side, owner: &str) {
         Side::Command => redis::cmd("LOCK.RELEASE")
             .arg(PRODUCT)
             .arg(owner)
-            .query(con),
-        Side::Script => redis::cmd("EVAL")
-            .arg(UNLOCK)
-            .arg(2)
-            .arg(PRODUCT)
-            .arg(unlock_channel(PRODUCT.as_bytes()))
-            .arg("0")
-            .arg(30_000)
-            .arg(owner)
-            .query(con),
-    }
-    .expect("release the product lock");
+            .query(con)
+            .expect("release the product lock"),
+        Side::Script => script_unlock(con, PRODUCT.as_bytes(), owner, 30_000),
+    };
     assert_eq!(
         reply,
         Value::Int(1),

@@ -1,5 +1,14 @@
 //! Redisson RLock's Lua scripts, exactly as printed in the seeds: the
-//! compatibility contract the module is tested against.
+//! compatibility contract the module is tested against; and the calls
+//! Redisson makes with them (keys, arguments, channel, message), the one copy
+//! every test uses.
+
+use redis::{ConnectionLike, ToRedisArgs, Value};
+
+use super::unlock_channel;
+
+/// Redisson's `LockPubSub.UNLOCK_MESSAGE`.
+pub const UNLOCK_MESSAGE: &str = "0";
 
 /// `tryLockInnerAsync`, HINCRBY variant (seed 001).
 pub const ACQUIRE_HINCRBY: &str = concat!(
@@ -66,3 +75,60 @@ pub const FORCE_UNLOCK: &str = concat!(
     "return 0 ",
     "end"
 );
+
+/// Runs an acquire script (`ACQUIRE_HINCRBY` or `ACQUIRE_HSET`) as
+/// `tryLockInnerAsync` does: nil = granted, the holder's PTTL = busy.
+pub fn script_acquire(
+    con: &mut impl ConnectionLike,
+    script: &str,
+    key: &[u8],
+    owner: impl ToRedisArgs,
+    lease_ms: i64,
+) -> Value {
+    eval(con, script, &[key.to_vec()], (lease_ms, owner))
+}
+
+/// `unlockInnerAsync`: nil = not held, 0 = still held, 1 = freed and published.
+pub fn script_unlock(
+    con: &mut impl ConnectionLike,
+    key: &[u8],
+    owner: impl ToRedisArgs,
+    lease_ms: i64,
+) -> Value {
+    let keys = [key.to_vec(), unlock_channel(key)];
+    eval(con, UNLOCK, &keys, (UNLOCK_MESSAGE, lease_ms, owner))
+}
+
+/// `renewExpirationAsync`: 1 = renewed, 0 = not held.
+pub fn script_renew(
+    con: &mut impl ConnectionLike,
+    key: &[u8],
+    owner: impl ToRedisArgs,
+    lease_ms: i64,
+) -> Value {
+    eval(con, RENEW, &[key.to_vec()], (lease_ms, owner))
+}
+
+/// `forceUnlockAsync`: 1 = deleted and published, 0 = no lock.
+pub fn script_force(con: &mut impl ConnectionLike, key: &[u8]) -> Value {
+    let keys = [key.to_vec(), unlock_channel(key)];
+    eval(con, FORCE_UNLOCK, &keys, UNLOCK_MESSAGE)
+}
+
+fn eval(
+    con: &mut impl ConnectionLike,
+    script: &str,
+    keys: &[Vec<u8>],
+    argv: impl ToRedisArgs,
+) -> Value {
+    redis::cmd("EVAL")
+        .arg(script)
+        .arg(keys.len())
+        .arg(keys)
+        .arg(argv)
+        .query(con)
+        .unwrap_or_else(|e| {
+            let key = String::from_utf8_lossy(&keys[0]);
+            panic!("EVAL of a Redisson script on {key:?}: {e}")
+        })
+}
