@@ -397,6 +397,17 @@ impl ServerEventListener for Listener {
                     blocking::unblock(waiter.client, Some(Wake::Demoted));
                 }
             }
+            // A replica swapped in a dataset loaded on the side. A replica
+            // has no waiters (it never blocks clients and drains them when
+            // demoted), but should one ever be queued, its lock is looked at
+            // again in the new data rather than trusted from the old.
+            ServerEvent::SwappedIn => {
+                stats::SWAPDB_LOADS.incr();
+                let now = ctx.now_ms();
+                for (db, key) in queues(|q| q.keys(None)) {
+                    look_at(ctx, db, &key, now);
+                }
+            }
             ServerEvent::ConfigChanged { .. } => {}
         }
     }
@@ -408,7 +419,11 @@ pub fn subscribe(ctx: Ctx) -> Result<(), String> {
         .or(NotifyClass::EXPIRED)
         .or(NotifyClass::EVICTED);
     crate::ffi::events::subscribe_keyspace::<Listener>(ctx, classes)?;
-    for kind in [ServerEventKind::Flush, ServerEventKind::RoleChange] {
+    for kind in [
+        ServerEventKind::Flush,
+        ServerEventKind::RoleChange,
+        ServerEventKind::AsyncLoad,
+    ] {
         crate::ffi::events::subscribe_server_event::<Listener>(ctx, kind)?;
     }
     Ok(())

@@ -40,6 +40,10 @@ pub static WAITS_GRANTED: Counter = Counter::new();
 pub static WAITS_TIMED_OUT: Counter = Counter::new();
 /// Locks handed from one owner straight to a waiter as they were freed.
 pub static HANDOFFS: Counter = Counter::new();
+/// Full syncs this replica loaded into a temporary database and swapped in
+/// (`repl-diskless-load swapdb`; Redis falls back to a disk load, and this
+/// stays 0, for modules that do not declare async-load support).
+pub static SWAPDB_LOADS: Counter = Counter::new();
 
 /// Counts an acquire's outcome, as the state machine decided it.
 pub fn acquired(outcome: crate::lock::Acquired) {
@@ -59,7 +63,7 @@ pub fn handed_off() {
 }
 
 /// Every counter with its `INFO` field name, in display order.
-pub fn all() -> [(&'static str, &'static Counter); 9] {
+pub fn all() -> [(&'static str, &'static Counter); 10] {
     [
         ("acquired", &ACQUIRED),
         ("reentered", &REENTERED),
@@ -70,5 +74,6 @@ pub fn all() -> [(&'static str, &'static Counter); 9] {
         ("waits_granted", &WAITS_GRANTED),
         ("waits_timed_out", &WAITS_TIMED_OUT),
         ("handoffs", &HANDOFFS),
+        ("swapdb_loads", &SWAPDB_LOADS),
     ]
 }

@@ -3,7 +3,6 @@
 
 mod common;
 
-use std::net::TcpListener;
 use std::process::Command;
 use std::time::Duration;
 
@@ -11,15 +10,6 @@ use common::raw::{RawClient, Resp};
 use common::*;
 use redis::cluster::{ClusterClient, ClusterConnection};
 use redis::Value;
-
-/// A port for the cluster bus (the default, port + 10000, may not exist).
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("addr")
-        .port()
-}
 
 struct Cluster {
     nodes: Vec<Server>,
@@ -30,6 +20,7 @@ fn node_options(node_timeout_ms: u64) -> Options {
     Options::new()
         .config("cluster-enabled", &["yes"])
         .config("cluster-config-file", &["nodes.conf"])
+        // Not the default bus port, port + 10000: it may not exist.
         .config("cluster-port", &[&free_port().to_string()])
         .config("cluster-node-timeout", &[&node_timeout_ms.to_string()])
 }
@@ -66,10 +57,7 @@ impl Cluster {
                 Duration::from_secs(20),
                 "every node sees the cluster ok",
                 || {
-                    let info: String = redis::cmd("CLUSTER")
-                        .arg("INFO")
-                        .query(&mut node.connection())
-                        .expect("CLUSTER INFO");
+                    let info = cluster_info(node);
                     info_field(&info, "cluster_state").as_deref() == Some("ok")
                         && info_field(&info, "cluster_slots_ok").as_deref() == Some("16384")
                         && info_field(&info, "cluster_known_nodes").as_deref() == Some("3")
@@ -130,22 +118,8 @@ impl Cluster {
     }
 }
 
-fn acquire<C: redis::ConnectionLike>(con: &mut C, key: &str, owner: &str) -> Option<i64> {
-    redis::cmd("LOCK.ACQUIRE")
-        .arg(key)
-        .arg(owner)
-        .arg(30_000)
-        .query(con)
-        .expect("LOCK.ACQUIRE")
-}
-
-fn release<C: redis::ConnectionLike>(con: &mut C, key: &str, owner: &str) -> Option<i64> {
-    redis::cmd("LOCK.RELEASE")
-        .arg(key)
-        .arg(owner)
-        .query(con)
-        .expect("LOCK.RELEASE")
-}
+/// The lease of every lock taken here.
+const LEASE: i64 = 30_000;
 
 #[test]
 fn locks_work_on_every_node_through_the_cluster_client_and_moved_routing() {
@@ -156,10 +130,10 @@ fn locks_work_on_every_node_through_the_cluster_client_and_moved_routing() {
     let keys: Vec<String> = (0..300).map(|i| format!("lock:{i}")).collect();
     let mut per_node = std::collections::HashMap::new();
     for key in &keys {
-        assert_eq!(acquire(&mut con, key, "a"), None, "{key} taken");
-        assert_eq!(acquire(&mut con, key, "a"), None, "{key} re-entered");
+        assert_eq!(acquire(&mut con, key, "a", LEASE), None, "{key} taken");
+        assert_eq!(acquire(&mut con, key, "a", LEASE), None, "{key} re-entered");
         assert!(
-            matches!(acquire(&mut con, key, "b"), Some(ttl) if ttl > 0),
+            matches!(acquire(&mut con, key, "b", LEASE), Some(ttl) if ttl > 0),
             "{key} excludes b"
         );
         *per_node.entry(cluster.node_for(key).port).or_insert(0) += 1;
@@ -177,8 +151,8 @@ fn locks_work_on_every_node_through_the_cluster_client_and_moved_routing() {
         "keys landed on all three masters: {per_node:?}"
     );
     for key in &keys {
-        assert_eq!(release(&mut con, key, "a"), Some(0));
-        assert_eq!(release(&mut con, key, "a"), Some(1));
+        assert_eq!(release(&mut con, key, "a", None), Some(0));
+        assert_eq!(release(&mut con, key, "a", None), Some(1));
     }
 
     // Hash-tagged keys share a slot and a node.
@@ -188,7 +162,7 @@ fn locks_work_on_every_node_through_the_cluster_client_and_moved_routing() {
         cluster.node_for(tagged[1]).port
     );
     for key in tagged {
-        assert_eq!(acquire(&mut con, key, "a"), None);
+        assert_eq!(acquire(&mut con, key, "a", LEASE), None);
     }
 
     // The key position (1/1/1) is what routes: a wrong node answers MOVED.
@@ -215,7 +189,7 @@ fn unlock_messages_are_sharded_to_the_keys_own_node() {
     let cluster = Cluster::start();
     let mut con = cluster.client();
     let key = "MoonCake";
-    let channel = format!("redisson_lock__channel:{{{key}}}");
+    let channel = String::from_utf8(unlock_channel(key)).expect("a text channel");
     let node = cluster.node_for(key);
 
     let mut sharded = RawClient::connect(node.port);
@@ -226,15 +200,11 @@ fn unlock_messages_are_sharded_to_the_keys_own_node() {
     assert_eq!(classic.read().array()[0].text(), "subscribe");
 
     for free in ["release", "force"] {
-        acquire(&mut con, key, "a");
+        acquire(&mut con, key, "a", LEASE);
         if free == "release" {
-            assert_eq!(release(&mut con, key, "a"), Some(1));
+            assert_eq!(release(&mut con, key, "a", None), Some(1));
         } else {
-            let forced: i64 = redis::cmd("LOCK.FORCE")
-                .arg(key)
-                .query(&mut con)
-                .expect("LOCK.FORCE");
-            assert_eq!(forced, 1);
+            assert_eq!(force(&mut con, key), 1);
         }
         let message = sharded.read().array();
         let texts: Vec<String> = message.iter().map(|v| v.text()).collect();
@@ -251,15 +221,10 @@ fn unlock_messages_are_sharded_to_the_keys_own_node() {
 
     // lock.publish classic puts it back on the classic channel.
     for n in &cluster.nodes {
-        let _: () = redis::cmd("CONFIG")
-            .arg("SET")
-            .arg("lock.publish")
-            .arg("classic")
-            .query(&mut n.connection())
-            .expect("CONFIG SET");
+        config_set(&mut n.connection(), "lock.publish", "classic");
     }
-    acquire(&mut con, key, "a");
-    release(&mut con, key, "a");
+    acquire(&mut con, key, "a", LEASE);
+    release(&mut con, key, "a", None);
     let texts: Vec<String> = classic.read().array().iter().map(|v| v.text()).collect();
     assert_eq!(texts, vec!["message".to_string(), channel, "0".to_string()]);
 }
@@ -269,37 +234,21 @@ fn waiting_and_hand_off_work_in_the_cluster() {
     let cluster = Cluster::start();
     let mut con = cluster.client();
     for key in ["lock:a", "lock:b", "lock:c", "{tag}:x"] {
-        assert_eq!(acquire(&mut con, key, "holder"), None);
+        assert_eq!(acquire(&mut con, key, "holder", LEASE), None);
         // A waiter talks to the node that serves the key, as a cluster client would.
-        let mut waiter = RawClient::connect(cluster.node_for(key).port);
-        waiter.send(&["LOCK.ACQUIRE", key, "waiter", "30000", "WAIT", "5000"]);
-        poll_until(Duration::from_secs(5), "the waiter is queued", || {
-            let info: String = redis::cmd("INFO")
-                .arg("lock_stats")
-                .query(&mut cluster.node_for(key).connection())
-                .expect("INFO");
-            info_field(&info, "lock_waiting_clients").as_deref() == Some("1")
-        });
-        assert_eq!(release(&mut con, key, "holder"), Some(1));
+        let mut waiter = queue(cluster.node_for(key), key, "waiter", 30_000, 5_000);
+        assert_eq!(release(&mut con, key, "holder", None), Some(1));
         assert!(waiter.read().is_nil(), "{key}: the waiter is granted");
-        let owners: Vec<(String, String)> = redis::cmd("HGETALL")
-            .arg(key)
-            .query(&mut con)
-            .expect("HGETALL");
-        assert_eq!(
-            owners,
-            vec![("waiter".to_string(), "1".to_string())],
-            "{key}"
-        );
+        assert_eq!(holders(&mut con, key), owned_by("waiter"), "{key}");
     }
 }
 
-fn cluster_info(node: &Server, field: &str) -> Option<String> {
-    let info: String = redis::cmd("CLUSTER")
+/// `CLUSTER INFO` of `node`, for [`info_field`].
+fn cluster_info(node: &Server) -> String {
+    redis::cmd("CLUSTER")
         .arg("INFO")
         .query(&mut node.connection())
-        .expect("CLUSTER INFO");
-    info_field(&info, field)
+        .expect("CLUSTER INFO")
 }
 
 /// A cluster whose first master has a replica (a fourth node, in sync and
@@ -311,13 +260,7 @@ fn cluster_with_replica(node_timeout_ms: u64) -> (Cluster, Server, String) {
         .arg("MYID")
         .query(&mut master.connection())
         .expect("CLUSTER MYID");
-    let bus_port: String = redis::cmd("CONFIG")
-        .arg("GET")
-        .arg("cluster-port")
-        .query::<Vec<String>>(&mut master.connection())
-        .expect("cluster-port")
-        .pop()
-        .expect("a value");
+    let bus_port = config_get(&mut master.connection(), "cluster-port");
     let replica = Server::with(node_options(node_timeout_ms));
     let mut rc = replica.connection();
     let _: Value = redis::cmd("CLUSTER")
@@ -330,7 +273,7 @@ fn cluster_with_replica(node_timeout_ms: u64) -> (Cluster, Server, String) {
     poll_until(
         Duration::from_secs(20),
         "the new node knows the cluster",
-        || cluster_info(&replica, "cluster_known_nodes").as_deref() == Some("4"),
+        || info_field(&cluster_info(&replica), "cluster_known_nodes").as_deref() == Some("4"),
     );
     let _: Value = redis::cmd("CLUSTER")
         .arg("REPLICATE")
@@ -386,7 +329,7 @@ fn a_lease_ending_during_a_cluster_failover_pause_waits_for_it() {
     let master = &cluster.nodes[0];
     let key = key_on_first_master(&cluster);
     let mut mc = master.connection();
-    acquire(&mut mc, &key, "a");
+    acquire(&mut mc, &key, "a", LEASE);
     let _: i64 = redis::cmd("PEXPIRE")
         .arg(&key)
         .arg(400)
@@ -444,8 +387,8 @@ fn a_cluster_failover_demotes_waiters_and_the_new_master_holds_the_lock() {
     let master = &cluster.nodes[0];
     let key = key_on_first_master(&cluster);
     let mut mc = master.connection();
-    acquire(&mut mc, &key, "a");
-    let deadline = pexpiretime(&mut mc, key.as_bytes());
+    acquire(&mut mc, &key, "a", LEASE);
+    let deadline = pexpiretime(&mut mc, &key);
     let mut waiter = queue(master, &key, "b", 30_000, 0);
     let _: Value = redis::cmd("CLUSTER")
         .arg("FAILOVER")
@@ -468,6 +411,6 @@ fn a_cluster_failover_demotes_waiters_and_the_new_master_holds_the_lock() {
     });
     let mut rc = replica.connection();
     assert_eq!(holders(&mut rc, &key), owned_by("a"));
-    assert_eq!(pexpiretime(&mut rc, key.as_bytes()), deadline);
+    assert_eq!(pexpiretime(&mut rc, &key), deadline);
     assert_eq!(stat(master, "lock_waits_granted"), 0);
 }

@@ -637,21 +637,8 @@ fn channel_prefix_set_with_config_set() {
     let default = unlock_channel(b"res");
     let mut sub = Subscriber::new(&server, &[&mine, &default]);
 
-    let _: () = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("lock.channel-prefix")
-        .arg("myapp")
-        .query(&mut con)
-        .expect("CONFIG SET prefix");
-    let got: Vec<String> = redis::cmd("CONFIG")
-        .arg("GET")
-        .arg("lock.channel-prefix")
-        .query(&mut con)
-        .expect("CONFIG GET");
-    assert_eq!(
-        got,
-        vec!["lock.channel-prefix".to_string(), "myapp".to_string()]
-    );
+    config_set(&mut con, "lock.channel-prefix", "myapp");
+    assert_eq!(config_get(&mut con, "lock.channel-prefix"), "myapp");
 
     assert_eq!(acquire(&mut con, b"res", b"A", LEASE), None);
     assert_eq!(release(&mut con, b"res", b"A", None), Some(1));
@@ -672,13 +659,9 @@ fn channel_prefix_set_with_config_set() {
         .arg("")
         .query::<()>(&mut con);
     assert!(refused.is_err(), "an empty channel prefix must be refused");
-    let got: Vec<String> = redis::cmd("CONFIG")
-        .arg("GET")
-        .arg("lock.channel-prefix")
-        .query(&mut con)
-        .expect("CONFIG GET");
     assert_eq!(
-        got[1], "myapp",
+        config_get(&mut con, "lock.channel-prefix"),
+        "myapp",
         "the old prefix stays after a refused CONFIG SET"
     );
 }
@@ -687,15 +670,7 @@ fn channel_prefix_set_with_config_set() {
 fn channel_prefix_set_on_the_loadmodule_line() {
     let server = Server::with(Options::new().module_args(&["channel-prefix", "myprefix"]));
     let mut con = server.connection();
-    let got: Vec<String> = redis::cmd("CONFIG")
-        .arg("GET")
-        .arg("lock.channel-prefix")
-        .query(&mut con)
-        .expect("CONFIG GET");
-    assert_eq!(
-        got,
-        vec!["lock.channel-prefix".to_string(), "myprefix".to_string()]
-    );
+    assert_eq!(config_get(&mut con, "lock.channel-prefix"), "myprefix");
 
     let mine = channel_with_prefix(b"myprefix", b"res");
     let mut sub = Subscriber::new(&server, &[&mine, &unlock_channel(b"res")]);
@@ -717,12 +692,7 @@ fn publish_off_publishes_nothing_and_classic_publishes() {
     let channel = unlock_channel(b"res");
     let mut sub = Subscriber::new(&server, &[&channel]);
 
-    let _: () = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("lock.publish")
-        .arg("off")
-        .query(&mut con)
-        .expect("CONFIG SET publish off");
+    config_set(&mut con, "lock.publish", "off");
     assert_eq!(acquire(&mut con, b"res", b"A", LEASE), None);
     assert_eq!(release(&mut con, b"res", b"A", None), Some(1));
     assert_eq!(acquire(&mut con, b"res", b"A", LEASE), None);
@@ -734,12 +704,7 @@ fn publish_off_publishes_nothing_and_classic_publishes() {
         show(&messages)
     );
 
-    let _: () = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("lock.publish")
-        .arg("classic")
-        .query(&mut con)
-        .expect("CONFIG SET publish classic");
+    config_set(&mut con, "lock.publish", "classic");
     assert_eq!(acquire(&mut con, b"res", b"A", LEASE), None);
     assert_eq!(release(&mut con, b"res", b"A", None), Some(1));
     let messages = sub.drain(&mut con);
@@ -777,12 +742,7 @@ fn lock_events(messages: &[Message]) -> Vec<String> {
 fn keyspace_notifications_for_acquire_release_force() {
     let server = Server::start();
     let mut con = server.connection();
-    let _: () = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("notify-keyspace-events")
-        .arg("KA")
-        .query(&mut con)
-        .expect("CONFIG SET notify");
+    config_set(&mut con, "notify-keyspace-events", "KA");
     let mut sub = Subscriber::new(&server, &[b"__keyspace@0__:res"]);
 
     assert_eq!(acquire(&mut con, b"res", b"A", LEASE), None); // lock.acquire
@@ -807,12 +767,7 @@ fn keyspace_notifications_for_acquire_release_force() {
         show(&messages)
     );
 
-    let _: () = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("lock.notify")
-        .arg("no")
-        .query(&mut con)
-        .expect("CONFIG SET lock.notify no");
+    config_set(&mut con, "lock.notify", "no");
     assert_eq!(acquire(&mut con, b"res", b"A", LEASE), None);
     assert_eq!(release(&mut con, b"res", b"A", None), Some(1));
     assert_eq!(acquire(&mut con, b"res", b"A", LEASE), None);
@@ -838,12 +793,7 @@ fn keyspace_notifications_in_their_class_only() {
         &[b"__keyspace@0__:res", b"__keyevent@0__:lock.acquire"],
     );
     let set_classes = |con: &mut redis::Connection, classes: &str| {
-        let _: () = redis::cmd("CONFIG")
-            .arg("SET")
-            .arg("notify-keyspace-events")
-            .arg(classes)
-            .query(con)
-            .unwrap_or_else(|e| panic!("CONFIG SET notify-keyspace-events {classes}: {e}"));
+        config_set(con, "notify-keyspace-events", classes);
     };
 
     // Off by default in Redis: nothing.
@@ -896,12 +846,7 @@ fn locks_in_another_database_are_separate_and_notify_there() {
     let server = Server::start();
     let mut db0 = server.connection();
     let mut db3 = server.connection_db(3);
-    let _: () = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("notify-keyspace-events")
-        .arg("KA")
-        .query(&mut db0)
-        .expect("CONFIG SET");
+    config_set(&mut db0, "notify-keyspace-events", "KA");
     let mut sub = Subscriber::new(&server, &[b"__keyspace@3__:res", b"__keyspace@0__:res"]);
 
     assert_eq!(acquire(&mut db3, b"res", b"A", LEASE), None);
@@ -952,12 +897,7 @@ fn locks_in_another_database_are_separate_and_notify_there() {
 fn max_lease_refuses_longer_leases() {
     let server = Server::start();
     let mut con = server.connection();
-    let _: () = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("lock.max-lease-ms")
-        .arg("1000")
-        .query(&mut con)
-        .expect("CONFIG SET max-lease");
+    config_set(&mut con, "lock.max-lease-ms", "1000");
 
     let r = redis::cmd("LOCK.ACQUIRE")
         .arg("res")
@@ -1003,12 +943,7 @@ fn max_lease_refuses_longer_leases() {
         "refused commands changed the lease"
     );
 
-    let _: () = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("lock.max-lease-ms")
-        .arg("0")
-        .query(&mut con)
-        .expect("CONFIG SET max-lease 0");
+    config_set(&mut con, "lock.max-lease-ms", "0");
     assert_eq!(
         acquire(&mut con, b"res", b"A", 1_000_000_000_000),
         None,
@@ -1312,18 +1247,8 @@ fn under_maxmemory_only_acquire_is_refused() {
     assert_eq!(acquire(&mut con, b"res", b"A", LEASE), None);
     assert_eq!(acquire(&mut con, b"res", b"A", LEASE), None);
     assert_eq!(acquire(&mut con, b"other", b"B", LEASE), None);
-    let _: () = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("maxmemory-policy")
-        .arg("noeviction")
-        .query(&mut con)
-        .expect("CONFIG SET policy");
-    let _: () = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("maxmemory")
-        .arg("1")
-        .query(&mut con)
-        .expect("CONFIG SET maxmemory");
+    config_set(&mut con, "maxmemory-policy", "noeviction");
+    config_set(&mut con, "maxmemory", "1");
 
     let r = redis::cmd("LOCK.ACQUIRE")
         .arg("new")
@@ -1350,12 +1275,7 @@ fn under_maxmemory_only_acquire_is_refused() {
         "LOCK.INFO works under maxmemory"
     );
 
-    let _: () = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("maxmemory")
-        .arg("0")
-        .query(&mut con)
-        .expect("CONFIG SET maxmemory 0");
+    config_set(&mut con, "maxmemory", "0");
     assert_eq!(
         acquire(&mut con, b"new", b"C", LEASE),
         None,
@@ -1377,9 +1297,7 @@ fn watch_survives(server: &Server, key: &str, args: &[&str]) -> bool {
         .arg(key)
         .query(&mut watcher)
         .expect("WATCH");
-    let _ = redis::cmd(args[0])
-        .arg(&args[1..])
-        .query::<Value>(&mut other);
+    let _ = command(args).query::<Value>(&mut other);
     let _: () = redis::cmd("MULTI").query(&mut watcher).expect("MULTI");
     let queued: String = redis::cmd("PING")
         .query(&mut watcher)

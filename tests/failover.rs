@@ -16,19 +16,6 @@ use common::raw::{RawClient, Resp};
 use common::*;
 use redis::{Connection, Value};
 
-fn cmd(con: &mut Connection, args: &[&str]) -> Value {
-    let mut c = redis::cmd(args[0]);
-    for arg in &args[1..] {
-        c.arg(*arg);
-    }
-    c.query(con)
-        .unwrap_or_else(|e| panic!("{}: {e}", args.join(" ")))
-}
-
-fn pexpiretime(con: &mut Connection, key: &str) -> i64 {
-    common::pexpiretime(con, key.as_bytes())
-}
-
 /// Reads a waiter's reply, which must not arrive before `not_before` (unix
 /// ms); returns it with how long after `not_before` it came.
 fn reply_after(waiter: &mut RawClient, not_before: i64) -> (Resp, i64) {
@@ -62,7 +49,7 @@ fn a_lease_ending_during_client_pause_write_waits_for_the_pause_and_redis_stays_
     let deadline = pexpiretime(&mut con, "L");
     let mut waiter = queue(&server, "L", "b", 30_000, 0);
     let mut impatient = queue(&server, "L", "c", 30_000, 200);
-    cmd(&mut admin, &["CLIENT", "PAUSE", "20000", "WRITE"]);
+    run(&mut admin, &["CLIENT", "PAUSE", "20000", "WRITE"]);
 
     // A WAIT timeout still fires on time during the pause.
     let paused_at = now_ms();
@@ -83,7 +70,7 @@ fn a_lease_ending_during_client_pause_write_waits_for_the_pause_and_redis_stays_
     assert_eq!(stat(&server, "lock_waits_granted"), 0);
 
     let unpaused_at = now_ms();
-    cmd(&mut admin, &["CLIENT", "UNPAUSE"]);
+    run(&mut admin, &["CLIENT", "UNPAUSE"]);
     let (reply, late) = reply_after(&mut waiter, unpaused_at);
     assert_eq!(reply, Resp::Nil, "granted once the pause ends");
     assert!(late <= 200, "handed on {late} ms after the pause ended");
@@ -101,7 +88,7 @@ fn a_lease_ending_during_client_pause_all_is_handed_on_when_it_ends() {
     let mut waiter = queue(&server, "L", "b", 30_000, 0);
     let pause_ms = 1000;
     let paused_at = now_ms();
-    cmd(&mut con, &["CLIENT", "PAUSE", &pause_ms.to_string(), "ALL"]);
+    run(&mut con, &["CLIENT", "PAUSE", &pause_ms.to_string(), "ALL"]);
     std::thread::sleep(Duration::from_millis(500));
     assert!(
         server.is_alive(),
@@ -175,7 +162,7 @@ fn master_with_lagging_replica(master: Options) -> (Server, Server) {
     let replica = Server::start();
     replica.replicaof(&master);
     replica.signal("STOP");
-    cmd(&mut master.connection(), &["SET", "lag", "1"]);
+    run(&mut master.connection(), &["SET", "lag", "1"]);
     (master, replica)
 }
 
@@ -189,7 +176,7 @@ fn failover_waiting_for_a_lagging_replica_hands_nothing_on_and_redis_stays_up() 
     let mut waiter = queue(&master, "L", "b", 30_000, 0);
     let timeout_ms = 1500;
     let started = now_ms();
-    cmd(&mut con, &["FAILOVER", "TIMEOUT", &timeout_ms.to_string()]);
+    run(&mut con, &["FAILOVER", "TIMEOUT", &timeout_ms.to_string()]);
 
     std::thread::sleep(Duration::from_millis(800)); // the lease ends in the pause
     assert!(
@@ -268,7 +255,7 @@ fn waiters_of_a_master_turned_replica_get_redis_unblocked_error() {
     let mut con = master.connection();
     acquire(&mut con, b"L", b"a", 30_000);
     let mut waiter = queue(&master, "L", "b", 30_000, 0);
-    cmd(
+    run(
         &mut con,
         &["REPLICAOF", "127.0.0.1", &other.port.to_string()],
     );
@@ -312,11 +299,7 @@ fn a_shortened_lease_is_handed_on_within_20_ms_of_its_new_deadline() {
             assert_eq!(release(con, b"L", b"a", Some(300)), Some(0))
         }),
         ("PEXPIRE by anyone", |con| {
-            let _: i64 = redis::cmd("PEXPIRE")
-                .arg("L")
-                .arg(300)
-                .query(con)
-                .expect("PEXPIRE");
+            assert_eq!(run(con, &["PEXPIRE", "L", "300"]), Value::Int(1));
         }),
     ];
     for (how, shorten) in cases {
@@ -373,12 +356,6 @@ fn timers_do_not_pile_up_and_the_module_unloads_once_nobody_waits() {
             t.join().expect("waiting client");
         }
     };
-    let used = |con: &mut Connection| -> i64 {
-        let info: String = redis::cmd("INFO").arg("memory").query(con).expect("INFO");
-        info_field(&info, "used_memory")
-            .and_then(|v| v.parse().ok())
-            .expect("used_memory")
-    };
     let settled = || {
         poll_until(Duration::from_secs(10), "every waiter has left", || {
             let clients: i64 = server
@@ -410,7 +387,7 @@ fn timers_do_not_pile_up_and_the_module_unloads_once_nobody_waits() {
             drop(clients);
             settled();
         }
-        used(con)
+        used_memory(con)
     };
     let before = round(&mut con);
     let after = round(&mut con);
@@ -513,7 +490,7 @@ fn a_swapdb_diskless_resync_serves_old_data_meanwhile_and_brings_the_locks() {
             .config("repl-backlog-size", &["16384"]),
     );
     let mut mc = master.connection();
-    cmd(&mut mc, &["SET", "old", "data"]);
+    run(&mut mc, &["SET", "old", "data"]);
     let replica = Server::with(
         Options::new()
             .config("repl-diskless-load", &["swapdb"])
@@ -523,15 +500,15 @@ fn a_swapdb_diskless_resync_serves_old_data_meanwhile_and_brings_the_locks() {
     replica.replicaof(&master);
     let mut rc = replica.connection();
     assert_eq!(
-        cmd(&mut rc, &["GET", "old"]),
+        run(&mut rc, &["GET", "old"]),
         Value::BulkString(b"data".to_vec())
     );
 
     // The link breaks while the replica is frozen, and the master moves on
     // further than its backlog covers: locks taken, 20k other keys written.
-    cmd(&mut rc, &["CONFIG", "SET", "key-load-delay", "100"]); // ~2 s of loading
+    config_set(&mut rc, "key-load-delay", "100"); // ~2 s of loading
     replica.signal("STOP");
-    cmd(&mut mc, &["CLIENT", "KILL", "TYPE", "replica"]);
+    run(&mut mc, &["CLIENT", "KILL", "TYPE", "replica"]);
     let _: Value = redis::cmd("EVAL")
         .arg("for i = 1, 20000 do redis.call('SET', 'key:' .. i, 'value') end")
         .arg(0)
@@ -556,7 +533,7 @@ fn a_swapdb_diskless_resync_serves_old_data_meanwhile_and_brings_the_locks() {
             && info_field(&info, "master_sync_in_progress").as_deref() == Some("0")
             && info_field(&info, "async_loading").as_deref() == Some("0")
     });
-    cmd(&mut rc, &["CONFIG", "SET", "key-load-delay", "0"]);
+    config_set(&mut rc, "key-load-delay", "0");
     wait_for_replicas(&master, &[&replica]);
     let log = replica.log();
     assert!(
@@ -587,7 +564,7 @@ fn a_swapdb_diskless_resync_serves_old_data_meanwhile_and_brings_the_locks() {
 
     // Promoted, the replica runs the swapped-in locks: a waiter there is
     // handed one when its (renewed, shorter) lease ends.
-    cmd(&mut rc, &["REPLICAOF", "NO", "ONE"]);
+    run(&mut rc, &["REPLICAOF", "NO", "ONE"]);
     let mut waiter = queue(&replica, "short", "t", 30_000, 0);
     assert_eq!(renew(&mut rc, b"short", b"s", 300), 1);
     let deadline = pexpiretime(&mut rc, "short");

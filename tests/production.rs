@@ -2,23 +2,11 @@
 
 mod common;
 
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::raw::RawClient;
 use common::*;
 use redis::{Connection, Value};
-
-fn config_get(con: &mut Connection, name: &str) -> String {
-    let pair: Vec<String> = redis::cmd("CONFIG")
-        .arg("GET")
-        .arg(name)
-        .query(con)
-        .expect("CONFIG GET");
-    pair.get(1)
-        .cloned()
-        .unwrap_or_else(|| panic!("{name} is a config: {pair:?}"))
-}
 
 fn as_user(server: &Server, user: &str, password: &str) -> Connection {
     let mut con = server.connection();
@@ -46,19 +34,8 @@ fn an_app_user_locks_its_own_keys_only_and_cannot_force() {
         .expect("ACL SETUSER");
     let mut app = as_user(&server, "app", "pw");
 
-    let got: Option<i64> = redis::cmd("LOCK.ACQUIRE")
-        .arg("app:1")
-        .arg("o")
-        .arg(5000)
-        .query(&mut app)
-        .expect("acquire app:1");
-    assert_eq!(got, None);
-    let released: Option<i64> = redis::cmd("LOCK.RELEASE")
-        .arg("app:1")
-        .arg("o")
-        .query(&mut app)
-        .expect("release");
-    assert_eq!(released, Some(1));
+    assert_eq!(acquire(&mut app, "app:1", "o", 5000), None);
+    assert_eq!(release(&mut app, "app:1", "o", None), Some(1));
 
     let other = redis::cmd("LOCK.ACQUIRE")
         .arg("other:1")
@@ -70,11 +47,10 @@ fn an_app_user_locks_its_own_keys_only_and_cannot_force() {
         .arg("app:1")
         .query::<Value>(&mut app);
     expect_err(forced, "NOPERM", "", "LOCK.FORCE is not granted");
-    let exists: i64 = redis::cmd("EXISTS")
-        .arg("other:1")
-        .query(&mut admin)
-        .expect("EXISTS");
-    assert_eq!(exists, 0, "the refused acquire wrote nothing");
+    assert!(
+        !exists(&mut admin, "other:1"),
+        "the refused acquire wrote nothing"
+    );
 
     // The key pattern also guards WAIT: a refused waiter never blocks.
     let waited = redis::cmd("LOCK.ACQUIRE")
@@ -147,11 +123,7 @@ fn lock_commands_carry_acl_categories_where_the_server_supports_them() {
         .query(&mut con)
         .expect("ACL SETUSER +@lock");
     let mut ops = as_user(&server, "ops", "pw");
-    let forced: i64 = redis::cmd("LOCK.FORCE")
-        .arg("k")
-        .query(&mut ops)
-        .expect("+@lock allows LOCK.FORCE");
-    assert_eq!(forced, 0);
+    assert_eq!(force(&mut ops, "k"), 0, "+@lock allows LOCK.FORCE");
 }
 
 #[test]
@@ -261,12 +233,7 @@ fn configs_are_settable_and_bad_values_keep_the_old_one() {
         ("lock.max-lease-ms", "1000", &["-1", "abc", "1.5"]),
         ("lock.notify", "no", &["maybe", "2"]),
     ] {
-        let _: () = redis::cmd("CONFIG")
-            .arg("SET")
-            .arg(name)
-            .arg(good)
-            .query(&mut con)
-            .expect("CONFIG SET good");
+        config_set(&mut con, name, good);
         assert_eq!(config_get(&mut con, name), good);
         for bad in bads {
             let refused = redis::cmd("CONFIG")
@@ -300,45 +267,24 @@ fn configs_are_settable_and_bad_values_keep_the_old_one() {
 fn sharded_publish_also_works_outside_a_cluster() {
     let server = Server::start();
     let mut con = server.connection();
-    let _: () = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("lock.publish")
-        .arg("sharded")
-        .query(&mut con)
-        .expect("CONFIG SET");
+    config_set(&mut con, "lock.publish", "sharded");
     let mut sub = RawClient::connect(server.port);
-    sub.send(&["SSUBSCRIBE", "redisson_lock__channel:{k}"]);
+    let channel = String::from_utf8(unlock_channel("k")).expect("a text channel");
+    sub.send(&["SSUBSCRIBE", &channel]);
     assert_eq!(sub.read().array()[0].text(), "ssubscribe");
-    let _: Option<i64> = redis::cmd("LOCK.ACQUIRE")
-        .arg("k")
-        .arg("o")
-        .arg(5000)
-        .query(&mut con)
-        .expect("acquire");
-    let _: Option<i64> = redis::cmd("LOCK.RELEASE")
-        .arg("k")
-        .arg("o")
-        .query(&mut con)
-        .expect("release");
+    acquire(&mut con, "k", "o", 5000);
+    release(&mut con, "k", "o", None);
     let texts: Vec<String> = sub.read().array().iter().map(|v| v.text()).collect();
-    assert_eq!(texts, ["smessage", "redisson_lock__channel:{k}", "0"]);
+    assert_eq!(texts, ["smessage", &channel, "0"]);
 }
 
 #[test]
 fn info_lock_counts_what_happened() {
     let server = Server::with(Options::new().config("hz", &["100"]));
     let mut con = server.connection();
-    let acquire = |con: &mut Connection, owner: &str| -> Option<i64> {
-        redis::cmd("LOCK.ACQUIRE")
-            .arg("k")
-            .arg(owner)
-            .arg(30_000)
-            .query(con)
-            .expect("acquire")
-    };
-    acquire(&mut con, "a");
-    acquire(&mut con, "a");
-    acquire(&mut con, "b");
+    acquire(&mut con, "k", "a", 30_000);
+    acquire(&mut con, "k", "a", 30_000);
+    acquire(&mut con, "k", "b", 30_000);
     let mut timed_out = RawClient::connect(server.port);
     timed_out.send(&["LOCK.ACQUIRE", "k", "c", "1000", "WAIT", "20"]);
     assert!(matches!(timed_out.read(), common::raw::Resp::Int(_)));
@@ -347,21 +293,10 @@ fn info_lock_counts_what_happened() {
     poll_until(Duration::from_secs(5), "one waiting client", || {
         server.lock_stats().get("lock_waiting_clients") == Some(&1)
     });
-    let _: Option<i64> = redis::cmd("LOCK.RELEASE")
-        .arg("k")
-        .arg("a")
-        .query(&mut con)
-        .expect("release");
-    let _: Option<i64> = redis::cmd("LOCK.RELEASE")
-        .arg("k")
-        .arg("a")
-        .query(&mut con)
-        .expect("release");
+    release(&mut con, "k", "a", None);
+    release(&mut con, "k", "a", None);
     assert!(waiter.read().is_nil());
-    let _: i64 = redis::cmd("LOCK.FORCE")
-        .arg("k")
-        .query(&mut con)
-        .expect("force");
+    force(&mut con, "k");
 
     let stats = server.lock_stats();
     let expect = [
@@ -418,17 +353,8 @@ fn configs_from_the_config_file_and_module_loadex() {
     let mut sub = RawClient::connect(bare.port);
     sub.send(&["SUBSCRIBE", "loadex:{k}"]);
     assert_eq!(sub.read().array()[0].text(), "subscribe");
-    let _: Option<i64> = redis::cmd("LOCK.ACQUIRE")
-        .arg("k")
-        .arg("o")
-        .arg(5000)
-        .query(&mut con)
-        .expect("acquire");
-    let _: Option<i64> = redis::cmd("LOCK.RELEASE")
-        .arg("k")
-        .arg("o")
-        .query(&mut con)
-        .expect("release");
+    acquire(&mut con, "k", "o", 5000);
+    release(&mut con, "k", "o", None);
     let texts: Vec<String> = sub.read().array().iter().map(|v| v.text()).collect();
     assert_eq!(texts, ["message", "loadex:{k}", "0"]);
 }
@@ -448,7 +374,7 @@ fn acl_setuser(con: &mut Connection, rules: &[&str]) {
 /// Sends `args` and says whether the server refused them with `NOPERM`
 /// (any other error fails the test: it would hide what is being checked).
 fn noperm(con: &mut Connection, args: &[&str]) -> bool {
-    match redis::cmd(args[0]).arg(&args[1..]).query::<Value>(con) {
+    match command(args).query::<Value>(con) {
         Ok(_) => false,
         Err(e) if err_text(&e).starts_with("NOPERM") => true,
         Err(e) => panic!("{args:?}: unexpected error {}", err_text(&e)),
@@ -510,25 +436,14 @@ fn acl_read_and_write_key_permissions_follow_the_key_specs() {
         noperm(&mut wo, &["LOCK.ACQUIRE", "k", "B", "30000"]),
         "LOCK.ACQUIRE answers the holder's lease: it reads"
     );
-    let renewed: i64 = redis::cmd("LOCK.RENEW")
-        .arg("k")
-        .arg("A")
-        .arg(30_000)
-        .query(&mut wo)
-        .expect("renew with %W~*");
-    assert_eq!(renewed, 1);
+    assert_eq!(renew(&mut wo, "k", "A", 30_000), 1, "renew with %W~*");
     assert_eq!(acquire(&mut admin, b"k", b"A", 30_000), None, "count 2");
-    let released: Option<i64> = redis::cmd("LOCK.RELEASE")
-        .arg("k")
-        .arg("A")
-        .query(&mut wo)
-        .expect("release with %W~*");
-    assert_eq!(released, Some(0));
-    let forced: i64 = redis::cmd("LOCK.FORCE")
-        .arg("k")
-        .query(&mut wo)
-        .expect("force with %W~*");
-    assert_eq!(forced, 1);
+    assert_eq!(
+        release(&mut wo, "k", "A", None),
+        Some(0),
+        "release with %W~*"
+    );
+    assert_eq!(force(&mut wo, "k"), 1, "force with %W~*");
     assert!(!exists(&mut admin, b"k"));
 }
 
@@ -669,12 +584,7 @@ fn command_info_shows_each_commands_key_spec_and_getkeys_finds_the_key() {
 fn a_release_with_a_lease_above_the_cap_succeeds_and_is_clamped() {
     let server = Server::start();
     let mut con = server.connection();
-    let _: () = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("lock.max-lease-ms")
-        .arg(10_000)
-        .query(&mut con)
-        .expect("CONFIG SET lock.max-lease-ms");
+    config_set(&mut con, "lock.max-lease-ms", 10_000);
 
     assert_eq!(acquire(&mut con, b"twice", b"A", 5_000), None);
     assert_eq!(acquire(&mut con, b"twice", b"A", 5_000), None);
@@ -758,22 +668,14 @@ fn switching_to_an_evicting_policy_at_run_time_is_logged_and_shown_in_info() {
         info_lock(&server, "lock_evicts_locks").as_deref(),
         Some("0")
     );
-    let set = |con: &mut Connection, name: &str, value: &str| {
-        let _: () = redis::cmd("CONFIG")
-            .arg("SET")
-            .arg(name)
-            .arg(value)
-            .query(con)
-            .expect("CONFIG SET");
-    };
-    set(&mut con, "hz", "20");
+    config_set(&mut con, "hz", "20");
     assert!(
         !server.log().contains(EVICTION_WARNING),
         "noeviction warns of nothing:\n{}",
         server.log()
     );
 
-    set(&mut con, "maxmemory-policy", "volatile-ttl");
+    config_set(&mut con, "maxmemory-policy", "volatile-ttl");
     let log = server.log();
     let warnings: Vec<&str> = log
         .lines()
@@ -790,7 +692,7 @@ fn switching_to_an_evicting_policy_at_run_time_is_logged_and_shown_in_info() {
         Some("1")
     );
 
-    set(&mut con, "maxmemory-policy", "noeviction");
+    config_set(&mut con, "maxmemory-policy", "noeviction");
     assert_eq!(
         info_lock(&server, "lock_evicts_locks").as_deref(),
         Some("0")
@@ -810,60 +712,6 @@ fn switching_to_an_evicting_policy_at_run_time_is_logged_and_shown_in_info() {
 // ---------------------------------------------------------------------------
 // Module arguments
 // ---------------------------------------------------------------------------
-
-/// Starts a server with the module and `module_args`, which it must refuse:
-/// the server must exit at startup. Returns its log.
-///
-/// It listens on a unix socket in its own directory and on no TCP port
-/// (`--port 0`), so no neighbour test can race it for a port; a server that
-/// wrongly started is recognised by its "ready to accept connections" log line.
-fn startup_refused(module_args: &[&str]) -> String {
-    let dir = TestDir::new("refused");
-    let log_path = dir.path().join("redis.log");
-    let mut child = Command::new(server_binary())
-        .arg("--port")
-        .arg("0")
-        .arg("--unixsocket")
-        .arg(dir.path().join("redis.sock"))
-        .arg("--dir")
-        .arg(dir.path())
-        .arg("--logfile")
-        .arg(&log_path)
-        .arg("--daemonize")
-        .arg("no")
-        .arg("--save")
-        .arg("")
-        .arg("--appendonly")
-        .arg("no")
-        .arg("--loadmodule")
-        .arg(module_path())
-        .args(module_args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot run {}: {e}", server_binary()));
-    let deadline = Instant::now() + STARTUP_TIMEOUT;
-    loop {
-        let log = std::fs::read_to_string(&log_path).unwrap_or_default();
-        if let Ok(Some(status)) = child.try_wait() {
-            assert!(
-                !status.success(),
-                "{module_args:?}: the server exited with {status}; log:\n{log}"
-            );
-            return std::fs::read_to_string(&log_path).unwrap_or_default();
-        }
-        let started = log
-            .to_ascii_lowercase()
-            .contains("ready to accept connections");
-        if started || Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("{module_args:?}: the server did not refuse to start; log:\n{log}");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
 
 /// What every refusal lists: the valid argument names.
 const ARGUMENT_NAMES: [&str; 4] = ["channel-prefix", "publish", "max-lease-ms", "notify"];
@@ -889,7 +737,7 @@ fn bad_module_arguments_stop_the_server_naming_the_argument() {
             &["'LOCK.PUBLISH'", "twice"],
         ),
     ] {
-        let log = startup_refused(args);
+        let log = startup_refused(Options::new().module_args(args));
         let line = log
             .lines()
             .find(|line| line.contains("lock module: refusing"))
@@ -920,12 +768,7 @@ fn module_arguments_take_names_with_or_without_the_prefix_in_any_case() {
     assert_eq!(config_get(&mut con, "lock.notify"), "no");
     assert_eq!(config_get(&mut con, "lock.max-lease-ms"), "5000");
     assert_eq!(config_get(&mut con, "lock.channel-prefix"), "args");
-    let _: () = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("lock.publish")
-        .arg("off")
-        .query(&mut con)
-        .expect("CONFIG SET after module arguments");
+    config_set(&mut con, "lock.publish", "off");
     assert_eq!(config_get(&mut con, "lock.publish"), "off");
 
     // A `lock.*` config line after the loadmodule line wins over its argument.
@@ -971,7 +814,7 @@ fn module_load_with_bad_arguments_fails_and_leaves_nothing_loaded() {
         ],
         &["MODULE", "LOADEX", module, "CONFIG", "lock.bogus", "1"],
     ] {
-        let refused = redis::cmd(args[0]).arg(&args[1..]).query::<Value>(&mut con);
+        let refused = command(args).query::<Value>(&mut con);
         expect_err(refused, "ERR", "", &format!("{args:?}"));
         assert!(!loaded(&mut con), "{args:?} left the module loaded");
         let unknown = redis::cmd("LOCK.ACQUIRE")

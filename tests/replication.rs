@@ -237,7 +237,7 @@ fn replica_refuses_lock_writes_with_readonly() {
         &["LOCK.FORCE", "res"],
     ];
     for args in writes {
-        let r2 = redis::cmd(args[0]).arg(&args[1..]).query::<Value>(&mut r);
+        let r2 = command(args).query::<Value>(&mut r);
         expect_err(r2, "READONLY", "", &args.join(" "));
     }
     assert_eq!(

@@ -268,12 +268,8 @@ fn bad_inputs_answer_errors_and_change_nothing() {
         needle,
     } in &table
     {
-        let mut cmd = redis::cmd(std::str::from_utf8(&args[0]).expect("command name"));
-        for a in &args[1..] {
-            cmd.arg(&a[..]);
-        }
         let what = show_args(args);
-        match cmd.query::<Value>(&mut con) {
+        match command(args).query::<Value>(&mut con) {
             Ok(v) => failures.push(format!(
                 "{what}: expected {prefix} ...{needle}..., got {v:?}"
             )),
@@ -312,12 +308,7 @@ fn bad_inputs_publish_and_notify_nothing() {
     let server = Server::start();
     let mut con = server.connection();
     setup(&mut con);
-    let _: () = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("notify-keyspace-events")
-        .arg("KEA")
-        .query(&mut con)
-        .expect("CONFIG SET");
+    config_set(&mut con, "notify-keyspace-events", "KEA");
     let mut sub = Subscriber::new(
         &server,
         &[
@@ -336,12 +327,8 @@ fn bad_inputs_publish_and_notify_nothing() {
     );
     let before = server.lock_stats();
     for Case { args, .. } in bad_input_table() {
-        let mut cmd = redis::cmd(std::str::from_utf8(&args[0]).expect("command name"));
-        for a in &args[1..] {
-            cmd.arg(&a[..]);
-        }
         assert!(
-            cmd.query::<Value>(&mut con).is_err(),
+            command(&args).query::<Value>(&mut con).is_err(),
             "{} must fail",
             show_args(&args)
         );
@@ -541,10 +528,7 @@ fn random_argument_lists_never_break_the_server() {
         let commands: Vec<Vec<Vec<u8>>> = (0..BATCH).map(|_| random_command(&mut rng)).collect();
         let mut pipe = redis::pipe();
         for args in &commands {
-            let cmd = pipe.cmd(std::str::from_utf8(&args[0]).expect("command name"));
-            for a in &args[1..] {
-                cmd.arg(&a[..]);
-            }
+            pipe.add_command(command(args));
         }
         let replies = con
             .req_packed_commands(&pipe.get_packed_pipeline(), 0, commands.len())
@@ -669,10 +653,7 @@ fn random_argument_lists_inside_multi_and_lua() {
         let mut pipe = redis::pipe();
         pipe.atomic();
         for args in &commands {
-            let cmd = pipe.cmd(std::str::from_utf8(&args[0]).expect("command name"));
-            for a in &args[1..] {
-                cmd.arg(&a[..]);
-            }
+            pipe.add_command(command(args));
         }
         // Module arity errors are runtime errors, so EXEC runs; ignore the result shape.
         let _ = pipe.query::<Value>(&mut con);
@@ -701,13 +682,6 @@ fn random_argument_lists_inside_multi_and_lua() {
 // ---------------------------------------------------------------------------
 // Leaks
 // ---------------------------------------------------------------------------
-
-fn used_memory(server: &Server) -> i64 {
-    server
-        .info("memory", "used_memory")
-        .and_then(|v| v.parse().ok())
-        .expect("used_memory in INFO memory")
-}
 
 /// One pipeline of every reply path, errors included, on a few reused keys.
 fn one_round(con: &mut Connection, round: usize) {
@@ -764,11 +738,11 @@ fn memory_stays_flat_over_many_lock_cycles() {
     for round in 0..5 {
         one_round(&mut con, round);
     }
-    let before = used_memory(&server);
+    let before = used_memory(&mut server.connection());
     for round in 0..60 {
         one_round(&mut con, round);
     }
-    let after = used_memory(&server);
+    let after = used_memory(&mut server.connection());
     let dbsize: i64 = redis::cmd("DBSIZE").query(&mut con).expect("DBSIZE");
     assert_eq!(dbsize, 0, "every lock was forced at the end of each cycle");
     // 60k commands: a leak of even 16 bytes per command would be ~1 MB.

@@ -12,24 +12,7 @@ use std::time::{Duration, Instant};
 
 use common::raw::{RawClient, Resp};
 use common::*;
-use redis::{Connection, Value};
-
-fn acquire(con: &mut Connection, key: &str, owner: &str, lease_ms: u64) -> Option<i64> {
-    redis::cmd("LOCK.ACQUIRE")
-        .arg(key)
-        .arg(owner)
-        .arg(lease_ms)
-        .query(con)
-        .expect("LOCK.ACQUIRE")
-}
-
-fn release(con: &mut Connection, key: &str, owner: &str) -> Option<i64> {
-    redis::cmd("LOCK.RELEASE")
-        .arg(key)
-        .arg(owner)
-        .query(con)
-        .expect("LOCK.RELEASE")
-}
+use redis::Value;
 
 #[test]
 fn ten_waiters_are_granted_in_arrival_order() {
@@ -44,7 +27,7 @@ fn ten_waiters_are_granted_in_arrival_order() {
         (0..10).map(|i| format!("w{i}")).collect::<Vec<_>>()
     );
 
-    assert_eq!(release(&mut con, "L", "holder"), Some(1));
+    assert_eq!(release(&mut con, "L", "holder", None), Some(1));
     for (i, waiter) in waiters.iter_mut().enumerate() {
         let owner = format!("w{i}");
         assert_eq!(waiter.read(), Resp::Nil, "{owner} is granted");
@@ -53,15 +36,9 @@ fn ten_waiters_are_granted_in_arrival_order() {
             "{owner} holds the lock when granted: {:?}",
             holders(&mut con, "L")
         );
-        assert_eq!(release(&mut con, "L", &owner), Some(1));
+        assert_eq!(release(&mut con, "L", &owner, None), Some(1));
     }
-    assert_eq!(
-        redis::cmd("EXISTS")
-            .arg("L")
-            .query::<i64>(&mut con)
-            .expect("EXISTS"),
-        0
-    );
+    assert!(!exists(&mut con, "L"));
     assert_eq!(stat(&server, "lock_handoffs"), 10);
     assert_eq!(stat(&server, "lock_waiting_clients"), 0);
 }
@@ -74,34 +51,8 @@ fn lock_info_lists_waiters_in_order_with_their_waiting_time() {
     let _a = queue(&server, "L", "a", 1000, 0);
     std::thread::sleep(Duration::from_millis(50));
     let _b = queue(&server, "L", "b", 1000, 7000);
-    let info: Value = redis::cmd("LOCK.INFO")
-        .arg("L")
-        .query(&mut con)
-        .expect("LOCK.INFO");
-    let waiters = map_pairs(&info)
-        .into_iter()
-        .find(|(k, _)| as_string(k).as_deref() == Some("waiters"))
-        .unwrap()
-        .1;
-    let Value::Array(items) = waiters else {
-        panic!("waiters array")
-    };
-    let fields: Vec<Vec<(String, Value)>> = items
-        .iter()
-        .map(|w| {
-            map_pairs(w)
-                .into_iter()
-                .map(|(k, v)| (as_string(&k).unwrap(), v))
-                .collect()
-        })
-        .collect();
-    let get = |i: usize, name: &str| {
-        fields[i]
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.clone())
-            .unwrap()
-    };
+    let info = lock_info(&mut con, "L");
+    let get = |i: usize, name: &str| info.waiter_field(i, name);
     assert_eq!(as_string(&get(0, "owner")).as_deref(), Some("a"));
     assert_eq!(as_string(&get(1, "owner")).as_deref(), Some("b"));
     let (Value::Int(waited_a), Value::Int(waited_b)) = (get(0, "waited_ms"), get(1, "waited_ms"))
@@ -185,25 +136,19 @@ fn release_and_force_hand_the_lock_to_the_waiter_and_publish_nothing() {
     let mut con = server.connection();
     let mut sub_con = server.connection();
     let mut pubsub = sub_con.as_pubsub();
-    pubsub
-        .subscribe("redisson_lock__channel:{L}")
-        .expect("SUBSCRIBE");
+    pubsub.subscribe(unlock_channel("L")).expect("SUBSCRIBE");
     pubsub
         .set_read_timeout(Some(Duration::from_millis(200)))
         .expect("timeout");
 
     acquire(&mut con, "L", "a", 30_000);
     let mut b = queue(&server, "L", "b", 30_000, 0);
-    assert_eq!(release(&mut con, "L", "a"), Some(1));
+    assert_eq!(release(&mut con, "L", "a", None), Some(1));
     assert_eq!(b.read(), Resp::Nil);
     assert!(holder_is(&mut con, "L", "b"));
 
     let mut c = queue(&server, "L", "c", 30_000, 0);
-    let forced: i64 = redis::cmd("LOCK.FORCE")
-        .arg("L")
-        .query(&mut con)
-        .expect("LOCK.FORCE");
-    assert_eq!(forced, 1);
+    assert_eq!(force(&mut con, "L"), 1);
     assert_eq!(c.read(), Resp::Nil);
     assert!(holder_is(&mut con, "L", "c"));
     assert!(
@@ -211,7 +156,7 @@ fn release_and_force_hand_the_lock_to_the_waiter_and_publish_nothing() {
         "no unlock message while the lock is handed on"
     );
 
-    assert_eq!(release(&mut con, "L", "c"), Some(1));
+    assert_eq!(release(&mut con, "L", "c", None), Some(1));
     let message = pubsub
         .get_message()
         .expect("the unlock message once the lock is left free");
@@ -234,14 +179,10 @@ fn del_unlink_hdel_rename_move_and_flush_by_anyone_hand_the_lock_on() {
     for free in frees {
         acquire(&mut con, "L", "a", 30_000);
         let mut waiter = queue(&server, "L", "b", 30_000, 0);
-        let mut cmd = redis::cmd(free[0]);
-        for arg in &free[1..] {
-            cmd.arg(*arg);
-        }
-        let _: Value = cmd.query(&mut con).expect("the freeing command");
+        run(&mut con, free);
         assert_eq!(waiter.read(), Resp::Nil, "granted after {free:?}");
         assert!(holder_is(&mut con, "L", "b"), "b holds after {free:?}");
-        assert_eq!(release(&mut con, "L", "b"), Some(1));
+        assert_eq!(release(&mut con, "L", "b", None), Some(1));
     }
 }
 
@@ -251,10 +192,7 @@ fn an_expired_lease_is_handed_on_within_20_ms_of_its_deadline() {
     let mut con = server.connection();
     for round in 0..3 {
         acquire(&mut con, "L", "a", 300);
-        let deadline: i64 = redis::cmd("PEXPIRETIME")
-            .arg("L")
-            .query(&mut con)
-            .expect("PEXPIRETIME");
+        let deadline = pexpiretime(&mut con, "L");
         let mut waiter = queue(&server, "L", "b", 30_000, 0);
         let (reply, at) = reply_at(&mut waiter);
         assert_eq!(reply, Resp::Nil);
@@ -264,7 +202,7 @@ fn an_expired_lease_is_handed_on_within_20_ms_of_its_deadline() {
             "round {round}: granted {late} ms after the deadline"
         );
         assert!(holder_is(&mut con, "L", "b"));
-        assert_eq!(release(&mut con, "L", "b"), Some(1));
+        assert_eq!(release(&mut con, "L", "b", None), Some(1));
     }
 }
 
@@ -274,17 +212,8 @@ fn a_renewed_lease_is_not_handed_on_early() {
     let mut con = server.connection();
     acquire(&mut con, "L", "a", 200);
     let mut waiter = queue(&server, "L", "b", 30_000, 0);
-    let renewed: i64 = redis::cmd("LOCK.RENEW")
-        .arg("L")
-        .arg("a")
-        .arg(600)
-        .query(&mut con)
-        .expect("renew");
-    assert_eq!(renewed, 1);
-    let deadline: i64 = redis::cmd("PEXPIRETIME")
-        .arg("L")
-        .query(&mut con)
-        .expect("PEXPIRETIME");
+    assert_eq!(renew(&mut con, "L", "a", 600), 1);
+    let deadline = pexpiretime(&mut con, "L");
     let (reply, at) = reply_at(&mut waiter);
     assert_eq!(reply, Resp::Nil);
     assert!(
@@ -318,7 +247,7 @@ fn nobody_barges_past_the_queue() {
     );
     assert_eq!(waiter.read(), Resp::Nil);
     assert!(holder_is(&mut con, "L", "w"));
-    release(&mut con, "L", "w");
+    release(&mut con, "L", "w", None);
 
     // Same with a DEL (handed on by a timer): the acquire right behind it
     // must still find the lock handed to the queue.
@@ -384,7 +313,7 @@ fn killed_and_disconnected_waiters_leave_the_queue_and_are_skipped() {
         "the disconnected waiter leaves at once",
         || waiter_owners(&server, "L") == vec!["last"],
     );
-    assert_eq!(release(&mut con, "L", "a"), Some(1));
+    assert_eq!(release(&mut con, "L", "a", None), Some(1));
     assert_eq!(last.read(), Resp::Nil);
     assert!(holder_is(&mut con, "L", "last"));
     assert_eq!(stat(&server, "lock_waiting_clients"), 0);
@@ -433,7 +362,7 @@ fn replicas_receive_hand_offs_as_effects_and_never_block() {
     // Hand-off by release, then by lease expiry (done from a timer).
     acquire(&mut con, "L", "a", 30_000);
     let mut b = queue(&master, "L", "b", 40_000, 0);
-    release(&mut con, "L", "a");
+    release(&mut con, "L", "a", None);
     assert_eq!(b.read(), Resp::Nil);
     acquire(&mut con, "E", "a", 200);
     let mut c = queue(&master, "E", "c", 50_000, 0);
@@ -441,10 +370,7 @@ fn replicas_receive_hand_offs_as_effects_and_never_block() {
 
     wait_for_replicas(&master, &[&with_module, &without_module]);
     for key in ["L", "E"] {
-        let at_master: i64 = redis::cmd("PEXPIRETIME")
-            .arg(key)
-            .query(&mut con)
-            .expect("PEXPIRETIME");
+        let at_master = pexpiretime(&mut con, key);
         let owners = holders(&mut con, key);
         for replica in [&with_module, &without_module] {
             let mut rc = replica.connection();
@@ -453,10 +379,7 @@ fn replicas_receive_hand_offs_as_effects_and_never_block() {
                 owners,
                 "{key}: replica holds the master's hash"
             );
-            let at: i64 = redis::cmd("PEXPIRETIME")
-                .arg(key)
-                .query(&mut rc)
-                .expect("PEXPIRETIME");
+            let at = pexpiretime(&mut rc, key);
             assert_eq!(
                 at, at_master,
                 "{key}: replica has the master's absolute deadline"
@@ -515,19 +438,10 @@ fn memory_stays_flat_over_ten_thousand_wait_timeouts() {
         }
         clients * cycles_per_client
     };
-    let used = |con: &mut Connection| -> i64 {
-        let info: String = redis::cmd("INFO")
-            .arg("memory")
-            .query(con)
-            .expect("INFO memory");
-        info_field(&info, "used_memory")
-            .and_then(|v| v.parse().ok())
-            .expect("used_memory")
-    };
     let warmup = run(20);
-    let before = used(&mut con);
+    let before = used_memory(&mut con);
     let cycles = run(200);
-    let after = used(&mut con);
+    let after = used_memory(&mut con);
     assert_eq!(cycles, 10_000);
     assert_eq!(
         stat(&server, "lock_waits_timed_out") as usize,
@@ -599,12 +513,7 @@ fn stock_scenario_with_wait_and_no_retry_loop() {
                     *low = (*low).min(stock - 1);
                 }
                 inside.fetch_sub(1, Ordering::SeqCst);
-                let released: Option<i64> = redis::cmd("LOCK.RELEASE")
-                    .arg("MoonCake")
-                    .arg(&owner)
-                    .query(&mut con)
-                    .expect("release");
-                assert_eq!(released, Some(1));
+                assert_eq!(release(&mut con, "MoonCake", &owner, None), Some(1));
             })
         })
         .collect();
@@ -688,16 +597,8 @@ fn huge_timeouts_are_refused_and_huge_leases_do_not_spin_the_server() {
 fn an_evicted_lock_is_handed_on() {
     let server = Server::with(Options::new().config("maxmemory-policy", &["volatile-ttl"]));
     let mut con = server.connection();
-    let used: i64 = server
-        .info("memory", "used_memory")
-        .and_then(|v| v.parse().ok())
-        .expect("used_memory");
-    let _: () = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("maxmemory")
-        .arg(used + 4 * 1024 * 1024)
-        .query(&mut con)
-        .expect("CONFIG SET maxmemory");
+    let used = used_memory(&mut server.connection());
+    config_set(&mut con, "maxmemory", used + 4 * 1024 * 1024);
     acquire(&mut con, "L", "a", 600_000);
     let mut waiter = queue(&server, "L", "b", 600_000, 0);
 

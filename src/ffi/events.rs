@@ -57,6 +57,9 @@ pub enum ServerEvent<'a> {
     BecameReplica,
     /// `CONFIG SET` changed these configs (canonical names).
     ConfigChanged { names: &'a [&'a [u8]] },
+    /// A replica loaded a full sync into a temporary database
+    /// (`repl-diskless-load swapdb`) and swapped it in.
+    SwappedIn,
 }
 
 /// Which server event to subscribe to.
@@ -65,6 +68,7 @@ pub enum ServerEventKind {
     Flush,
     RoleChange,
     ConfigChange,
+    AsyncLoad,
 }
 
 /// Hears the server events it subscribed to.
@@ -81,6 +85,7 @@ pub fn subscribe_server_event<L: ServerEventListener>(
         ServerEventKind::Flush => raw::REDISMODULE_EVENT_FLUSHDB,
         ServerEventKind::RoleChange => raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED,
         ServerEventKind::ConfigChange => raw::REDISMODULE_EVENT_CONFIG,
+        ServerEventKind::AsyncLoad => raw::REDISMODULE_EVENT_REPL_ASYNC_LOAD,
     };
     let event = raw::RedisModuleEvent { id, dataver: 1 };
     // SAFETY: a load-time context; the callback is ours below.
@@ -137,6 +142,11 @@ extern "C" fn on_server_event<L: ServerEventListener>(
             .map(|&name| unsafe { CStr::from_ptr(name) }.to_bytes())
             .collect();
             L::on_server_event(ctx, ServerEvent::ConfigChanged { names: &names });
+        }
+        raw::REDISMODULE_EVENT_REPL_ASYNC_LOAD
+            if sub == raw::REDISMODULE_SUBEVENT_REPL_ASYNC_LOAD_COMPLETED =>
+        {
+            L::on_server_event(ctx, ServerEvent::SwappedIn);
         }
         _ => {}
     });

@@ -1,5 +1,6 @@
 //! Test harness: real `redis-server` processes on free loopback ports, each in
-//! its own temporary directory, with the lock module loaded.
+//! its own temporary directory, with the lock module loaded, and the one copy
+//! of the helpers every test file shares.
 //!
 //! * server binary: `$REDIS_SERVER`, else `redis-server` from `PATH`;
 //! * module: built from the current sources by the tests themselves, or
@@ -8,6 +9,10 @@
 //!
 //! Every test starts its own servers, so tests run in parallel; a server is
 //! killed and its directory removed when its [`Server`] is dropped.
+//!
+//! Helpers take keys and owners as anything the `redis` crate can send
+//! (`"L"`, `b"k\x00"`, `&String`, `&[u8]`...) and any connection
+//! (`redis::Connection`, a cluster connection).
 
 #![allow(dead_code)]
 
@@ -22,7 +27,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use redis::{Connection, RedisError, RedisResult, Value};
+use redis::{Connection, ConnectionLike, RedisError, RedisResult, ToRedisArgs, Value};
 
 pub use module::module_path;
 use raw::{RawClient, Resp};
@@ -156,7 +161,8 @@ pub struct Server {
     options: Options,
 }
 
-fn free_port() -> u16 {
+/// A loopback port nobody listened on a moment ago (a server's, a cluster bus's).
+pub fn free_port() -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind a free loopback port");
     listener
         .local_addr()
@@ -218,40 +224,7 @@ impl Server {
     ) -> Result<Child, StartError> {
         let log = dir.join("redis.log");
         let _ = std::fs::remove_file(&log);
-        let mut cmd = Command::new(server_binary());
-        cmd.arg("--port")
-            .arg(port.to_string())
-            .arg("--bind")
-            .arg("127.0.0.1")
-            .arg("--dir")
-            .arg(dir)
-            .arg("--logfile")
-            .arg(&log)
-            .arg("--daemonize")
-            .arg("no")
-            .arg("--save")
-            .arg("")
-            .arg("--repl-diskless-sync-delay")
-            .arg("0");
-        if options.aof {
-            cmd.arg("--appendonly")
-                .arg("yes")
-                .arg("--appendfsync")
-                .arg("always");
-        } else {
-            cmd.arg("--appendonly").arg("no");
-        }
-        if let Some(module) = module {
-            cmd.arg("--loadmodule")
-                .arg(module)
-                .args(&options.module_args);
-        }
-        for (name, values) in &options.args {
-            cmd.arg(format!("--{name}")).args(values);
-        }
-        cmd.stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
+        let mut cmd = server_command(options, module, dir, port);
         let mut child = cmd.spawn().map_err(|e| {
             StartError::Fatal(format!(
                 "cannot run `{}` ({e}); set REDIS_SERVER",
@@ -480,6 +453,85 @@ impl Drop for Server {
     }
 }
 
+/// The command line of every server the tests start: `port` on loopback
+/// (0: none), logging to `dir`/redis.log, no snapshots, then `options`.
+fn server_command(options: &Options, module: Option<&Path>, dir: &Path, port: u16) -> Command {
+    let mut cmd = Command::new(server_binary());
+    cmd.arg("--port")
+        .arg(port.to_string())
+        .arg("--bind")
+        .arg("127.0.0.1")
+        .arg("--dir")
+        .arg(dir)
+        .arg("--logfile")
+        .arg(dir.join("redis.log"))
+        .arg("--daemonize")
+        .arg("no")
+        .arg("--save")
+        .arg("")
+        .arg("--repl-diskless-sync-delay")
+        .arg("0");
+    if options.aof {
+        cmd.arg("--appendonly")
+            .arg("yes")
+            .arg("--appendfsync")
+            .arg("always");
+    } else {
+        cmd.arg("--appendonly").arg("no");
+    }
+    if let Some(module) = module {
+        cmd.arg("--loadmodule")
+            .arg(module)
+            .args(&options.module_args);
+    }
+    for (name, values) in &options.args {
+        cmd.arg(format!("--{name}")).args(values);
+    }
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    cmd
+}
+
+/// Starts a server with `options` that must refuse to start: it must exit at
+/// startup with a failure status. Returns its log.
+///
+/// It listens on a unix socket in its own directory and on no TCP port
+/// (`--port 0`), so no neighbour test can race it for a port; a server that
+/// wrongly started is recognised by its "ready to accept connections" log line.
+pub fn startup_refused(options: Options) -> String {
+    let owned = TestDir::new("refused");
+    let dir = options.dir.as_deref().unwrap_or(owned.path());
+    let log_path = dir.join("redis.log");
+    let _ = std::fs::remove_file(&log_path);
+    let module = options.module.then(module_path);
+    let mut child = server_command(&options, module.as_deref(), dir, 0)
+        .arg("--unixsocket")
+        .arg(dir.join("redis.sock"))
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", server_binary()));
+    let deadline = Instant::now() + STARTUP_TIMEOUT;
+    loop {
+        let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+        if let Ok(Some(status)) = child.try_wait() {
+            assert!(
+                !status.success(),
+                "{options:?}: the server exited with {status}; log:\n{log}"
+            );
+            return std::fs::read_to_string(&log_path).unwrap_or_default();
+        }
+        let started = log
+            .to_ascii_lowercase()
+            .contains("ready to accept connections");
+        if started || Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{options:?}: the server did not refuse to start; log:\n{log}");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 fn connect(port: u16, resp3: bool) -> RedisResult<Connection> {
     let url = if resp3 {
         format!("redis://127.0.0.1:{port}/?protocol=resp3")
@@ -670,6 +722,15 @@ impl LockInfo {
         }
     }
 
+    /// Field `name` (`owner`, `waited_ms`, `timeout_ms`...) of the `i`th waiter.
+    pub fn waiter_field(&self, i: usize, name: &str) -> Value {
+        map_pairs(&self.waiters[i])
+            .into_iter()
+            .find(|(k, _)| as_string(k).as_deref() == Some(name))
+            .map(|(_, v)| v)
+            .unwrap_or_else(|| panic!("waiter {i} has no {name}: {:?}", self.waiters[i]))
+    }
+
     pub fn count_of(&self, owner: &[u8]) -> Option<i64> {
         self.owners
             .iter()
@@ -684,101 +745,186 @@ impl LockInfo {
     }
 }
 
-pub fn lock_info(con: &mut Connection, key: &[u8]) -> LockInfo {
-    let v: Value = redis::cmd("LOCK.INFO")
-        .arg(key)
+// ---------------------------------------------------------------------------
+// Commands, typed
+// ---------------------------------------------------------------------------
+
+/// A command from its name and arguments in one list: `&["SET", "k", "v"]`,
+/// `&[b"LOCK.INFO", key]`, `&args` of a `Vec<Vec<u8>>`...
+pub fn command(args: impl ToRedisArgs) -> redis::Cmd {
+    let mut cmd = redis::Cmd::new();
+    cmd.arg(args);
+    cmd
+}
+
+/// Runs `args` (name first); a server error fails the test, naming the command.
+pub fn run(con: &mut impl ConnectionLike, args: &[&str]) -> Value {
+    command(args)
         .query(con)
-        .expect("LOCK.INFO");
-    LockInfo::parse(&v)
+        .unwrap_or_else(|e| panic!("{}: {e}", args.join(" ")))
+}
+
+/// Runs `cmd` and decodes its reply; an error fails the test, naming the command.
+fn query<T: redis::FromRedisValue>(con: &mut impl ConnectionLike, cmd: &redis::Cmd) -> T {
+    cmd.query(con).unwrap_or_else(|e| {
+        let line = cmd
+            .args_iter()
+            .map(|a| match a {
+                redis::Arg::Simple(bytes) => format!("{:?}", String::from_utf8_lossy(bytes)),
+                redis::Arg::Cursor => "<cursor>".to_string(),
+            })
+            .collect::<Vec<_>>()
+            .join(" ");
+        panic!("{line}: {e}")
+    })
+}
+
+/// `cmd` with `name` and one `arg`: most helpers below are one of these.
+fn cmd1(name: &str, arg: impl ToRedisArgs) -> redis::Cmd {
+    let mut cmd = redis::cmd(name);
+    cmd.arg(arg);
+    cmd
+}
+
+pub fn lock_info(con: &mut impl ConnectionLike, key: impl ToRedisArgs) -> LockInfo {
+    LockInfo::parse(&query(con, &cmd1("LOCK.INFO", key)))
 }
 
 /// The hash of a lock as sorted (field, value) pairs.
-pub fn hgetall(con: &mut Connection, key: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
-    let mut pairs: Vec<(Vec<u8>, Vec<u8>)> =
-        redis::cmd("HGETALL").arg(key).query(con).expect("HGETALL");
+pub fn hgetall(con: &mut impl ConnectionLike, key: impl ToRedisArgs) -> Vec<(Vec<u8>, Vec<u8>)> {
+    sorted_pairs(con, key)
+}
+
+/// The hash of a lock as sorted (owner, count) text pairs: what [`owned_by`]
+/// builds.
+pub fn holders(con: &mut impl ConnectionLike, key: impl ToRedisArgs) -> Vec<(String, String)> {
+    sorted_pairs(con, key)
+}
+
+fn sorted_pairs<T: redis::FromRedisValue + Ord>(
+    con: &mut impl ConnectionLike,
+    key: impl ToRedisArgs,
+) -> Vec<(T, T)> {
+    let mut pairs: Vec<(T, T)> = query(con, &cmd1("HGETALL", key));
     pairs.sort();
     pairs
 }
 
-pub fn pttl(con: &mut Connection, key: &[u8]) -> i64 {
-    redis::cmd("PTTL").arg(key).query(con).expect("PTTL")
+/// What [`holders`] answers for a lock `owner` holds once.
+pub fn owned_by(owner: &str) -> Vec<(String, String)> {
+    vec![(owner.to_string(), "1".to_string())]
 }
 
-pub fn pexpiretime(con: &mut Connection, key: &[u8]) -> i64 {
-    redis::cmd("PEXPIRETIME")
-        .arg(key)
-        .query(con)
-        .expect("PEXPIRETIME")
+pub fn holder_is(con: &mut impl ConnectionLike, key: impl ToRedisArgs, owner: &str) -> bool {
+    holders(con, key) == owned_by(owner)
 }
 
-pub fn exists(con: &mut Connection, key: &[u8]) -> bool {
-    redis::cmd("EXISTS")
-        .arg(key)
-        .query::<i64>(con)
-        .expect("EXISTS")
-        == 1
+pub fn pttl(con: &mut impl ConnectionLike, key: impl ToRedisArgs) -> i64 {
+    query(con, &cmd1("PTTL", key))
+}
+
+pub fn pexpiretime(con: &mut impl ConnectionLike, key: impl ToRedisArgs) -> i64 {
+    query(con, &cmd1("PEXPIRETIME", key))
+}
+
+pub fn exists(con: &mut impl ConnectionLike, key: impl ToRedisArgs) -> bool {
+    query::<i64>(con, &cmd1("EXISTS", key)) == 1
 }
 
 /// Server time in unix ms.
-pub fn server_now_ms(con: &mut Connection) -> i64 {
-    let (secs, micros): (i64, i64) = redis::cmd("TIME").query(con).expect("TIME");
+pub fn server_now_ms(con: &mut impl ConnectionLike) -> i64 {
+    let (secs, micros): (i64, i64) = query(con, &redis::cmd("TIME"));
     secs * 1000 + micros / 1000
+}
+
+/// `CONFIG GET name`: its one value.
+pub fn config_get(con: &mut impl ConnectionLike, name: &str) -> String {
+    let pair: Vec<String> = query(con, &cmd1("CONFIG", &["GET", name]));
+    match <[String; 2]>::try_from(pair) {
+        Ok([got, value]) if got == name => value,
+        Ok(pair) => panic!("CONFIG GET {name} answered another config: {pair:?}"),
+        Err(pair) => panic!("{name} is a config: CONFIG GET answered {pair:?}"),
+    }
+}
+
+/// `CONFIG SET name value`, which must succeed.
+pub fn config_set(con: &mut impl ConnectionLike, name: &str, value: impl ToRedisArgs) {
+    let mut cmd = cmd1("CONFIG", &["SET", name]);
+    cmd.arg(value);
+    let () = query(con, &cmd);
+}
+
+/// `used_memory` from INFO memory.
+pub fn used_memory(con: &mut impl ConnectionLike) -> i64 {
+    let info: String = query(con, &cmd1("INFO", "memory"));
+    info_field(&info, "used_memory")
+        .and_then(|v| v.parse().ok())
+        .expect("used_memory in INFO memory")
 }
 
 // ---------------------------------------------------------------------------
 // Lock commands, typed
 // ---------------------------------------------------------------------------
 
+fn lock_command(
+    name: &str,
+    key: impl ToRedisArgs,
+    owner: impl ToRedisArgs,
+    lease_ms: Option<i64>,
+) -> redis::Cmd {
+    let mut cmd = cmd1(name, key);
+    cmd.arg(owner).arg(lease_ms);
+    cmd
+}
+
 /// `LOCK.ACQUIRE`: `None` = granted (nil), `Some(ttl)` = busy.
-pub fn acquire(con: &mut Connection, key: &[u8], owner: &[u8], lease_ms: i64) -> Option<i64> {
-    redis::cmd("LOCK.ACQUIRE")
-        .arg(key)
-        .arg(owner)
-        .arg(lease_ms)
-        .query(con)
-        .expect("LOCK.ACQUIRE")
+pub fn acquire(
+    con: &mut impl ConnectionLike,
+    key: impl ToRedisArgs,
+    owner: impl ToRedisArgs,
+    lease_ms: i64,
+) -> Option<i64> {
+    query(
+        con,
+        &lock_command("LOCK.ACQUIRE", key, owner, Some(lease_ms)),
+    )
 }
 
-pub fn renew(con: &mut Connection, key: &[u8], owner: &[u8], lease_ms: i64) -> i64 {
-    redis::cmd("LOCK.RENEW")
-        .arg(key)
-        .arg(owner)
-        .arg(lease_ms)
-        .query(con)
-        .expect("LOCK.RENEW")
+/// `LOCK.RENEW`: 1 = renewed, 0 = not held by `owner`.
+pub fn renew(
+    con: &mut impl ConnectionLike,
+    key: impl ToRedisArgs,
+    owner: impl ToRedisArgs,
+    lease_ms: i64,
+) -> i64 {
+    query(con, &lock_command("LOCK.RENEW", key, owner, Some(lease_ms)))
 }
 
-/// `LOCK.RELEASE`: `None` = not held (nil), `Some(0|1)`.
+/// `LOCK.RELEASE`, with or without a lease: `None` = not held (nil),
+/// `Some(0)` = still held, `Some(1)` = freed.
 pub fn release(
-    con: &mut Connection,
-    key: &[u8],
-    owner: &[u8],
+    con: &mut impl ConnectionLike,
+    key: impl ToRedisArgs,
+    owner: impl ToRedisArgs,
     lease_ms: Option<i64>,
 ) -> Option<i64> {
-    let mut cmd = redis::cmd("LOCK.RELEASE");
-    cmd.arg(key).arg(owner);
-    if let Some(lease) = lease_ms {
-        cmd.arg(lease);
-    }
-    cmd.query(con).expect("LOCK.RELEASE")
+    query(con, &lock_command("LOCK.RELEASE", key, owner, lease_ms))
 }
 
-pub fn force(con: &mut Connection, key: &[u8]) -> i64 {
-    redis::cmd("LOCK.FORCE")
-        .arg(key)
-        .query(con)
-        .expect("LOCK.FORCE")
+/// `LOCK.FORCE`: 1 = deleted, 0 = no lock.
+pub fn force(con: &mut impl ConnectionLike, key: impl ToRedisArgs) -> i64 {
+    query(con, &cmd1("LOCK.FORCE", key))
 }
 
 /// Redisson's unlock channel for `key` with the default prefix.
-pub fn unlock_channel(key: &[u8]) -> Vec<u8> {
+pub fn unlock_channel(key: impl AsRef<[u8]>) -> Vec<u8> {
     channel_with_prefix(b"redisson_lock__channel", key)
 }
 
-pub fn channel_with_prefix(prefix: &[u8], key: &[u8]) -> Vec<u8> {
+pub fn channel_with_prefix(prefix: &[u8], key: impl AsRef<[u8]>) -> Vec<u8> {
     let mut c = prefix.to_vec();
     c.extend_from_slice(b":{");
-    c.extend_from_slice(key);
+    c.extend_from_slice(key.as_ref());
     c.push(b'}');
     c
 }
@@ -923,45 +1069,11 @@ pub fn now_ms() -> i64 {
         .as_millis() as i64
 }
 
-pub fn holders(con: &mut Connection, key: &str) -> Vec<(String, String)> {
-    let mut pairs: Vec<(String, String)> =
-        redis::cmd("HGETALL").arg(key).query(con).expect("HGETALL");
-    pairs.sort();
-    pairs
-}
-
-/// What `holders` answers for a lock `owner` holds once.
-pub fn owned_by(owner: &str) -> Vec<(String, String)> {
-    vec![(owner.to_string(), "1".to_string())]
-}
-
-pub fn holder_is(con: &mut Connection, key: &str, owner: &str) -> bool {
-    holders(con, key) == vec![(owner.to_string(), "1".to_string())]
-}
-
 /// The owners in the lock's wait queue, in order, per `LOCK.INFO`.
 pub fn waiter_owners(server: &Server, key: &str) -> Vec<String> {
-    let info: Value = redis::cmd("LOCK.INFO")
-        .arg(key)
-        .query(&mut server.connection())
-        .expect("LOCK.INFO");
-    let waiters = map_pairs(&info)
-        .into_iter()
-        .find(|(k, _)| as_string(k).as_deref() == Some("waiters"))
-        .map(|(_, v)| v)
-        .expect("LOCK.INFO has waiters");
-    let Value::Array(items) = waiters else {
-        panic!("waiters is an array: {waiters:?}")
-    };
-    items
-        .iter()
-        .map(|w| {
-            map_pairs(w)
-                .into_iter()
-                .find(|(k, _)| as_string(k).as_deref() == Some("owner"))
-                .and_then(|(_, v)| as_string(&v))
-                .expect("a waiter has an owner")
-        })
+    let info = lock_info(&mut server.connection(), key);
+    (0..info.waiters.len())
+        .map(|i| as_string(&info.waiter_field(i, "owner")).expect("a waiter's owner is a string"))
         .collect()
 }
 
