@@ -320,7 +320,10 @@ fn aof_files_exist(dir: &std::path::Path) -> bool {
     aof_dir.is_dir() || dir.join("appendonly.aof").is_file()
 }
 
-fn state(con: &mut Connection, key: &[u8]) -> (Vec<(Vec<u8>, Vec<u8>)>, i64) {
+/// A lock's hash and absolute deadline.
+type State = (Vec<(Vec<u8>, Vec<u8>)>, i64);
+
+fn state(con: &mut Connection, key: &[u8]) -> State {
     (hgetall(con, key), pexpiretime(con, key))
 }
 

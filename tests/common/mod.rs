@@ -249,25 +249,23 @@ impl Server {
                     Err(StartError::Fatal(why))
                 };
             }
+            // No connection or no PONG yet: not listening, or LOADING.
             if let Ok(mut con) = connect(port, false) {
-                match redis::cmd("PING").query::<String>(&mut con) {
-                    Ok(_) => {
-                        // Make sure the server answering is ours, not a neighbour
-                        // test's that won the race for this port.
-                        let info: String = redis::cmd("INFO")
-                            .arg("server")
-                            .query(&mut con)
-                            .unwrap_or_default();
-                        if info_field(&info, "process_id") == Some(pid.to_string()) {
-                            return Ok(child);
-                        }
-                        let _ = child.kill();
-                        let _ = child.wait();
-                        return Err(StartError::Retry(format!(
-                            "port {port} answered by another server"
-                        )));
+                if redis::cmd("PING").query::<String>(&mut con).is_ok() {
+                    // Make sure the server answering is ours, not a neighbour
+                    // test's that won the race for this port.
+                    let info: String = redis::cmd("INFO")
+                        .arg("server")
+                        .query(&mut con)
+                        .unwrap_or_default();
+                    if info_field(&info, "process_id") == Some(pid.to_string()) {
+                        return Ok(child);
                     }
-                    Err(_) => {} // LOADING, or not ready yet
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    return Err(StartError::Retry(format!(
+                        "port {port} answered by another server"
+                    )));
                 }
             }
             if Instant::now() > deadline {
