@@ -72,7 +72,7 @@ fmt:
 	cargo fmt --all
 
 # Formatting check, then clippy on every target with warnings as errors.
-lint:
+lint: deps
 	cargo fmt --all -- --check
 	cargo clippy --all-targets --release -- -D warnings
 

@@ -338,7 +338,7 @@ mod tests {
             parse(&["publish", "SHARDED"]).unwrap().publish,
             PublishMode::sharded
         );
-        assert_eq!(parse(&["notify", "YES"]).unwrap().notify, true);
+        assert!(parse(&["notify", "YES"]).unwrap().notify);
         assert_eq!(parse(&["max-lease-ms", "0"]).unwrap().max_lease_ms, 0);
     }
 

@@ -29,14 +29,6 @@ pub mod lock_key;
 pub mod stats;
 pub mod wait_queue;
 
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn the_module_version_encodes_cargos() {
-        assert_eq!(super::MODULE_VERSION, 100, "0.1.0");
-    }
-}
-
 /// The module's version as `MODULE LIST` shows it, from Cargo's:
 /// `major * 10000 + minor * 100 + patch` (0.1.0 -> 100), the encoding Redis
 /// modules use.
@@ -129,5 +121,13 @@ mod module {
         // The configs are registered by `init` (config::register), which
         // checks the module arguments first.
         commands: [],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_module_version_encodes_cargos() {
+        assert_eq!(super::MODULE_VERSION, 100, "0.1.0");
     }
 }
