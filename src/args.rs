@@ -104,6 +104,30 @@ pub fn arity_error(command: &str) -> String {
     format!("ERR wrong number of arguments for '{command}' command")
 }
 
+/// Helpers for the command parsers' unit tests.
+#[cfg(test)]
+pub(crate) mod testing {
+    /// `args` as the byte arguments a parser sees.
+    pub fn argv(args: &[&'static str]) -> Vec<&'static [u8]> {
+        args.iter().map(|a| a.as_bytes()).collect()
+    }
+
+    /// Each argument list must be refused with an `ERR ...` that contains
+    /// its needle (the argument's name, or the command's for arity).
+    pub fn assert_refused<T: std::fmt::Debug>(
+        parse: impl Fn(&[&'static [u8]]) -> Result<T, String>,
+        cases: &[(&[&'static str], &str)],
+    ) {
+        for (args, needle) in cases {
+            let err = parse(&argv(args)).expect_err(&format!("{args:?} is refused"));
+            assert!(
+                err.starts_with("ERR ") && err.contains(needle),
+                "{args:?}: {err}"
+            );
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -131,9 +131,10 @@ impl Command for LockAcquire {
 mod tests {
     use super::*;
 
+    use crate::args::testing::{argv, assert_refused};
+
     fn parse(args: &[&'static str]) -> Result<Acquire<&'static [u8]>, String> {
-        let argv: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
-        Acquire::parse(&argv)
+        Acquire::parse(&argv(args))
     }
 
     #[test]
@@ -154,28 +155,25 @@ mod tests {
 
     #[test]
     fn refuses_bad_arguments_naming_them() {
-        for (args, needle) in [
-            (
-                &["LOCK.ACQUIRE", "k", "o"][..],
-                "wrong number of arguments for 'lock.acquire'",
-            ),
-            (&["LOCK.ACQUIRE", "k", "o", "1", "WAIT"], "wrong number"),
-            (&["LOCK.ACQUIRE", "k", "", "1"], "owner"),
-            (&["LOCK.ACQUIRE", "k", "o", "0"], "lease-ms"),
-            (
-                &["LOCK.ACQUIRE", "k", "o", "1", "WAIT", "-1"],
-                "WAIT timeout-ms",
-            ),
-            (
-                &["LOCK.ACQUIRE", "k", "o", "1", "NOWAIT", "1"],
-                "syntax error",
-            ),
-        ] {
-            let err = parse(args).unwrap_err();
-            assert!(
-                err.starts_with("ERR ") && err.contains(needle),
-                "{args:?}: {err}"
-            );
-        }
+        assert_refused(
+            Acquire::parse,
+            &[
+                (
+                    &["LOCK.ACQUIRE", "k", "o"][..],
+                    "wrong number of arguments for 'lock.acquire'",
+                ),
+                (&["LOCK.ACQUIRE", "k", "o", "1", "WAIT"], "wrong number"),
+                (&["LOCK.ACQUIRE", "k", "", "1"], "owner"),
+                (&["LOCK.ACQUIRE", "k", "o", "0"], "lease-ms"),
+                (
+                    &["LOCK.ACQUIRE", "k", "o", "1", "WAIT", "-1"],
+                    "WAIT timeout-ms",
+                ),
+                (
+                    &["LOCK.ACQUIRE", "k", "o", "1", "NOWAIT", "1"],
+                    "syntax error",
+                ),
+            ],
+        );
     }
 }

@@ -109,9 +109,10 @@ impl Command for LockRelease {
 mod tests {
     use super::*;
 
+    use crate::args::testing::{argv, assert_refused};
+
     fn parse(args: &[&'static str]) -> Result<Release<&'static [u8]>, String> {
-        let argv: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
-        Release::parse(&argv)
+        Release::parse(&argv(args))
     }
 
     #[test]
@@ -128,17 +129,14 @@ mod tests {
 
     #[test]
     fn refuses_bad_arguments_naming_them() {
-        for (args, needle) in [
-            (&["LOCK.RELEASE", "k"][..], "'lock.release'"),
-            (&["LOCK.RELEASE", "k", "o", "1", "2"], "'lock.release'"),
-            (&["LOCK.RELEASE", "k", ""], "owner"),
-            (&["LOCK.RELEASE", "k", "o", "0"], "lease-ms"),
-        ] {
-            let err = parse(args).unwrap_err();
-            assert!(
-                err.starts_with("ERR ") && err.contains(needle),
-                "{args:?}: {err}"
-            );
-        }
+        assert_refused(
+            Release::parse,
+            &[
+                (&["LOCK.RELEASE", "k"][..], "'lock.release'"),
+                (&["LOCK.RELEASE", "k", "o", "1", "2"], "'lock.release'"),
+                (&["LOCK.RELEASE", "k", ""], "owner"),
+                (&["LOCK.RELEASE", "k", "o", "0"], "lease-ms"),
+            ],
+        );
     }
 }

@@ -75,9 +75,10 @@ impl Command for LockRenew {
 mod tests {
     use super::*;
 
+    use crate::args::testing::{argv, assert_refused};
+
     fn parse(args: &[&'static str]) -> Result<Renew<&'static [u8]>, String> {
-        let argv: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
-        Renew::parse(&argv)
+        Renew::parse(&argv(args))
     }
 
     #[test]
@@ -90,17 +91,14 @@ mod tests {
                 lease_ms: 10_000
             })
         );
-        for (args, needle) in [
-            (&["LOCK.RENEW", "k", "o"][..], "'lock.renew'"),
-            (&["LOCK.RENEW", "k", "o", "1", "x"], "'lock.renew'"),
-            (&["LOCK.RENEW", "k", "", "1"], "owner"),
-            (&["LOCK.RENEW", "k", "o", "-5"], "lease-ms"),
-        ] {
-            let err = parse(args).unwrap_err();
-            assert!(
-                err.starts_with("ERR ") && err.contains(needle),
-                "{args:?}: {err}"
-            );
-        }
+        assert_refused(
+            Renew::parse,
+            &[
+                (&["LOCK.RENEW", "k", "o"][..], "'lock.renew'"),
+                (&["LOCK.RENEW", "k", "o", "1", "x"], "'lock.renew'"),
+                (&["LOCK.RENEW", "k", "", "1"], "owner"),
+                (&["LOCK.RENEW", "k", "o", "-5"], "lease-ms"),
+            ],
+        );
     }
 }
