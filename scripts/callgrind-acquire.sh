@@ -4,7 +4,8 @@
 #
 # Runs redis-server under callgrind collecting only inside Redis's call(),
 # sends N commands on fresh keys (every call takes a free lock / sets a new
-# key), and prints instructions per call for SET NX PX and LOCK.ACQUIRE, plus
+# key), and prints instructions per call for SET NX PX, LOCK.ACQUIRE and
+# Redisson's acquire script (EVALSHA of tryLockInnerAsync), plus
 # the share of LOCK.ACQUIRE spent in RedisModule_Replicate (RM_Replicate;
 # VM_Replicate in Valkey), which propagates the
 # HSET + PEXPIREAT effects to replicas and the AOF.
@@ -31,6 +32,10 @@ profile() {
     --loadmodule "$module" >"$tmp/$label.log" 2>&1 &
   local pid=$!
   for _ in $(seq 150); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.2; done
+  if [[ $1 == EVALSHA ]]; then # the script is loaded outside call()'s count
+    local sha; sha=$(redis-cli -p "$port" SCRIPT LOAD "$script")
+    set -- EVALSHA "$sha" "${@:2}"
+  fi
   redis-benchmark -h 127.0.0.1 -p "$port" -P 16 -c 1 -n "$n" -r 100000000 -q "$@" >/dev/null
   redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true
   wait "$pid" || true
@@ -40,15 +45,22 @@ profile() {
   echo "$((total / n)) $(( ${replicate:-0} / n ))"
 }
 
+# Redisson's RedissonLock.tryLockInnerAsync, as in scripts/bench-acquire.sh.
+script="if (redis.call('exists', KEYS[1]) == 0) then redis.call('hincrby', KEYS[1], ARGV[2], 1); redis.call('pexpire', KEYS[1], ARGV[1]); return nil; end; if (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then redis.call('hincrby', KEYS[1], ARGV[2], 1); redis.call('pexpire', KEYS[1], ARGV[1]); return nil; end; return redis.call('pttl', KEYS[1]);"
+
 echo "# callgrind-acquire: $("$server" --version)"
 echo "each: redis-benchmark -P 16 -c 1 -n $n -r 100000000 (fresh keys), instructions inside call()"
 read -r set_total _ < <(profile set SET 'lock:__rand_int__' v NX PX 30000)
 read -r acq_total acq_repl < <(profile acquire LOCK.ACQUIRE 'lock:__rand_int__' owner:1 30000)
+read -r eval_total _ < <(profile evalsha EVALSHA 1 'lock:__rand_int__' 30000 owner:1)
 echo
 echo "| command | instructions per call | vs SET NX PX |"
 echo "|---|---|---|"
 echo "| SET NX PX | $set_total | 1.00x |"
 echo "| LOCK.ACQUIRE | $acq_total | $(awk -v a="$acq_total" -v b="$set_total" 'BEGIN {printf "%.2fx", a/b}') |"
 echo "| LOCK.ACQUIRE without its RM_Replicate calls | $((acq_total - acq_repl)) | $(awk -v a="$((acq_total - acq_repl))" -v b="$set_total" 'BEGIN {printf "%.2fx", a/b}') |"
+echo "| EVALSHA (Redisson's script) | $eval_total | $(awk -v a="$eval_total" -v b="$set_total" 'BEGIN {printf "%.2fx", a/b}') |"
+echo
+echo "LOCK.ACQUIRE / EVALSHA = $(awk -v a="$acq_total" -v b="$eval_total" 'BEGIN {printf "%.3f", a/b}') (instructions)"
 echo
 echo "RM_Replicate (2 calls: HSET, PEXPIREAT): $acq_repl instructions per LOCK.ACQUIRE ($(awk -v a="$acq_repl" -v b="$acq_total" 'BEGIN {printf "%.0f%%", 100*a/b}'))"

@@ -30,7 +30,17 @@ pub fn strict_i64(raw: &[u8]) -> Option<i64> {
     if !canonical {
         return None;
     }
-    std::str::from_utf8(raw).ok()?.parse().ok()
+    // All ASCII digits now: accumulate towards the negative side, which also
+    // holds i64::MIN, with checked arithmetic for overflow.
+    let mut value: i64 = 0;
+    for &d in digits {
+        value = value.checked_mul(10)?.checked_sub(i64::from(d - b'0'))?;
+    }
+    if digits.len() == raw.len() {
+        value.checked_neg()
+    } else {
+        Some(value)
+    }
 }
 
 /// A lease length in milliseconds: a positive integer.

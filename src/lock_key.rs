@@ -21,7 +21,7 @@
 //! signals a key as modified itself, and only when it writes (see `apply`).
 
 use crate::ffi::key::{Key, KeyKind};
-use crate::ffi::{Ctx, RStr};
+use crate::ffi::{with_decimal, Ctx, RStr};
 use crate::lock::{parse_hold_count, LockView, Write};
 
 pub const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
@@ -115,8 +115,12 @@ impl<'a> LockKey<'a> {
                 count,
                 expire_at,
             } => {
-                self.key.hash_set_count(owner, count);
-                ctx.replicate_hset(name, owner, count);
+                // One string for the write and its replication: Redis copies
+                // it into the hash and only takes a reference to replicate it.
+                with_decimal(count, |value| {
+                    self.key.hash_set(owner, value);
+                    ctx.replicate_hset(name, owner, value);
+                });
                 if let Some(at) = expire_at {
                     self.expire_at(at);
                 }

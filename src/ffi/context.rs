@@ -1,6 +1,7 @@
 //! The module context and Redis strings: replies, the clock, flags, logging,
 //! propagation and notifications for the call Redis is making into us.
 
+use std::cell::RefCell;
 use std::ffi::{CStr, CString};
 use std::marker::PhantomData;
 use std::os::raw::{c_char, c_int, c_long, c_longlong};
@@ -109,6 +110,29 @@ impl Drop for OwnedStr {
     fn drop(&mut self) {
         // SAFETY: created by us with a NULL context, freed once.
         unsafe { api!(RedisModule_FreeString)(std::ptr::null_mut(), self.ptr.as_ptr()) };
+    }
+}
+
+thread_local! {
+    // Redis copies hash values on HashSet and RedisModule_Replicate only takes
+    // a reference ('s'), so one "1" serves every first acquire. Redis runs
+    // module code on its main thread only.
+    static ONE: OwnedStr = OwnedStr::from_i64(1);
+
+    // The last deadline replicated, as a string: every write in the same
+    // millisecond with the same lease replicates the same PEXPIREAT argument,
+    // so it is made once instead of formatted ('l') on every call. A replaced
+    // string lives on while Redis still holds a reference to it.
+    static LAST_DEADLINE: RefCell<Option<(i64, OwnedStr)>> = const { RefCell::new(None) };
+}
+
+/// Runs `f` with the decimal form of `value` as a Redis string: the shared
+/// "1", or a new string freed afterwards.
+pub fn with_decimal<T>(value: i64, f: impl FnOnce(RStr) -> T) -> T {
+    if value == 1 {
+        ONE.with(|one| f(one.borrow()))
+    } else {
+        f(OwnedStr::from_i64(value).borrow())
     }
 }
 
@@ -287,17 +311,18 @@ impl<'a> Ctx<'a> {
 
     // ---- effects: propagation, notifications, pub/sub ------------------------
 
-    /// Propagates `HSET key field count` to replicas and the AOF.
-    pub fn replicate_hset(self, key: RStr, field: RStr, count: i64) {
-        // SAFETY: the format "ssl" matches the two strings and the long long.
+    /// Propagates `HSET key field value` to replicas and the AOF.
+    pub fn replicate_hset(self, key: RStr, field: RStr, value: RStr) {
+        // SAFETY: the format "sss" matches the three strings, to which Redis
+        // only takes references ('l' would format a new one on every call).
         let status = unsafe {
             api!(RedisModule_Replicate)(
                 self.as_ptr(),
                 c"HSET".as_ptr(),
-                c"ssl".as_ptr(),
+                c"sss".as_ptr(),
                 key.as_ptr(),
                 field.as_ptr(),
-                count as c_longlong,
+                value.as_ptr(),
             )
         };
         self.replicated(status);
@@ -305,16 +330,27 @@ impl<'a> Ctx<'a> {
 
     /// Propagates `PEXPIREAT key at`.
     pub fn replicate_pexpireat(self, key: RStr, at: i64) {
-        // SAFETY: the format "sl" matches the string and the long long.
-        let status = unsafe {
-            api!(RedisModule_Replicate)(
-                self.as_ptr(),
-                c"PEXPIREAT".as_ptr(),
-                c"sl".as_ptr(),
-                key.as_ptr(),
-                at as c_longlong,
-            )
-        };
+        let status = LAST_DEADLINE.with(|last| {
+            let at = match &mut *last.borrow_mut() {
+                Some((cached, string)) if *cached == at => string.borrow().as_ptr(),
+                slot => slot
+                    .insert((at, OwnedStr::from_i64(at)))
+                    .1
+                    .borrow()
+                    .as_ptr(),
+            };
+            // SAFETY: the format "ss" matches the two strings; the cached one
+            // stays alive in LAST_DEADLINE (and Redis holds its own reference).
+            unsafe {
+                api!(RedisModule_Replicate)(
+                    self.as_ptr(),
+                    c"PEXPIREAT".as_ptr(),
+                    c"ss".as_ptr(),
+                    key.as_ptr(),
+                    at,
+                )
+            }
+        });
         self.replicated(status);
     }
 

@@ -6,7 +6,7 @@
 use std::os::raw::{c_int, c_void};
 use std::ptr;
 
-use super::{api, raw, Ctx, OwnedStr, RStr, OK};
+use super::{api, raw, Ctx, RStr, OK};
 
 /// What a key holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -25,12 +25,6 @@ pub struct Key<'a> {
     name: RStr<'a>,
     /// NULL when a key opened for reading does not exist.
     ptr: *mut raw::RedisModuleKey,
-}
-
-thread_local! {
-    // Redis copies hash values on HashSet, so one "1" serves every first
-    // acquire. Redis runs module code on its main thread only.
-    static ONE: OwnedStr = OwnedStr::from_i64(1);
 }
 
 impl<'a> Key<'a> {
@@ -88,25 +82,18 @@ impl<'a> Key<'a> {
         Some(result)
     }
 
-    /// Sets the hash field `field` to the decimal `count` (creating the hash).
-    pub fn hash_set_count(&self, field: RStr, count: i64) {
-        let set = |value: RStr| {
-            // SAFETY: one field/value pair and the NULL terminator; Redis copies both.
-            unsafe {
-                api!(RedisModule_HashSet)(
-                    self.ptr,
-                    raw::REDISMODULE_HASH_NONE as c_int,
-                    field.as_ptr(),
-                    value.as_ptr(),
-                    ptr::null_mut::<c_void>(),
-                )
-            };
+    /// Sets the hash field `field` to `value` (creating the hash).
+    pub fn hash_set(&self, field: RStr, value: RStr) {
+        // SAFETY: one field/value pair and the NULL terminator; Redis copies both.
+        unsafe {
+            api!(RedisModule_HashSet)(
+                self.ptr,
+                raw::REDISMODULE_HASH_NONE as c_int,
+                field.as_ptr(),
+                value.as_ptr(),
+                ptr::null_mut::<c_void>(),
+            )
         };
-        if count == 1 {
-            ONE.with(|one| set(one.borrow()));
-        } else {
-            set(OwnedStr::from_i64(count).borrow());
-        }
     }
 
     /// Remaining time to live in ms, `None` without expiry (or key).

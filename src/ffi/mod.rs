@@ -38,7 +38,7 @@ pub mod key;
 pub mod server;
 pub mod timer;
 
-pub use context::{Ctx, OwnedStr, RStr};
+pub use context::{with_decimal, Ctx, OwnedStr, RStr};
 
 pub(crate) use redis_module::raw;
 
