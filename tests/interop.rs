@@ -1,4 +1,4 @@
-//! Redisson's own Lua scripts (exactly as printed in the seeds) and the
+//! Redisson 3.14.1's own Lua scripts (exactly as its source has them) and the
 //! `LOCK.*` commands on the same keys: they exclude each other, re-enter and
 //! release each other's holds with the right counts, and publish the same
 //! unlock message.

@@ -1,4 +1,4 @@
-//! The seeds' scenario (seed 001): stock 90, 100 concurrent buyers, each
+//! The classic Redisson stock scenario: stock 90, 100 concurrent buyers, each
 //! taking the `MoonCake` lock to read and decrement the stock. Exactly 90 sales,
 //! never below zero, never two buyers in the critical section.
 
@@ -92,7 +92,7 @@ fn unlock(con: &mut Connection, side: Side, owner: &str) {
     );
 }
 
-/// One buyer of the seed's `decreaseStock`: lock, read, decrement if > 0, unlock.
+/// One buyer, as Redisson's `decreaseStock` example: lock, read, decrement if > 0, unlock.
 fn buyer(con: &mut Connection, side: Side, owner: &str, tally: &Tally) {
     let start = Instant::now();
     let mut rng = rand::thread_rng();

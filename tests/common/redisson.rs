@@ -1,4 +1,4 @@
-//! Redisson RLock's Lua scripts, exactly as printed in the seeds: the
+//! Redisson 3.14.1 RLock's Lua scripts, exactly as its source has them: the
 //! compatibility contract the module is tested against; and the calls
 //! Redisson makes with them (keys, arguments, channel, message), the one copy
 //! every test uses.
@@ -10,7 +10,7 @@ use super::unlock_channel;
 /// Redisson's `LockPubSub.UNLOCK_MESSAGE`.
 pub const UNLOCK_MESSAGE: &str = "0";
 
-/// `tryLockInnerAsync`, HINCRBY variant (seed 001).
+/// `tryLockInnerAsync`, HINCRBY variant (later Redisson versions; same layout).
 pub const ACQUIRE_HINCRBY: &str = concat!(
     "if (redis.call('exists', KEYS[1]) == 0) then ",
     "redis.call('hincrby', KEYS[1], ARGV[2], 1); ",
@@ -25,7 +25,7 @@ pub const ACQUIRE_HINCRBY: &str = concat!(
     "return redis.call('pttl', KEYS[1]);"
 );
 
-/// `tryLockInnerAsync`, HSET variant (seed 000, Redisson 3.14).
+/// `tryLockInnerAsync`, HSET variant (Redisson 3.14.1).
 pub const ACQUIRE_HSET: &str = concat!(
     "if (redis.call('exists', KEYS[1]) == 0) then ",
     "redis.call('hset', KEYS[1], ARGV[2], 1); ",
@@ -40,7 +40,7 @@ pub const ACQUIRE_HSET: &str = concat!(
     "return redis.call('pttl', KEYS[1]);"
 );
 
-/// `unlockInnerAsync` (both seeds).
+/// `unlockInnerAsync` (Redisson 3.14.1).
 pub const UNLOCK: &str = concat!(
     "if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then ",
     "return nil;",
@@ -57,7 +57,7 @@ pub const UNLOCK: &str = concat!(
     "return nil;"
 );
 
-/// `renewExpirationAsync` (seed 000).
+/// `renewExpirationAsync` (Redisson 3.14.1).
 pub const RENEW: &str = concat!(
     "if (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then ",
     "redis.call('pexpire', KEYS[1], ARGV[1]); ",
@@ -66,7 +66,7 @@ pub const RENEW: &str = concat!(
     "return 0;"
 );
 
-/// `forceUnlockAsync` (seed 000).
+/// `forceUnlockAsync` (Redisson 3.14.1).
 pub const FORCE_UNLOCK: &str = concat!(
     "if (redis.call('del', KEYS[1]) == 1) then ",
     "redis.call('publish', KEYS[2], ARGV[1]); ",
