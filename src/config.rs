@@ -25,6 +25,7 @@
 //! | `lock.publish`       | `auto`                   | `auto` (sharded in cluster mode, classic otherwise), `classic`, `sharded`, `off` |
 //! | `lock.max-lease-ms`  | `0`                      | longest lease acquire/renew may ask for (a release's is clamped to it); 0 = no limit |
 //! | `lock.notify`        | `yes`                    | emit `lock.*` keyspace notifications |
+//! | `lock.token-retention-ms` | `86400000` (1 day)  | a token counter expires this long after its lock's lease (and its token's time); 0 = never (see `fencing.rs`) |
 
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, Ordering};
 use std::sync::{LazyLock, Mutex};
@@ -115,6 +116,16 @@ pub static MAX_LEASE_MS: AtomicI64 = AtomicI64::new(0);
 /// `lock.notify`: keyspace notifications on/off.
 pub static NOTIFY: AtomicBool = AtomicBool::new(true);
 
+/// `lock.token-retention-ms`: how long a fencing-token counter outlives its
+/// lock's lease; 0 = forever.
+pub static TOKEN_RETENTION_MS: AtomicI64 = AtomicI64::new(DEFAULT_TOKEN_RETENTION_MS);
+
+pub const DEFAULT_TOKEN_RETENTION_MS: i64 = 86_400_000;
+
+pub fn token_retention_ms() -> i64 {
+    TOKEN_RETENTION_MS.load(Ordering::Relaxed)
+}
+
 pub fn max_lease_ms() -> i64 {
     MAX_LEASE_MS.load(Ordering::Relaxed)
 }
@@ -130,6 +141,7 @@ pub struct Defaults {
     pub publish: PublishMode,
     pub max_lease_ms: i64,
     pub notify: bool,
+    pub token_retention_ms: i64,
 }
 
 impl Default for Defaults {
@@ -139,17 +151,19 @@ impl Default for Defaults {
             publish: PublishMode::auto,
             max_lease_ms: 0,
             notify: true,
+            token_retention_ms: DEFAULT_TOKEN_RETENTION_MS,
         }
     }
 }
 
 /// Every config as a module argument takes it: its name (Redis shows it as
 /// `lock.<name>`) and what its value must be. Refusals list them all.
-const ARGUMENTS: [(&str, &str); 4] = [
+const ARGUMENTS: [(&str, &str); 5] = [
     ("channel-prefix", "non-empty text"),
     ("publish", "auto|classic|sharded|off"),
     ("max-lease-ms", "milliseconds, 0 = no limit"),
     ("notify", "yes|no"),
+    ("token-retention-ms", "milliseconds, 0 = never expire"),
 ];
 
 /// An argument as the log shows it: quoted, control characters escaped.
@@ -206,6 +220,9 @@ fn set_value(defaults: &mut Defaults, index: usize, value: &[u8]) -> Result<(), 
         }
         2 => {
             defaults.max_lease_ms = strict_i64(value).filter(|ms| *ms >= 0).ok_or(())?;
+        }
+        4 => {
+            defaults.token_retention_ms = strict_i64(value).filter(|ms| *ms >= 0).ok_or(())?;
         }
         _ => {
             defaults.notify = if value.eq_ignore_ascii_case(b"yes") {
@@ -286,6 +303,16 @@ pub fn register(ctx: &Context, defaults: &Defaults) -> Result<(), String> {
         ConfigurationFlags::DEFAULT,
         None,
     );
+    register_i64_configuration(
+        ctx,
+        "token-retention-ms",
+        &TOKEN_RETENTION_MS,
+        defaults.token_retention_ms,
+        0,
+        i64::MAX,
+        ConfigurationFlags::DEFAULT,
+        None,
+    );
     register_bool_configuration(
         ctx,
         "notify",
@@ -323,6 +350,8 @@ mod tests {
             "5000",
             "channel-prefix",
             "app",
+            "token-retention-ms",
+            "0",
         ])
         .expect("valid arguments");
         assert_eq!(
@@ -332,6 +361,7 @@ mod tests {
                 publish: PublishMode::classic,
                 max_lease_ms: 5000,
                 notify: false,
+                token_retention_ms: 0,
             }
         );
         assert_eq!(
@@ -349,10 +379,13 @@ mod tests {
             err.starts_with("lock module: refusing module argument"),
             "{err}"
         );
-        for needle in needles
-            .iter()
-            .chain(&["channel-prefix", "publish", "max-lease-ms", "notify"])
-        {
+        for needle in needles.iter().chain(&[
+            "channel-prefix",
+            "publish",
+            "max-lease-ms",
+            "notify",
+            "token-retention-ms",
+        ]) {
             assert!(err.contains(needle), "{args:?}: {needle:?} in {err}");
         }
     }
@@ -390,6 +423,7 @@ mod tests {
         );
         refused(&["publish", ""], &["publish ''"]);
         refused(&["max-lease-ms", "-5"], &["max-lease-ms '-5'"]);
+        refused(&["token-retention-ms", "-1"], &["token-retention-ms '-1'"]);
         for bad in ["1.5", "abc", "+5", "05", "", "9223372036854775808"] {
             refused(&["lock.max-lease-ms", bad], &["lock.max-lease-ms"]);
         }

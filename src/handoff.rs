@@ -52,6 +52,8 @@
 
 use std::cell::{Cell, RefCell};
 
+use crate::commands::acquire::{self, Acquire};
+use crate::counter_key::{self, NextToken};
 use crate::events;
 use crate::ffi::blocking::{self, BlockedClient, WaitHandler, Wake};
 use crate::ffi::context::NotifyClass;
@@ -106,17 +108,29 @@ pub fn snapshot(ctx: Ctx, key: RStr) -> Vec<WaiterInfo> {
     queues(|q| q.snapshot(db, key.as_bytes(), now))
 }
 
-/// Blocks the calling client until it is granted `lock` or `timeout_ms` passes.
-pub fn wait(ctx: Ctx, lock: &LockKey, owner: &[u8], lease_ms: i64, timeout_ms: i64) {
-    let client = blocking::block::<Waiting>(ctx, timeout_ms);
+/// What a client that starts waiting asks for.
+pub struct Wants<'a> {
+    pub owner: &'a [u8],
+    /// The lease it gets from the moment it is granted the lock.
+    pub lease_ms: i64,
+    /// How long it waits at most (0 = forever).
+    pub timeout_ms: i64,
+    /// A fencing token with the grant.
+    pub token: bool,
+}
+
+/// Blocks the calling client until it is granted `lock` or its timeout passes.
+pub fn wait(ctx: Ctx, lock: &LockKey, wants: Wants) {
+    let client = blocking::block::<Waiting>(ctx, wants.timeout_ms);
     let db = ctx.selected_db();
     let key = lock.name().as_bytes();
     let waiter = Waiter {
         client,
-        owner: owner.to_vec(),
-        lease_ms,
+        owner: wants.owner.to_vec(),
+        lease_ms: wants.lease_ms,
         since_ms: ctx.now_ms(),
-        timeout_ms,
+        timeout_ms: wants.timeout_ms,
+        token: wants.token,
     };
     queues(|q| q.push(db, key, waiter));
     stats::WAITS_STARTED.incr();
@@ -174,22 +188,49 @@ pub fn grant_or_announce(ctx: Ctx, lock: &LockKey) {
 }
 
 /// Grants the free `lock` to the first waiter of its queue. False if none.
+///
+/// A waiter that asked for a token but whose counter cannot be raised (it
+/// was overwritten with a non-integer, say) gets that error instead of the
+/// lock, which goes to the next waiter.
 fn grant_next(ctx: Ctx, lock: &LockKey, db: i32) -> bool {
     let key = lock.name().as_bytes();
-    let Some(waiter) = queues_then_stop_timers(ctx, |q| q.pop_next(db, key)) else {
-        return false;
-    };
-    let expire_at = ctx.now_ms().saturating_add(waiter.lease_ms);
-    let owner = OwnedStr::new(&waiter.owner);
-    let decision = lock::hand_off(owner.borrow(), expire_at);
-    lock.apply(decision.write);
-    if let Some(event) = decision.event {
-        events::notify(ctx, lock.name(), event);
+    loop {
+        let Some(waiter) = queues_then_stop_timers(ctx, |q| q.pop_next(db, key)) else {
+            return false;
+        };
+        let counter_name = match waiter.token {
+            true => match counter_key::counter_name(lock.name()) {
+                Ok(name) => Some(name),
+                Err(e) => {
+                    blocking::unblock(waiter.client, Some(Wake::Refused(e)));
+                    continue;
+                }
+            },
+            false => None,
+        };
+        let next_token = match &counter_name {
+            Some(name) => match NextToken::prepare(ctx, name.borrow()) {
+                Ok(next) => Some(next),
+                Err(e) => {
+                    blocking::unblock(waiter.client, Some(Wake::Refused(e)));
+                    continue;
+                }
+            },
+            None => None,
+        };
+        let expire_at = ctx.now_ms().saturating_add(waiter.lease_ms);
+        let owner = OwnedStr::new(&waiter.owner);
+        let decision = lock::hand_off(owner.borrow(), expire_at);
+        lock.apply(decision.write);
+        let token = next_token.map(|next| next.issue(expire_at));
+        if let Some(event) = decision.event {
+            events::notify(ctx, lock.name(), event);
+        }
+        blocking::unblock(waiter.client, Some(Wake::Granted { token }));
+        stats::handed_off();
+        look_at(ctx, db, key, after(expire_at));
+        return true;
     }
-    blocking::unblock(waiter.client, Some(Wake::Granted));
-    stats::handed_off();
-    look_at(ctx, db, key, after(expire_at));
-    true
 }
 
 // ---- blocked clients ---------------------------------------------------------
@@ -198,18 +239,23 @@ fn grant_next(ctx: Ctx, lock: &LockKey, db: i32) -> bool {
 struct Waiting;
 
 impl WaitHandler for Waiting {
-    fn reply(ctx: Ctx, wake: Wake) {
+    fn reply(ctx: Ctx, wake: &Wake) {
         match wake {
-            Wake::Granted => ctx.reply_null(),
+            Wake::Granted { token: None } => ctx.reply_null(),
+            Wake::Granted { token: Some(token) } => acquire::reply_pair(ctx, -1, *token),
             Wake::Demoted => ctx.reply_error("ERR lock wait aborted: this server became a replica"),
+            Wake::Refused(message) => ctx.reply_error(message),
         }
     }
 
-    /// The WAIT timeout passed: leave the queue, reply the holder's remaining lease.
-    fn timed_out(ctx: Ctx, client: BlockedClient, argv: &[RStr]) {
+    /// The WAIT timeout passed: leave the queue, reply the holder's remaining
+    /// lease (with `TOKEN`, as the pair `[ttl, -1]`).
+    fn timed_out(ctx: Ctx, client: BlockedClient, argv: &[RStr], woken: Option<&Wake>) {
         if queues_then_stop_timers(ctx, |q| q.remove_client(client)).is_none() {
-            // Granted just before the timeout fired: the lock is its.
-            ctx.reply_null();
+            // Woken just before the timeout fired (granted, say): answer that.
+            if let Some(wake) = woken {
+                Self::reply(ctx, wake);
+            }
             return;
         }
         stats::WAITS_TIMED_OUT.incr();
@@ -217,7 +263,8 @@ impl WaitHandler for Waiting {
             .get(1)
             .and_then(|&key| LockKey::open_read(ctx, key).ok())
             .map_or(-2, |lock| lock.ttl_ms());
-        ctx.reply_integer(ttl);
+        let token = Acquire::parse(argv).is_ok_and(|cmd| cmd.token);
+        acquire::reply_busy(ctx, ttl, token);
         blocking::unblock(client, None);
     }
 

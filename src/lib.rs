@@ -7,6 +7,9 @@
 //!   argument parser, its spec (flags, ACL categories, key spec, docs), and
 //!   what it does;
 //! * `lock_key.rs`: reading a lock hash and applying + replicating writes;
+//! * `fencing.rs`: fencing tokens (why they never go backwards) and the
+//!   fence check, pure; `counter_key.rs`: their integer keys, read, written
+//!   and replicated;
 //! * `wait_queue.rs`: who waits for which lock (pure FIFO queues, one timer each);
 //! * `handoff.rs`: the waiting policy: granting a freed lock to the first
 //!   waiter, timers, pauses;
@@ -25,8 +28,10 @@
 mod args;
 mod commands;
 mod config;
+mod counter_key;
 mod events;
 mod eviction;
+mod fencing;
 mod ffi;
 mod handoff;
 mod lock;

@@ -47,7 +47,7 @@ impl<'a> LockKey<'a> {
         let key = Key::open(ctx, name, write);
         match key.kind() {
             KeyKind::Empty | KeyKind::Hash => Ok(LockKey { ctx, key }),
-            KeyKind::Other => Err(WRONGTYPE.to_string()),
+            KeyKind::String | KeyKind::Other => Err(WRONGTYPE.to_string()),
         }
     }
 

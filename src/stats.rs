@@ -40,6 +40,12 @@ pub static WAITS_GRANTED: Counter = Counter::new();
 pub static WAITS_TIMED_OUT: Counter = Counter::new();
 /// Locks handed from one owner straight to a waiter as they were freed.
 pub static HANDOFFS: Counter = Counter::new();
+/// Fencing tokens handed out (`LOCK.ACQUIRE ... TOKEN`, by command or hand-off).
+pub static TOKENS_ISSUED: Counter = Counter::new();
+/// `LOCK.FENCE` calls that let a write through.
+pub static FENCES_PASSED: Counter = Counter::new();
+/// `LOCK.FENCE` calls that refused a stale token.
+pub static FENCES_REFUSED: Counter = Counter::new();
 /// Full syncs this replica loaded into a temporary database and swapped in
 /// (`repl-diskless-load swapdb`; Redis falls back to a disk load, and this
 /// stays 0, for modules that do not declare async-load support).
@@ -63,7 +69,7 @@ pub fn handed_off() {
 }
 
 /// Every counter with its `INFO` field name, in display order.
-pub fn all() -> [(&'static str, &'static Counter); 10] {
+pub fn all() -> [(&'static str, &'static Counter); 13] {
     [
         ("acquired", &ACQUIRED),
         ("reentered", &REENTERED),
@@ -74,6 +80,9 @@ pub fn all() -> [(&'static str, &'static Counter); 10] {
         ("waits_granted", &WAITS_GRANTED),
         ("waits_timed_out", &WAITS_TIMED_OUT),
         ("handoffs", &HANDOFFS),
+        ("tokens_issued", &TOKENS_ISSUED),
+        ("fences_passed", &FENCES_PASSED),
+        ("fences_refused", &FENCES_REFUSED),
         ("swapdb_loads", &SWAPDB_LOADS),
     ]
 }

@@ -37,6 +37,8 @@ pub struct Waiter<C> {
     pub since_ms: i64,
     /// Its WAIT timeout (0 = forever).
     pub timeout_ms: i64,
+    /// It asked for a fencing token (`TOKEN`) with the grant.
+    pub token: bool,
 }
 
 /// A waiter as `LOCK.INFO` shows it.
@@ -261,6 +263,7 @@ mod tests {
             lease_ms: 1000,
             since_ms: 100,
             timeout_ms: 0,
+            token: false,
         }
     }
 

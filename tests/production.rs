@@ -133,12 +133,13 @@ fn command_docs_describe_every_command() {
     for (name, args) in [
         (
             "lock.acquire",
-            &["key", "owner", "lease-ms", "timeout-ms"][..],
+            &["key", "owner", "lease-ms", "timeout-ms", "token"][..],
         ),
         ("lock.renew", &["key", "owner", "lease-ms"]),
         ("lock.release", &["key", "owner", "lease-ms"]),
         ("lock.force", &["key"]),
         ("lock.info", &["key"]),
+        ("lock.fence", &["key", "token"]),
     ] {
         let docs: Value = redis::cmd("COMMAND")
             .arg("DOCS")

@@ -22,6 +22,10 @@ struct Snapshot {
     list_value: Vec<Vec<u8>>,
     odd_hash: Vec<(Vec<u8>, Vec<u8>)>,
     big_hash: Vec<(Vec<u8>, Vec<u8>)>,
+    fence: Option<i64>,
+    /// The token counters: `free`'s (a hash), `fc`'s (text).
+    hash_counter: Vec<(Vec<u8>, Vec<u8>)>,
+    text_counter: Option<Vec<u8>>,
     dbsize: i64,
 }
 
@@ -40,14 +44,31 @@ fn snapshot(con: &mut Connection) -> Snapshot {
             .expect("LRANGE lst"),
         odd_hash: hgetall(con, b"odd"),
         big_hash: hgetall(con, b"big"),
+        fence: redis::cmd("GET")
+            .arg("fence")
+            .query(con)
+            .expect("GET fence"),
+        hash_counter: hgetall(con, b"redisson_lock_token:{free}"),
+        text_counter: redis::cmd("GET")
+            .arg("redisson_lock_token:{fc}")
+            .query(con)
+            .expect("GET counter"),
         dbsize: redis::cmd("DBSIZE").query(con).expect("DBSIZE"),
     }
 }
 
 /// `lk`: held by `o` twice with a 60 s lease; `sk`: a string with a TTL;
 /// `lst`: a list; `odd`: a hash whose count is not an integer; `big`: a count
-/// at i64::MAX.
+/// at i64::MAX; `fence`: a fence at 7; the token counter of `free` is a
+/// hash, that of `fc` text.
 fn setup(con: &mut Connection) {
+    for args in [
+        &["SET", "fence", "7"][..],
+        &["HSET", "redisson_lock_token:{free}", "f", "1"],
+        &["SET", "redisson_lock_token:{fc}", "abc"],
+    ] {
+        run(con, args);
+    }
     assert_eq!(acquire(con, b"lk", b"o", 60_000), None);
     assert_eq!(acquire(con, b"lk", b"o", 60_000), None);
     let _: () = redis::cmd("SET")
@@ -154,17 +175,7 @@ fn bad_input_table() -> Vec<Case> {
         &[b"LOCK.ACQUIRE", b"lk"],
         &[b"LOCK.ACQUIRE", b"lk", b"o"],
         &[b"LOCK.ACQUIRE", b"lk", b"o", b"100", b"WAIT"],
-        &[b"LOCK.ACQUIRE", b"lk", b"o", b"100", b"WAIT", b"10", b"x"],
-        &[
-            b"LOCK.ACQUIRE",
-            b"lk",
-            b"o",
-            b"100",
-            b"WAIT",
-            b"10",
-            b"WAIT",
-            b"10",
-        ],
+        &[b"LOCK.ACQUIRE", b"lk", b"o", b"100", b"TOKEN", b"WAIT"],
         &[b"LOCK.RENEW"],
         &[b"LOCK.RENEW", b"lk"],
         &[b"LOCK.RENEW", b"lk", b"o"],
@@ -179,9 +190,62 @@ fn bad_input_table() -> Vec<Case> {
         &[b"LOCK.FORCE", b"lk", b"lk"],
         &[b"LOCK.INFO"],
         &[b"LOCK.INFO", b"lk", b"x"],
+        &[b"LOCK.FENCE", b"fence"],
+        &[b"LOCK.FENCE", b"fence", b"1", b"2"],
     ] {
         cases.push(case(args, "ERR", arity));
     }
+    // Options: each once; anything else is a syntax error.
+    for args in [
+        &[
+            &b"LOCK.ACQUIRE"[..],
+            b"lk",
+            b"o",
+            b"100",
+            b"WAIT",
+            b"10",
+            b"x",
+        ][..],
+        &[
+            b"LOCK.ACQUIRE",
+            b"lk",
+            b"o",
+            b"100",
+            b"WAIT",
+            b"10",
+            b"WAIT",
+            b"10",
+        ],
+        &[b"LOCK.ACQUIRE", b"lk", b"o", b"100", b"TOKEN", b"TOKEN"],
+        &[b"LOCK.ACQUIRE", b"free", b"o", b"100", b"TOKENS"],
+    ] {
+        cases.push(case(args, "ERR", "syntax error"));
+    }
+    // TOKEN: keys whose counter would be in another slot; broken counters.
+    for key in [&b"a{b"[..], b"{}x", b"a}b", b""] {
+        cases.push(case(
+            &[b"LOCK.ACQUIRE", key, b"o", b"100", b"TOKEN"],
+            "ERR",
+            "slot",
+        ));
+    }
+    cases.push(case(
+        &[b"LOCK.ACQUIRE", b"free", b"o", b"100", b"TOKEN"],
+        "WRONGTYPE",
+        "",
+    ));
+    cases.push(case(
+        &[b"LOCK.ACQUIRE", b"fc", b"o", b"100", b"TOKEN"],
+        "ERR",
+        "integer",
+    ));
+    // LOCK.FENCE: bad tokens, wrong type, a fence that is no integer, stale.
+    for token in [&b"0"[..], b"-1", b"x", b"1.5", b""] {
+        cases.push(case(&[b"LOCK.FENCE", b"fence", token], "ERR", "token"));
+    }
+    cases.push(case(&[b"LOCK.FENCE", b"lk", b"5"], "WRONGTYPE", ""));
+    cases.push(case(&[b"LOCK.FENCE", b"sk", b"5"], "ERR", "integer"));
+    cases.push(case(&[b"LOCK.FENCE", b"fence", b"6"], "STALE", "7"));
     // WAIT option syntax (only LOCK.ACQUIRE has options).
     for (option, timeout) in [
         (&b"NOWAIT"[..], &b"5"[..]),
@@ -326,7 +390,11 @@ fn bad_inputs_publish_and_notify_nothing() {
         ],
     );
     let before = server.lock_stats();
-    for Case { args, .. } in bad_input_table() {
+    // (A stale token is counted as refused: that is the fence's job.)
+    for Case { args, .. } in bad_input_table()
+        .into_iter()
+        .filter(|case| case.prefix != "STALE")
+    {
         assert!(
             command(&args).query::<Value>(&mut con).is_err(),
             "{} must fail",
@@ -353,12 +421,13 @@ fn bad_inputs_publish_and_notify_nothing() {
 // Random argument lists
 // ---------------------------------------------------------------------------
 
-const COMMANDS: [&str; 6] = [
+const COMMANDS: [&str; 7] = [
     "LOCK.ACQUIRE",
     "LOCK.RENEW",
     "LOCK.RELEASE",
     "LOCK.FORCE",
     "LOCK.INFO",
+    "LOCK.FENCE",
     "lock.acquire",
 ];
 const KEYS: [&[u8]; 6] = [b"fz:a", b"fz:b", b"fz:str", b"fz:list", b"fz:\x00\xff", b""];
@@ -369,7 +438,7 @@ fn random_bytes(rng: &mut StdRng) -> Vec<u8> {
 }
 
 fn random_value(rng: &mut StdRng) -> Vec<u8> {
-    const POOL: [&str; 28] = [
+    const POOL: [&str; 30] = [
         "",
         "0",
         "-1",
@@ -393,6 +462,8 @@ fn random_value(rng: &mut StdRng) -> Vec<u8> {
         "p",
         "WAITS",
         "NOWAIT",
+        "TOKEN",
+        "token",
         "nil",
         "fz:a",
         "fz:str",
@@ -455,6 +526,12 @@ fn random_command(rng: &mut StdRng) -> Vec<Vec<u8>> {
                     args.push(mostly(rng, &["WAIT"]));
                     args.push(random_value(rng));
                 }
+                if rng.gen_bool(0.3) {
+                    args.push(mostly(rng, &["TOKEN"]));
+                }
+            }
+            "LOCK.FENCE" => {
+                args.push(mostly(rng, &["1", "5", "1790000000000000"]));
             }
             "LOCK.RENEW" => {
                 args.push(mostly(rng, &OWNERS));
@@ -469,30 +546,48 @@ fn random_command(rng: &mut StdRng) -> Vec<Vec<u8>> {
             _ => {}
         }
     }
-    // `LOCK.ACQUIRE key owner lease WAIT <valid timeout>` could block on a held
-    // lock: a WAIT in the option slot always gets an invalid timeout.
-    if args.len() == 6
-        && args[0].eq_ignore_ascii_case(b"LOCK.ACQUIRE")
-        && args[4].eq_ignore_ascii_case(b"WAIT")
-    {
-        args[5] = INVALID_TIMEOUTS[rng.gen_range(0..INVALID_TIMEOUTS.len())]
-            .as_bytes()
-            .to_vec();
+    // A fence is a string: kept off the lock keys, which the checks below
+    // read as hashes.
+    if args[0].eq_ignore_ascii_case(b"LOCK.FENCE") && args.len() > 1 {
+        const FENCES: [&str; 3] = ["fz:fence", "fz:str", "fz:list"];
+        args[1] = FENCES[rng.gen_range(0..FENCES.len())].as_bytes().to_vec();
+    }
+    // `LOCK.ACQUIRE key owner lease [TOKEN] WAIT <valid timeout>` could block
+    // on a held lock: a WAIT among the options always gets an invalid timeout.
+    if args[0].eq_ignore_ascii_case(b"LOCK.ACQUIRE") {
+        for i in 4..args.len().saturating_sub(1) {
+            if args[i].eq_ignore_ascii_case(b"WAIT") {
+                args[i + 1] = INVALID_TIMEOUTS[rng.gen_range(0..INVALID_TIMEOUTS.len())]
+                    .as_bytes()
+                    .to_vec();
+            }
+        }
     }
     args
 }
 
 /// Whether `reply` is one `args[0]` may give.
 fn reply_is_plausible(args: &[Vec<u8>], reply: &Value) -> bool {
-    if let Value::ServerError(e) = reply {
-        return e.code() == "ERR" || e.code() == "WRONGTYPE";
-    }
     let name = String::from_utf8_lossy(&args[0]).to_ascii_uppercase();
+    if let Value::ServerError(e) = reply {
+        return e.code() == "ERR"
+            || e.code() == "WRONGTYPE"
+            || (name == "LOCK.FENCE" && e.code() == "STALE");
+    }
     match name.as_str() {
-        "LOCK.ACQUIRE" => matches!(reply, Value::Nil) || matches!(reply, Value::Int(t) if *t >= -1),
+        "LOCK.ACQUIRE" => match reply {
+            Value::Nil => true,
+            Value::Int(ttl) => *ttl >= -1,
+            Value::Array(pair) => matches!(
+                pair.as_slice(),
+                [Value::Int(-1), Value::Int(1..)] | [Value::Int(0..), Value::Int(-1)]
+            ),
+            _ => false,
+        },
+        "LOCK.FENCE" => matches!(reply, Value::Int(1..)),
         "LOCK.RENEW" | "LOCK.FORCE" => matches!(reply, Value::Int(0 | 1)),
         "LOCK.RELEASE" => matches!(reply, Value::Nil | Value::Int(0 | 1)),
-        "LOCK.INFO" => matches!(reply, Value::Array(items) if items.len() == 10),
+        "LOCK.INFO" => matches!(reply, Value::Array(items) if items.len() == 12),
         _ => false,
     }
 }

@@ -1,4 +1,4 @@
-//! `LOCK.ACQUIRE key owner lease-ms [WAIT timeout-ms]`
+//! `LOCK.ACQUIRE key owner lease-ms [WAIT timeout-ms] [TOKEN]`
 //!
 //! Takes the lock for `owner`, or re-enters it, with a lease of `lease-ms`.
 //! Redisson's `tryLockInnerAsync` script, as one command.
@@ -13,15 +13,26 @@
 //! `timeout-ms` passes first (0 = never), the integer above. Where blocking is
 //! not allowed (MULTI, Lua, a replica) WAIT is ignored. See `handoff.rs`.
 //!
+//! With `TOKEN`, each grant (taken, re-entered, or handed on to this waiter)
+//! also raises the lock's fencing-token counter, and the reply is Redisson
+//! `RFencedLock`'s pair: `[-1, token]` when granted, `[remaining-lease, -1]`
+//! when held by another owner or the wait timed out. Tokens only grow, even
+//! across failovers that lost writes: see `fencing.rs`. The options come in
+//! any order.
+//!
 //! Errors: wrong arity; `lease-ms` not a positive integer, above
 //! `lock.max-lease-ms`, or overflowing an absolute deadline; empty `owner`;
-//! `WRONGTYPE` for a key that is not a hash; a hold count that is not an
-//! integer or would overflow.
+//! `WRONGTYPE` for a key that is not a hash (or, with `TOKEN`, a counter that
+//! is not a string); a hold count that is not an integer or would overflow;
+//! with `TOKEN`, a key whose braces would put the counter in another cluster
+//! slot, a counter that is not an integer or would overflow. Nothing changes.
 //!
-//! Effects (replicated): `HSET key owner <count>` + `PEXPIREAT key <deadline>`.
+//! Effects (replicated): `HSET key owner <count>` + `PEXPIREAT key <deadline>`;
+//! with `TOKEN`, `SET redisson_lock_token:{key} <token> PXAT <deadline>` too.
 
 use crate::args::{self, Arg};
 use crate::commands::announce;
+use crate::counter_key::{self, NextToken};
 use crate::ffi::command::{ArgDoc, ArgKind, Command, CommandResult, CommandSpec, KeyFlags};
 use crate::ffi::{Ctx, RStr};
 use crate::lock::{self, Acquired};
@@ -39,31 +50,43 @@ pub struct Acquire<A> {
     pub lease_ms: i64,
     /// `WAIT timeout-ms`: block until granted; 0 = forever.
     pub wait_ms: Option<i64>,
+    /// `TOKEN`: issue a fencing token with every grant.
+    pub token: bool,
 }
 
 impl<'a, A: Arg<'a>> Acquire<A> {
     pub fn parse(argv: &[A]) -> Result<Self, String> {
-        let (key, owner, lease, wait) = match *argv {
-            [_, key, owner, lease] => (key, owner, lease, None),
-            [_, key, owner, lease, option, timeout] => (key, owner, lease, Some((option, timeout))),
-            _ => return Err(args::arity_error(LockAcquire::SPEC.name())),
+        let [_, key, owner, lease, ref options @ ..] = *argv else {
+            return Err(args::arity_error(LockAcquire::SPEC.name()));
         };
         args::owner(owner.bytes())?;
         let lease_ms = args::lease_ms(lease.bytes())?;
-        let wait_ms = match wait {
-            None => None,
-            Some((option, timeout)) if option.bytes().eq_ignore_ascii_case(b"WAIT") => {
-                Some(args::wait_timeout_ms(timeout.bytes())?)
+        let (mut wait_ms, mut token) = (None, false);
+        let mut rest = options;
+        while let [option, ref tail @ ..] = *rest {
+            let name = option.bytes();
+            rest = tail;
+            if name.eq_ignore_ascii_case(b"TOKEN") && !token {
+                token = true;
+            } else if name.eq_ignore_ascii_case(b"WAIT") && wait_ms.is_none() {
+                let [timeout, ref tail @ ..] = *rest else {
+                    return Err(args::arity_error(LockAcquire::SPEC.name()));
+                };
+                wait_ms = Some(args::wait_timeout_ms(timeout.bytes())?);
+                rest = tail;
+            } else {
+                return Err(
+                    "ERR syntax error: the options are WAIT timeout-ms and TOKEN, each at most once"
+                        .to_string(),
+                );
             }
-            Some(_) => {
-                return Err("ERR syntax error: the only option is WAIT timeout-ms".to_string())
-            }
-        };
+        }
         Ok(Acquire {
             key,
             owner,
             lease_ms,
             wait_ms,
+            token,
         })
     }
 }
@@ -89,6 +112,9 @@ impl Command for LockAcquire {
             ArgDoc::new(c"timeout-ms", ArgKind::Integer)
                 .token(c"WAIT")
                 .optional(),
+            ArgDoc::new(c"token", ArgKind::PureToken)
+                .token(c"TOKEN")
+                .optional(),
         ],
     };
 
@@ -99,6 +125,10 @@ impl Command for LockAcquire {
         if let Some(timeout_ms) = cmd.wait_ms {
             args::wait_fits(now, timeout_ms)?;
         }
+        let counter_name = match cmd.token {
+            true => Some(counter_key::counter_name(cmd.key)?),
+            false => None,
+        };
         let key = LockKey::open_write(ctx, cmd.key)?;
         let mut view = key.view(cmd.owner)?;
         if handoff::settle(ctx, &key) {
@@ -108,22 +138,57 @@ impl Command for LockAcquire {
         }
         let decision =
             lock::acquire(cmd.owner, view, expire_at).map_err(|e| e.message().to_string())?;
+        // A grant with TOKEN reads the counter before anything is written,
+        // so a counter that cannot be raised refuses the whole acquire.
+        let next_token = match (&counter_name, decision.reply) {
+            (Some(name), Acquired::Taken | Acquired::Reentered) => {
+                Some(NextToken::prepare(ctx, name.borrow())?)
+            }
+            _ => None,
+        };
         key.apply(decision.write);
         handoff::lease_changed(ctx, &key, &decision.write);
         stats::acquired(decision.reply);
         match decision.reply {
             Acquired::Taken | Acquired::Reentered => {
+                let token = next_token.map(|next| next.issue(expire_at));
                 announce(ctx, &key, decision.event);
-                ctx.reply_null();
+                match token {
+                    Some(token) => reply_pair(ctx, -1, token),
+                    None => ctx.reply_null(),
+                }
             }
             Acquired::Busy => match cmd.wait_ms {
                 Some(timeout_ms) if ctx.can_block() => {
-                    handoff::wait(ctx, &key, cmd.owner.as_bytes(), cmd.lease_ms, timeout_ms);
+                    let waiter = handoff::Wants {
+                        owner: cmd.owner.as_bytes(),
+                        lease_ms: cmd.lease_ms,
+                        timeout_ms,
+                        token: cmd.token,
+                    };
+                    handoff::wait(ctx, &key, waiter);
                 }
-                _ => ctx.reply_integer(key.ttl_ms()),
+                _ => reply_busy(ctx, key.ttl_ms(), cmd.token),
             },
         }
         Ok(())
+    }
+}
+
+/// `[first, second]`: Redisson `RFencedLock`'s reply shape.
+pub fn reply_pair(ctx: Ctx, first: i64, second: i64) {
+    ctx.reply_array(2);
+    ctx.reply_integer(first);
+    ctx.reply_integer(second);
+}
+
+/// The lock is someone else's, for `ttl_ms` more: the integer, or with
+/// `TOKEN` the pair `[ttl_ms, -1]`.
+pub fn reply_busy(ctx: Ctx, ttl_ms: i64, token: bool) {
+    if token {
+        reply_pair(ctx, ttl_ms, -1);
+    } else {
+        ctx.reply_integer(ttl_ms);
     }
 }
 
@@ -146,11 +211,25 @@ mod tests {
                 key: &b"k"[..],
                 owner: &b"o"[..],
                 lease_ms: 30_000,
-                wait_ms: None
+                wait_ms: None,
+                token: false,
             }
         );
         let cmd = parse(&["lock.acquire", "k", "o", "1", "wait", "0"]).unwrap();
-        assert_eq!(cmd.wait_ms, Some(0));
+        assert_eq!((cmd.wait_ms, cmd.token), (Some(0), false));
+    }
+
+    #[test]
+    fn parses_token_before_or_after_wait_in_any_case() {
+        for args in [
+            &["LOCK.ACQUIRE", "k", "o", "1", "TOKEN"][..],
+            &["LOCK.ACQUIRE", "k", "o", "1", "token", "WAIT", "5"],
+            &["LOCK.ACQUIRE", "k", "o", "1", "WAIT", "5", "Token"],
+        ] {
+            let cmd = parse(args).unwrap();
+            assert!(cmd.token, "{args:?}");
+            assert_eq!(cmd.wait_ms, (args.len() > 5).then_some(5), "{args:?}");
+        }
     }
 
     #[test]
@@ -172,6 +251,22 @@ mod tests {
                 (
                     &["LOCK.ACQUIRE", "k", "o", "1", "NOWAIT", "1"],
                     "syntax error",
+                ),
+                (
+                    &["LOCK.ACQUIRE", "k", "o", "1", "TOKEN", "TOKEN"],
+                    "syntax error",
+                ),
+                (
+                    &["LOCK.ACQUIRE", "k", "o", "1", "WAIT", "1", "WAIT", "2"],
+                    "syntax error",
+                ),
+                (
+                    &["LOCK.ACQUIRE", "k", "o", "1", "TOKEN", "WAIT"],
+                    "wrong number",
+                ),
+                (
+                    &["LOCK.ACQUIRE", "k", "o", "1", "WAIT", "x", "TOKEN"],
+                    "WAIT timeout-ms",
                 ),
             ],
         );

@@ -10,11 +10,15 @@
 //! * `ttl_ms`: remaining lease in ms (-1 no expiry, -2 free);
 //! * `deadline_ms`: the lease's absolute unix-ms deadline (-1 none);
 //! * `waiters`: array, in queue order, of maps `owner`, `waited_ms`,
-//!   `timeout_ms` (0 = forever) for clients blocked in `LOCK.ACQUIRE ... WAIT`.
+//!   `timeout_ms` (0 = forever) for clients blocked in `LOCK.ACQUIRE ... WAIT`;
+//! * `token`: the last fencing token handed out for this lock (the value of
+//!   its counter `redisson_lock_token:{key}`), nil when there is none (never
+//!   acquired with `TOKEN`, the counter expired, or it is not an integer).
 //!
 //! Errors: wrong arity; `WRONGTYPE`.
 
 use crate::args;
+use crate::counter_key::{self, CounterKey};
 use crate::ffi::command::{ArgDoc, ArgKind, Command, CommandResult, CommandSpec, KeyFlags};
 use crate::ffi::{Ctx, RStr};
 use crate::handoff;
@@ -57,8 +61,9 @@ impl Command for LockInfo {
         let lock = LockKey::open_read(ctx, cmd.key)?;
         let owners = lock.entries();
         let waiters = handoff::snapshot(ctx, cmd.key);
+        let token = last_token(ctx, cmd.key);
 
-        ctx.reply_map(5);
+        ctx.reply_map(6);
         ctx.reply_simple(c"state");
         ctx.reply_simple(if lock.exists() { c"held" } else { c"free" });
 
@@ -88,8 +93,21 @@ impl Command for LockInfo {
             ctx.reply_simple(c"timeout_ms");
             ctx.reply_integer(waiter.timeout_ms);
         }
+
+        ctx.reply_simple(c"token");
+        match token {
+            Some(token) => ctx.reply_integer(token),
+            None => ctx.reply_null(),
+        }
         Ok(())
     }
+}
+
+/// The value of the lock's token counter, if it has a readable one.
+fn last_token(ctx: Ctx, key: RStr) -> Option<i64> {
+    let name = counter_key::counter_name(key).ok()?;
+    let counter = CounterKey::open_read(ctx, name.borrow()).ok()?;
+    counter.value()
 }
 
 #[cfg(test)]

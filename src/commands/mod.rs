@@ -5,6 +5,7 @@
 //! out its decision.
 
 pub mod acquire;
+pub mod fence;
 pub mod force;
 pub mod info;
 pub mod release;
@@ -18,12 +19,13 @@ use crate::lock::Event;
 use crate::lock_key::LockKey;
 
 /// Every command, registered in this order.
-const COMMANDS: [Registration; 5] = [
+const COMMANDS: [Registration; 6] = [
     Registration::of::<acquire::LockAcquire>(),
     Registration::of::<renew::LockRenew>(),
     Registration::of::<release::LockRelease>(),
     Registration::of::<force::LockForce>(),
     Registration::of::<info::LockInfo>(),
+    Registration::of::<fence::LockFence>(),
 ];
 
 /// Registers every command with Redis, with its docs, key spec and ACL

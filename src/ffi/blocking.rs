@@ -13,21 +13,24 @@ use super::{api, guarded, raw, Ctx, RStr, OK};
 pub struct BlockedClient(NonNull<raw::RedisModuleBlockedClient>);
 
 /// Why we woke a waiter: what its reply callback answers.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Wake {
-    /// It was handed the lock: reply nil.
-    Granted,
+    /// It was handed the lock (with a fencing token if it asked for one).
+    Granted { token: Option<i64> },
     /// The server became a replica: reply an error.
     Demoted,
+    /// It cannot be granted the lock: reply this error.
+    Refused(String),
 }
 
 /// What happens to a blocked client, implemented by the wait queues.
 pub trait WaitHandler {
     /// We woke the client with `wake`: reply to it.
-    fn reply(ctx: Ctx, wake: Wake);
+    fn reply(ctx: Ctx, wake: &Wake);
     /// Its timeout passed (`argv` is its command): reply, and unblock it if
-    /// it is still waiting.
-    fn timed_out(ctx: Ctx, client: BlockedClient, argv: &[RStr]);
+    /// it is still waiting. `woken` is what it was woken with, if we did
+    /// wake it just before.
+    fn timed_out(ctx: Ctx, client: BlockedClient, argv: &[RStr], woken: Option<&Wake>);
     /// It went away (QUIT, CLIENT KILL, network): forget it, unblocking it if
     /// it is still waiting.
     fn disconnected(ctx: Ctx, client: BlockedClient);
@@ -41,7 +44,7 @@ pub fn block<H: WaitHandler>(ctx: Ctx, timeout_ms: i64) -> BlockedClient {
             ctx.as_ptr(),
             Some(on_reply::<H>),
             Some(on_timeout::<H>),
-            None,
+            Some(free_wake),
             timeout_ms,
         )
     };
@@ -53,22 +56,31 @@ pub fn block<H: WaitHandler>(ctx: Ctx, timeout_ms: i64) -> BlockedClient {
 /// Unblocks `client`: with `Some(wake)` its reply callback answers for it;
 /// with `None` (after a timeout or disconnect) nothing more is sent.
 pub fn unblock(client: BlockedClient, wake: Option<Wake>) {
-    let privdata = match wake {
-        None => std::ptr::null_mut(),
-        Some(Wake::Granted) => tag(&GRANTED),
-        Some(Wake::Demoted) => tag(&DEMOTED),
-    };
+    // The wake travels as UnblockClient's privdata, a box that Redis hands
+    // to the reply callback and then to `free_wake` (also when the client
+    // is gone and no reply is made).
+    let privdata = wake.map_or(std::ptr::null_mut(), |wake| {
+        Box::into_raw(Box::new(wake)).cast::<c_void>()
+    });
     // SAFETY: a handle not unblocked yet (the queues unblock each once).
     unsafe { api!(RedisModule_UnblockClient)(client.0.as_ptr(), privdata) };
 }
 
-/// Why the waiter was woken, passed as `UnblockClient`'s privdata: the
-/// address of one of these (Redis never dereferences privdata; we compare).
-static GRANTED: u8 = 0;
-static DEMOTED: u8 = 0;
+/// The wake of the blocked client `ctx` runs for, if we woke it.
+///
+/// # Safety
+/// `ctx` is a reply or timeout callback's context, whose privdata is NULL
+/// or a box made by [`unblock`] and not freed yet.
+unsafe fn woken<'a>(ctx: &Ctx<'a>) -> Option<&'a Wake> {
+    let privdata = unsafe { api!(RedisModule_GetBlockedClientPrivateData)(ctx.as_ptr()) };
+    unsafe { privdata.cast::<Wake>().as_ref() }
+}
 
-fn tag(marker: &'static u8) -> *mut c_void {
-    (marker as *const u8).cast_mut().cast::<c_void>()
+extern "C" fn free_wake(_ctx: *mut raw::RedisModuleCtx, privdata: *mut c_void) {
+    if !privdata.is_null() {
+        // SAFETY: made by `unblock` with Box::into_raw; Redis frees it once.
+        drop(unsafe { Box::from_raw(privdata.cast::<Wake>()) });
+    }
 }
 
 extern "C" fn on_reply<H: WaitHandler>(
@@ -79,15 +91,10 @@ extern "C" fn on_reply<H: WaitHandler>(
     // SAFETY: Redis passes the reply callback's context.
     if let Some(ctx) = unsafe { Ctx::from_raw(ctx) } {
         guarded(&ctx, "a wait reply", || {
-            let why = unsafe { api!(RedisModule_GetBlockedClientPrivateData)(ctx.as_ptr()) };
-            H::reply(
-                ctx,
-                if why == tag(&DEMOTED) {
-                    Wake::Demoted
-                } else {
-                    Wake::Granted
-                },
-            );
+            // SAFETY: the reply callback's context; the box is freed after it.
+            if let Some(wake) = unsafe { woken(&ctx) } {
+                H::reply(ctx, wake);
+            }
         });
     }
     OK
@@ -106,7 +113,9 @@ extern "C" fn on_timeout<H: WaitHandler>(
                 return;
             };
             let args = unsafe { super::command::args(argv, argc) };
-            H::timed_out(ctx, client, args);
+            // SAFETY: the timeout callback's context.
+            let wake = unsafe { woken(&ctx) };
+            H::timed_out(ctx, client, args, wake);
         });
     }
     OK

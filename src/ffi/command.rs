@@ -32,6 +32,8 @@ pub enum ArgKind {
     Key,
     String,
     Integer,
+    /// A flag word alone, like `TOKEN` (give it as the argument's token too).
+    PureToken,
 }
 
 /// One argument as `COMMAND DOCS` shows it.
@@ -220,6 +222,7 @@ fn arg_type(kind: ArgKind) -> raw::RedisModuleCommandArgType {
         ArgKind::Key => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_KEY,
         ArgKind::String => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_STRING,
         ArgKind::Integer => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_INTEGER,
+        ArgKind::PureToken => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_PURE_TOKEN,
     }
 }
 

@@ -328,6 +328,34 @@ impl<'a> Ctx<'a> {
         self.replicated(status);
     }
 
+    /// Propagates `SET key value PXAT at`, or `SET key value` (no expiry)
+    /// when `at` is `None`: the whole state of a string key in one command.
+    pub fn replicate_set(self, key: RStr, value: RStr, at: Option<i64>) {
+        // SAFETY: "ss" matches the two strings, "sscl" the two strings, the
+        // C string and the long long.
+        let status = unsafe {
+            match at {
+                Some(at) => api!(RedisModule_Replicate)(
+                    self.as_ptr(),
+                    c"SET".as_ptr(),
+                    c"sscl".as_ptr(),
+                    key.as_ptr(),
+                    value.as_ptr(),
+                    c"PXAT".as_ptr(),
+                    at as std::os::raw::c_longlong,
+                ),
+                None => api!(RedisModule_Replicate)(
+                    self.as_ptr(),
+                    c"SET".as_ptr(),
+                    c"ss".as_ptr(),
+                    key.as_ptr(),
+                    value.as_ptr(),
+                ),
+            }
+        };
+        self.replicated(status);
+    }
+
     /// Propagates `PEXPIREAT key at`.
     pub fn replicate_pexpireat(self, key: RStr, at: i64) {
         let status = LAST_DEADLINE.with(|last| {

@@ -15,6 +15,7 @@ pub enum KeyKind {
     /// while Redis holds expiry back).
     Empty,
     Hash,
+    String,
     /// Any other type.
     Other,
 }
@@ -52,6 +53,7 @@ impl<'a> Key<'a> {
         match unsafe { api!(RedisModule_KeyType)(self.ptr) } as isize {
             raw::REDISMODULE_KEYTYPE_EMPTY => KeyKind::Empty,
             raw::REDISMODULE_KEYTYPE_HASH => KeyKind::Hash,
+            raw::REDISMODULE_KEYTYPE_STRING => KeyKind::String,
             _ => KeyKind::Other,
         }
     }
@@ -94,6 +96,34 @@ impl<'a> Key<'a> {
                 ptr::null_mut::<c_void>(),
             )
         };
+    }
+
+    /// Reads a string key's value through `read`, if it is a string.
+    ///
+    /// Redis hands out the value in place (`StringDMA`); for a value stored
+    /// in its integer or embedded encoding (`INCR`, `SET`) it first turns it
+    /// into a plain string, which changes how it is stored, not what it is.
+    pub fn string_get<T>(&self, read: impl FnOnce(&[u8]) -> T) -> Option<T> {
+        if self.kind() != KeyKind::String {
+            return None;
+        }
+        let mut len: usize = 0;
+        // SAFETY: a string key; the pointer is valid until the key is
+        // written or closed, and we copy out of it (through `read`) first.
+        let ptr = unsafe {
+            api!(RedisModule_StringDMA)(self.ptr, &mut len, raw::REDISMODULE_READ as c_int)
+        };
+        if ptr.is_null() {
+            return None;
+        }
+        let bytes = unsafe { std::slice::from_raw_parts(ptr as *const u8, len) };
+        Some(read(bytes))
+    }
+
+    /// Makes the key the string `value` (any old value and expiry go).
+    pub fn string_set(&self, value: RStr) {
+        // SAFETY: a key opened for writing; Redis takes its own reference.
+        unsafe { api!(RedisModule_StringSet)(self.ptr, value.as_ptr()) };
     }
 
     /// Remaining time to live in ms, `None` without expiry (or key).

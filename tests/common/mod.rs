@@ -680,6 +680,8 @@ pub struct LockInfo {
     pub ttl_ms: i64,
     pub deadline_ms: i64,
     pub waiters: Vec<Value>,
+    /// The last fencing token (`None`: nil).
+    pub token: Option<i64>,
 }
 
 impl LockInfo {
@@ -691,7 +693,14 @@ impl LockInfo {
             .collect();
         assert_eq!(
             fields,
-            ["state", "owners", "ttl_ms", "deadline_ms", "waiters"],
+            [
+                "state",
+                "owners",
+                "ttl_ms",
+                "deadline_ms",
+                "waiters",
+                "token"
+            ],
             "LOCK.INFO fields: {v:?}"
         );
         let get = |name: &str| {
@@ -716,6 +725,11 @@ impl LockInfo {
             waiters: match get("waiters") {
                 Value::Array(w) | Value::Set(w) => w.clone(),
                 other => panic!("LOCK.INFO waiters should be an array: {other:?}"),
+            },
+            token: match get("token") {
+                Value::Nil => None,
+                Value::Int(token) => Some(*token),
+                other => panic!("LOCK.INFO token should be an integer or nil: {other:?}"),
             },
         }
     }
@@ -915,6 +929,37 @@ pub fn acquire(
     )
 }
 
+/// `LOCK.ACQUIRE ... TOKEN`: Redisson RFencedLock's pair, `(-1, token)` =
+/// granted, `(ttl, -1)` = busy.
+pub fn acquire_token(
+    con: &mut impl ConnectionLike,
+    key: impl ToRedisArgs,
+    owner: impl ToRedisArgs,
+    lease_ms: i64,
+) -> (i64, i64) {
+    let mut cmd = lock_command("LOCK.ACQUIRE", key, owner, Some(lease_ms));
+    cmd.arg("TOKEN");
+    query(con, &cmd)
+}
+
+/// `acquire_token` for a grant: the token.
+pub fn token_of(
+    con: &mut impl ConnectionLike,
+    key: impl ToRedisArgs,
+    owner: impl ToRedisArgs,
+    lease_ms: i64,
+) -> i64 {
+    match acquire_token(con, key, owner, lease_ms) {
+        (-1, token) if token > 0 => token,
+        other => panic!("expected a grant with a token, got {other:?}"),
+    }
+}
+
+/// The lock's token counter, per `GET redisson_lock_token:{key}`.
+pub fn counter(con: &mut impl ConnectionLike, key: &str) -> Option<i64> {
+    query(con, &cmd1("GET", format!("redisson_lock_token:{{{key}}}")))
+}
+
 /// `LOCK.RENEW`: 1 = renewed, 0 = not held by `owner`.
 pub fn renew(
     con: &mut impl ConnectionLike,
@@ -1065,16 +1110,24 @@ pub fn show(messages: &[Message]) -> Vec<(String, String)> {
 /// Sends `LOCK.ACQUIRE key owner lease WAIT timeout` and returns once the
 /// server shows the client queued (so the next waiter queues behind it).
 pub fn queue(server: &Server, key: &str, owner: &str, lease_ms: u64, timeout_ms: u64) -> RawClient {
+    queue_with(server, key, owner, lease_ms, timeout_ms, &[])
+}
+
+/// [`queue`] with more options after `WAIT timeout` (`TOKEN`).
+pub fn queue_with(
+    server: &Server,
+    key: &str,
+    owner: &str,
+    lease_ms: u64,
+    timeout_ms: u64,
+    options: &[&str],
+) -> RawClient {
     let before = waiter_owners(server, key).len();
     let mut waiter = RawClient::connect(server.port);
-    waiter.send(&[
-        "LOCK.ACQUIRE",
-        key,
-        owner,
-        &lease_ms.to_string(),
-        "WAIT",
-        &timeout_ms.to_string(),
-    ]);
+    let (lease, timeout) = (lease_ms.to_string(), timeout_ms.to_string());
+    let mut command = vec!["LOCK.ACQUIRE", key, owner, &lease, "WAIT", &timeout];
+    command.extend_from_slice(options);
+    waiter.send(&command);
     poll_until(Duration::from_secs(5), "the waiter is queued", || {
         waiter_owners(server, key).len() > before
     });

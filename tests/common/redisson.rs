@@ -76,6 +76,36 @@ pub const FORCE_UNLOCK: &str = concat!(
     "end"
 );
 
+/// A model of Redisson `RFencedLock`'s acquire-with-token script (3.19+,
+/// same hash layout as RLock): grant or re-enter, `INCR` the counter
+/// `KEYS[2]` and reply `{-1, token}`; else `{pttl, -1}`.
+pub const FENCED_ACQUIRE: &str = concat!(
+    "if redis.call('exists', KEYS[1]) == 0 ",
+    "or redis.call('hexists', KEYS[1], ARGV[2]) == 1 then ",
+    "local token = redis.call('incr', KEYS[2]); ",
+    "redis.call('hincrby', KEYS[1], ARGV[2], 1); ",
+    "redis.call('pexpire', KEYS[1], ARGV[1]); ",
+    "return {-1, token}; ",
+    "end; ",
+    "return {redis.call('pttl', KEYS[1]), -1};"
+);
+
+/// `FENCED_ACQUIRE` on `key` (whose name has no braces), with Redisson's
+/// counter key `redisson_lock_token:{key}`.
+pub fn script_fenced_acquire(
+    con: &mut impl ConnectionLike,
+    key: &str,
+    owner: impl ToRedisArgs,
+    lease_ms: i64,
+) -> (i64, i64) {
+    let keys = [
+        key.as_bytes().to_vec(),
+        format!("redisson_lock_token:{{{key}}}").into_bytes(),
+    ];
+    let reply = eval(con, FENCED_ACQUIRE, &keys, (lease_ms, owner));
+    redis::from_redis_value(&reply).expect("a pair of integers")
+}
+
 /// Runs an acquire script (`ACQUIRE_HINCRBY` or `ACQUIRE_HSET`) as
 /// `tryLockInnerAsync` does: nil = granted, the holder's PTTL = busy.
 pub fn script_acquire(

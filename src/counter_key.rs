@@ -1,0 +1,122 @@
+//! Integer string keys: a lock's fencing-token counter and a resource's
+//! fence (the highest token it has seen). The one place that reads and
+//! writes them; the decisions are in `fencing.rs`.
+//!
+//! Both are plain decimal strings, as `INCR` leaves them, so Redisson's
+//! `RFencedLock` script and `GET` read the same values. Every write is
+//! replicated as one command carrying the key's whole state, value and
+//! absolute deadline: `SET key value PXAT at` (or `SET key value` without
+//! expiry). A replica with or without the module, and an AOF reload, hold
+//! the same counter with the same deadline.
+
+use crate::fencing::{self, Expiry, TokenError};
+use crate::ffi::key::{Key, KeyKind};
+use crate::ffi::{Ctx, OwnedStr, RStr};
+use crate::lock_key::WRONGTYPE;
+use crate::{config, stats};
+
+/// An open integer string key (or no key); closed on drop.
+pub struct CounterKey<'a> {
+    ctx: Ctx<'a>,
+    key: Key<'a>,
+    value: Option<i64>,
+}
+
+impl<'a> CounterKey<'a> {
+    /// Opens `name` for writing. Refuses a key that is not a string
+    /// (`WRONGTYPE`) or whose value is not a decimal integer.
+    pub fn open_write(ctx: Ctx<'a>, name: RStr<'a>) -> Result<CounterKey<'a>, String> {
+        Self::open(ctx, name, true)
+    }
+
+    /// Opens `name` for reading only, with the same checks.
+    pub fn open_read(ctx: Ctx<'a>, name: RStr<'a>) -> Result<CounterKey<'a>, String> {
+        Self::open(ctx, name, false)
+    }
+
+    fn open(ctx: Ctx<'a>, name: RStr<'a>, write: bool) -> Result<CounterKey<'a>, String> {
+        let key = Key::open(ctx, name, write);
+        let value = match key.kind() {
+            KeyKind::Empty => None,
+            KeyKind::String => match key.string_get(crate::args::strict_i64) {
+                Some(Some(value)) => Some(value),
+                _ => {
+                    return Err(format!(
+                        "ERR key '{}' does not hold an integer",
+                        String::from_utf8_lossy(name.as_bytes()).escape_debug()
+                    ))
+                }
+            },
+            KeyKind::Hash | KeyKind::Other => return Err(WRONGTYPE.to_string()),
+        };
+        Ok(CounterKey { ctx, key, value })
+    }
+
+    /// Its value, `None` when there is no key.
+    pub fn value(&self) -> Option<i64> {
+        self.value
+    }
+
+    /// Its expiry as it is now.
+    pub fn expiry(&self) -> Expiry {
+        if self.value.is_none() {
+            Expiry::Absent
+        } else {
+            self.key.abs_expire_ms().map_or(Expiry::Never, Expiry::At)
+        }
+    }
+
+    /// Sets it to `value` with the absolute expiry `at` (`None`: none), and
+    /// replicates that as one `SET`.
+    pub fn set(&mut self, value: i64, at: Option<i64>) {
+        let (ctx, name) = (self.ctx, self.key.name());
+        // Not `with_decimal`'s shared "1": the key keeps this very string.
+        let text = OwnedStr::from_i64(value);
+        self.key.string_set(text.borrow());
+        if let Some(at) = at {
+            self.key.set_abs_expire_ms(at);
+        }
+        ctx.replicate_set(name, text.borrow(), at);
+        ctx.signal_modified(name);
+        self.value = Some(value);
+    }
+}
+
+/// The next fencing token of a lock, checked and computed but not written
+/// yet: opened before the lock is written, so a counter that cannot be read
+/// refuses the acquire before anything changed.
+pub struct NextToken<'a> {
+    counter: CounterKey<'a>,
+    token: i64,
+}
+
+impl<'a> NextToken<'a> {
+    /// Opens the counter `name` (see [`fencing::counter_key`]) and computes
+    /// the token a grant made now gets.
+    pub fn prepare(ctx: Ctx<'a>, name: RStr<'a>) -> Result<NextToken<'a>, String> {
+        let counter = CounterKey::open_write(ctx, name)?;
+        let token = fencing::next_token(counter.value(), ctx.now_ms()).map_err(|e| match e {
+            TokenError::Overflow => "ERR the lock's token counter would overflow".to_string(),
+        })?;
+        Ok(NextToken { counter, token })
+    }
+
+    /// Writes the token to the counter, for a lock whose lease now ends at
+    /// `lock_deadline`, and returns it.
+    pub fn issue(mut self, lock_deadline: i64) -> i64 {
+        let at = fencing::counter_expiry(
+            self.token,
+            lock_deadline,
+            self.counter.expiry(),
+            config::token_retention_ms(),
+        );
+        self.counter.set(self.token, at);
+        stats::TOKENS_ISSUED.incr();
+        self.token
+    }
+}
+
+/// The name of `lock`'s counter as a Redis string, or why it has none.
+pub fn counter_name(lock: RStr) -> Result<OwnedStr, String> {
+    fencing::counter_key(lock.as_bytes()).map(|name| OwnedStr::new(&name))
+}
