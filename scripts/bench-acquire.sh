@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Server-side cost of taking a lock: SET NX PX vs LOCK.ACQUIRE vs Redisson's
-# acquire script (tryLockInnerAsync) through EVALSHA.
+# acquire script (tryLockInnerAsync) through EVALSHA; and with a fencing
+# token: LOCK.ACQUIRE ... TOKEN vs Redisson RFencedLock's script.
 #
 # Starts a fresh server with the module on a free loopback port (no
 # persistence), drives each command with redis-benchmark (same N, key space
@@ -18,7 +19,8 @@
 # target/release/libredis_lock.so), BENCH_N requests per run (default 100000),
 # BENCH_REPEAT runs per command (default 3), BENCH_KEYSPACE the -r of the fresh
 # keys scenario (default 100000).
-# Targets: LOCK.ACQUIRE <= 1.6x SET NX PX and <= 0.45x EVALSHA.
+# Targets: LOCK.ACQUIRE <= 1.6x SET NX PX and <= 0.45x EVALSHA;
+# LOCK.ACQUIRE ... TOKEN <= 1.5x LOCK.ACQUIRE.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -64,12 +66,18 @@ fi
 # Redisson's RedissonLock.tryLockInnerAsync: KEYS[1] lock, ARGV[1] lease ms, ARGV[2] owner.
 script="if (redis.call('exists', KEYS[1]) == 0) then redis.call('hincrby', KEYS[1], ARGV[2], 1); redis.call('pexpire', KEYS[1], ARGV[1]); return nil; end; if (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then redis.call('hincrby', KEYS[1], ARGV[2], 1); redis.call('pexpire', KEYS[1], ARGV[1]); return nil; end; return redis.call('pttl', KEYS[1]);"
 sha=$(cli SCRIPT LOAD "$script")
+# Redisson RFencedLock's acquire with token: KEYS[2] is the token counter.
+fenced="if (redis.call('exists', KEYS[1]) == 0 or redis.call('hexists', KEYS[1], ARGV[2]) == 1) then local token = redis.call('incr', KEYS[2]); redis.call('hincrby', KEYS[1], ARGV[2], 1); redis.call('pexpire', KEYS[1], ARGV[1]); return {-1, token}; end; return {redis.call('pttl', KEYS[1]), -1};"
+fenced_sha=$(cli SCRIPT LOAD "$fenced")
 
-# label|commandstats name|command (KEY stands for the scenario's key)
+# label|commandstats name|keys one lock makes|command (KEY stands for the
+# scenario's key, COUNTER for its token counter)
 commands=(
-  "SET NX PX|set|SET KEY v NX PX 30000"
-  "LOCK.ACQUIRE|lock.acquire|LOCK.ACQUIRE KEY owner:1 30000"
-  "EVALSHA (Redisson)|evalsha|EVALSHA $sha 1 KEY 30000 owner:1"
+  "SET NX PX|set|1|SET KEY v NX PX 30000"
+  "LOCK.ACQUIRE|lock.acquire|1|LOCK.ACQUIRE KEY owner:1 30000"
+  "EVALSHA (Redisson)|evalsha|1|EVALSHA $sha 1 KEY 30000 owner:1"
+  "LOCK.ACQUIRE TOKEN|lock.acquire|2|LOCK.ACQUIRE KEY owner:1 30000 TOKEN"
+  "EVALSHA (RFencedLock)|evalsha|2|EVALSHA $fenced_sha 2 KEY COUNTER 30000 owner:1"
 )
 # name|key|extra redis-benchmark options|judge the targets (1/0)
 scenarios=(
@@ -96,6 +104,9 @@ run_once() { # stat, extra options, command words...
   echo "$usec $rps $(cli DBSIZE)"
 }
 
+# Redisson's counter name for a lock key without braces.
+counter_of() { echo "redisson_lock_token:{$1}"; }
+
 median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 
 echo "# bench-acquire: $("$server" --version)"
@@ -105,8 +116,9 @@ echo "server:    ${server_line% }"
 for scenario in "${scenarios[@]}"; do
   IFS='|' read -r _ key extra _ <<<"$scenario"
   for c in "${commands[@]}"; do
-    IFS='|' read -r _ _ cmd <<<"$c"
-    echo "benchmark: redis-benchmark -h 127.0.0.1 -p $port ${bench_opts[*]} ${extra:+$extra }--csv ${cmd//KEY/$key}"
+    IFS='|' read -r _ _ _ cmd <<<"$c"
+    cmd=${cmd//KEY/$key}
+    echo "benchmark: redis-benchmark -h 127.0.0.1 -p $port ${bench_opts[*]} ${extra:+$extra }--csv ${cmd//COUNTER/$(counter_of "$key")}"
   done
 done
 echo "between runs: FLUSHALL, CONFIG RESETSTAT; after each: INFO commandstats (usec_per_call), DBSIZE"
@@ -117,13 +129,14 @@ for scenario in "${scenarios[@]}"; do
   declare -A usecs=() rpss=() keys=()
   for ((r = 1; r <= repeat; r++)); do
     for c in "${commands[@]}"; do
-      IFS='|' read -r label stat cmd <<<"$c"
-      read -r -a words <<<"${cmd//KEY/$key}"
+      IFS='|' read -r label stat per_lock cmd <<<"$c"
+      cmd=${cmd//KEY/$key}
+      read -r -a words <<<"${cmd//COUNTER/$(counter_of "$key")}"
       out=$(run_once "$stat" "$extra" "${words[@]}")
       read -r usec rps left <<<"$out"
       usecs[$label]+="$usec "
       rpss[$label]+="$rps "
-      keys[$label]+="$left "
+      keys[$label]+="$((left / per_lock)) "
     done
   done
 
@@ -144,16 +157,21 @@ for scenario in "${scenarios[@]}"; do
     share=$(awk -v k="$(median ${keys[$label]})" -v n="$n" 'BEGIN { printf "%.0f%%", 100 * k / n }')
     ratio=$(awk -v a="$u" -v b="$set_usec" 'BEGIN { printf "%.2fx", a / b }')
     echo "| $label | $u | ${usecs[$label]% } | $ratio | $rps | $share |"
-    case $label in LOCK.ACQUIRE) acquire_usec=$u ;; EVALSHA*) evalsha_usec=$u ;; esac
+    case $label in
+      LOCK.ACQUIRE) acquire_usec=$u ;;
+      "LOCK.ACQUIRE TOKEN") token_usec=$u ;;
+      "EVALSHA (Redisson)") evalsha_usec=$u ;;
+    esac
   done
   echo
   # The targets are about taking locks (fresh keys); on the hot key SET NX
   # fails without writing anything, so that ratio is shown but not judged.
-  awk -v a="$acquire_usec" -v s="$set_usec" -v e="$evalsha_usec" -v judge="$judge" '
+  awk -v a="$acquire_usec" -v s="$set_usec" -v e="$evalsha_usec" -v t="$token_usec" -v judge="$judge" '
     function verdict(ok) { return judge ? (ok ? " (target met)" : " (target MISSED)") : "" }
     BEGIN {
       printf "LOCK.ACQUIRE / SET NX PX = %.2f, target <= 1.60%s\n", a / s, verdict(a / s <= 1.60)
       printf "LOCK.ACQUIRE / EVALSHA   = %.2f, target <= 0.45%s\n", a / e, verdict(a / e <= 0.45)
+      printf "TOKEN / LOCK.ACQUIRE     = %.2f, target <= 1.50%s\n", t / a, verdict(t / a <= 1.50)
     }'
   unset usecs rpss keys
 done

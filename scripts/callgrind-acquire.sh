@@ -5,7 +5,8 @@
 # Runs redis-server under callgrind collecting only inside Redis's call(),
 # sends N commands on fresh keys (every call takes a free lock / sets a new
 # key), and prints instructions per call for SET NX PX, LOCK.ACQUIRE and
-# Redisson's acquire script (EVALSHA of tryLockInnerAsync), plus
+# Redisson's acquire script (EVALSHA of tryLockInnerAsync), LOCK.ACQUIRE
+# ... TOKEN (a fencing token: the counter key written too), plus
 # the share of LOCK.ACQUIRE spent in RedisModule_Replicate (RM_Replicate;
 # VM_Replicate in Valkey), which propagates the
 # HSET + PEXPIREAT effects to replicas and the AOF.
@@ -53,6 +54,9 @@ echo "each: redis-benchmark -P 16 -c 1 -n $n -r 100000000 (fresh keys), instruct
 read -r set_total _ < <(profile set SET 'lock:__rand_int__' v NX PX 30000)
 read -r acq_total acq_repl < <(profile acquire LOCK.ACQUIRE 'lock:__rand_int__' owner:1 30000)
 read -r eval_total _ < <(profile evalsha EVALSHA 1 'lock:__rand_int__' 30000 owner:1)
+read -r tok_total _ < <(profile token LOCK.ACQUIRE 'lock:__rand_int__' owner:1 30000 TOKEN)
+read -r tok_hot _ < <(profile token_hot LOCK.ACQUIRE 'lock:hot' owner:1 30000 TOKEN)
+read -r acq_hot _ < <(profile acquire_hot LOCK.ACQUIRE 'lock:hot' owner:1 30000)
 echo
 echo "| command | instructions per call | vs SET NX PX |"
 echo "|---|---|---|"
@@ -60,7 +64,9 @@ echo "| SET NX PX | $set_total | 1.00x |"
 echo "| LOCK.ACQUIRE | $acq_total | $(awk -v a="$acq_total" -v b="$set_total" 'BEGIN {printf "%.2fx", a/b}') |"
 echo "| LOCK.ACQUIRE without its RM_Replicate calls | $((acq_total - acq_repl)) | $(awk -v a="$((acq_total - acq_repl))" -v b="$set_total" 'BEGIN {printf "%.2fx", a/b}') |"
 echo "| EVALSHA (Redisson's script) | $eval_total | $(awk -v a="$eval_total" -v b="$set_total" 'BEGIN {printf "%.2fx", a/b}') |"
+echo "| LOCK.ACQUIRE ... TOKEN | $tok_total | $(awk -v a="$tok_total" -v b="$set_total" 'BEGIN {printf "%.2fx", a/b}') |"
 echo
 echo "LOCK.ACQUIRE / EVALSHA = $(awk -v a="$acq_total" -v b="$eval_total" 'BEGIN {printf "%.3f", a/b}') (instructions)"
+echo "TOKEN / LOCK.ACQUIRE = $(awk -v a="$tok_total" -v b="$acq_total" 'BEGIN {printf "%.3f", a/b}') on fresh keys, $(awk -v a="$tok_hot" -v b="$acq_hot" 'BEGIN {printf "%.3f", a/b}') re-entering one key ($tok_hot vs $acq_hot instructions)"
 echo
 echo "RM_Replicate (2 calls: HSET, PEXPIREAT): $acq_repl instructions per LOCK.ACQUIRE ($(awk -v a="$acq_repl" -v b="$acq_total" 'BEGIN {printf "%.0f%%", 100*a/b}'))"

@@ -68,13 +68,28 @@ impl<'a> CounterKey<'a> {
 
     /// Sets it to `value` with the absolute expiry `at` (`None`: none), and
     /// replicates that as one `SET`.
+    ///
+    /// An existing string is overwritten in place, and its expiry is only
+    /// touched when it changes: re-entries and grants in the same second
+    /// (see [`fencing::counter_expiry`]) write nothing but the digits.
     pub fn set(&mut self, value: i64, at: Option<i64>) {
         let (ctx, name) = (self.ctx, self.key.name());
-        // Not `with_decimal`'s shared "1": the key keeps this very string.
+        let before = self.expiry();
+        // Not `with_decimal`'s shared "1": the key may keep this very string.
         let text = OwnedStr::from_i64(value);
-        self.key.string_set(text.borrow());
-        if let Some(at) = at {
-            self.key.set_abs_expire_ms(at);
+        if !(self.value.is_some() && self.key.string_overwrite(text.borrow().as_bytes())) {
+            self.key.string_set(text.borrow());
+        }
+        // `string_set` dropped any expiry; `string_overwrite` kept it.
+        let kept = match before {
+            Expiry::At(old) if self.value.is_some() => Some(old),
+            _ => None,
+        };
+        match (kept, at) {
+            (Some(old), Some(at)) if old == at => {}
+            (_, Some(at)) => self.key.set_abs_expire_ms(at),
+            (Some(_), None) => self.key.persist(),
+            (None, None) => {}
         }
         ctx.replicate_set(name, text.borrow(), at);
         ctx.signal_modified(name);
@@ -118,5 +133,13 @@ impl<'a> NextToken<'a> {
 
 /// The name of `lock`'s counter as a Redis string, or why it has none.
 pub fn counter_name(lock: RStr) -> Result<OwnedStr, String> {
-    fencing::counter_key(lock.as_bytes()).map(|name| OwnedStr::new(&name))
+    thread_local! {
+        // Built here, then copied into the Redis string: one allocation.
+        static NAME: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+    NAME.with(|name| {
+        let mut name = name.borrow_mut();
+        fencing::counter_key(lock.as_bytes(), &mut name)?;
+        Ok(OwnedStr::new(&name))
+    })
 }

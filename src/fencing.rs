@@ -80,8 +80,8 @@ pub const COUNTER_PREFIX: &[u8] = b"redisson_lock_token";
 /// 1,024 grants of one lock per ms before tokens run ahead of the clock.
 pub const TOKENS_PER_MS: i64 = 1024;
 
-/// The name of `lock`'s token counter, by Redisson's `prefixName` rule, or
-/// why it cannot be in the lock key's cluster slot.
+/// Writes the name of `lock`'s token counter into `name`, by Redisson's
+/// `prefixName` rule, or says why it cannot be in the lock key's cluster slot.
 ///
 /// Redis hashes the part between the first `{` and the next `}` when that is
 /// non-empty, the whole key otherwise. `redisson_lock_token:{<key>}` hashes as
@@ -90,7 +90,7 @@ pub const TOKENS_PER_MS: i64 = 1024;
 /// `{` without a closing `}`, an empty `{}`, a `}` without `{`) would put the
 /// counter in another slot, as would the empty key: refused, even outside a cluster, so a key that
 /// works on one server works on a cluster too.
-pub fn counter_key(lock: &[u8]) -> Result<Vec<u8>, String> {
+pub fn counter_key(lock: &[u8], name: &mut Vec<u8>) -> Result<(), String> {
     let valid_tag = match lock.iter().position(|&b| b == b'{') {
         // `{}` would be an empty hash tag.
         None if lock.is_empty() => return Err(refused(lock, "is empty")),
@@ -102,7 +102,7 @@ pub fn counter_key(lock: &[u8]) -> Result<Vec<u8>, String> {
             None => return Err(refused(lock, "has a '{' without a closing '}'")),
         },
     };
-    let mut name = Vec::with_capacity(COUNTER_PREFIX.len() + lock.len() + 3);
+    name.clear();
     name.extend_from_slice(COUNTER_PREFIX);
     name.push(b':');
     if valid_tag {
@@ -112,7 +112,7 @@ pub fn counter_key(lock: &[u8]) -> Result<Vec<u8>, String> {
         name.extend_from_slice(lock);
         name.push(b'}');
     }
-    Ok(name)
+    Ok(())
 }
 
 fn refused(lock: &[u8], why: &str) -> String {
@@ -160,9 +160,11 @@ pub enum Expiry {
 ///
 /// With a retention, the counter lives `retention_ms` past the later of the
 /// lease and the moment the clock passes the token (`token / 1024 + 1`), so
-/// the floor alone is above it once the counter is gone. It is never made
-/// shorter than it was: a counter without expiry keeps none, a later expiry
-/// stays. Without retention (0), the module sets no expiry of its own.
+/// the floor alone is above it once the counter is gone, rounded up to a
+/// whole second: grants in the same second leave the expiry as it is, which
+/// saves rewriting it. It is never made shorter than it was: a counter
+/// without expiry keeps none, a later expiry stays. Without retention (0),
+/// the module sets no expiry of its own.
 pub fn counter_expiry(
     token: i64,
     lock_deadline: i64,
@@ -176,13 +178,22 @@ pub fn counter_expiry(
         };
     }
     let clock_passes_token = (token / TOKENS_PER_MS).saturating_add(1);
-    let wanted = lock_deadline
-        .max(clock_passes_token)
-        .saturating_add(retention_ms);
+    let wanted = round_up_to_second(
+        lock_deadline
+            .max(clock_passes_token)
+            .saturating_add(retention_ms),
+    );
     match before {
         Expiry::Absent => Some(wanted),
         Expiry::Never => None,
         Expiry::At(at) => Some(at.max(wanted)),
+    }
+}
+
+fn round_up_to_second(ms: i64) -> i64 {
+    match ms % 1000 {
+        0 => ms,
+        rest => ms.saturating_add(1000 - rest),
     }
 }
 
@@ -213,6 +224,11 @@ pub fn fence(seen: Option<i64>, token: i64) -> Fence {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn counter_key(lock: &[u8]) -> Result<Vec<u8>, String> {
+        let mut name = Vec::new();
+        super::counter_key(lock, &mut name).map(|()| name)
+    }
 
     /// Redis's cluster hash tag: what part of `key` the slot is computed on.
     fn hashed(key: &[u8]) -> &[u8] {
@@ -318,13 +334,19 @@ mod tests {
         let token = NOW * 1024;
         assert_eq!(
             counter_expiry(token, NOW + 30_000, Expiry::Absent, day),
-            Some(NOW + 30_000 + day)
+            Some(NOW + 30_000 + day),
+            "NOW is a whole second"
+        );
+        assert_eq!(
+            counter_expiry(token, NOW + 30_001, Expiry::Absent, day),
+            Some(NOW + 31_000 + day),
+            "rounded up to the second"
         );
         // A token ahead of the clock keeps the counter until the clock passes it.
         let ahead = (NOW + 60_000) * 1024;
         assert_eq!(
             counter_expiry(ahead, NOW + 30_000, Expiry::Absent, day),
-            Some(NOW + 60_001 + day)
+            Some(NOW + 61_000 + day)
         );
         // Never shorter than before.
         assert_eq!(

@@ -243,6 +243,50 @@ fn waiting_and_hand_off_work_in_the_cluster() {
     }
 }
 
+/// A lock's token counter lives in the lock's slot, on its node, for keys
+/// with and without hash tags; keys whose braces would split them are refused.
+#[test]
+fn fencing_tokens_live_in_the_locks_slot_on_every_node() {
+    let cluster = Cluster::start();
+    let mut con = cluster.client();
+    let mut last = std::collections::HashMap::new();
+    for round in 0..2 {
+        for i in 0..60 {
+            for key in [format!("lock:{i}"), format!("{{order:{i}}}:stock")] {
+                let token = token_of(&mut con, &key, "a", LEASE);
+                let counter = if key.contains('{') {
+                    format!("redisson_lock_token:{key}")
+                } else {
+                    format!("redisson_lock_token:{{{key}}}")
+                };
+                let node = cluster.node_for(&key);
+                assert_eq!(cluster.node_for(&counter).port, node.port, "{key}");
+                let stored: i64 = redis::cmd("GET")
+                    .arg(&counter)
+                    .query(&mut node.connection())
+                    .expect("GET counter on the lock's node");
+                assert_eq!(stored, token, "{key}");
+                if round == 1 {
+                    assert!(token > last[&key], "{key}");
+                }
+                last.insert(key, token);
+            }
+        }
+    }
+    let refused = redis::cmd("LOCK.ACQUIRE")
+        .arg("half{open")
+        .arg("a")
+        .arg(LEASE)
+        .arg("TOKEN")
+        .query::<Value>(&mut con);
+    expect_err(
+        refused,
+        "ERR TOKEN",
+        "cluster slot",
+        "a key whose braces split",
+    );
+}
+
 /// `CLUSTER INFO` of `node`, for [`info_field`].
 fn cluster_info(node: &Server) -> String {
     redis::cmd("CLUSTER")
@@ -387,7 +431,7 @@ fn a_cluster_failover_demotes_waiters_and_the_new_master_holds_the_lock() {
     let master = &cluster.nodes[0];
     let key = key_on_first_master(&cluster);
     let mut mc = master.connection();
-    acquire(&mut mc, &key, "a", LEASE);
+    let token = token_of(&mut mc, &key, "a", LEASE);
     let deadline = pexpiretime(&mut mc, &key);
     let mut waiter = queue(master, &key, "b", 30_000, 0);
     let _: Value = redis::cmd("CLUSTER")
@@ -413,4 +457,6 @@ fn a_cluster_failover_demotes_waiters_and_the_new_master_holds_the_lock() {
     assert_eq!(holders(&mut rc, &key), owned_by("a"));
     assert_eq!(pexpiretime(&mut rc, &key), deadline);
     assert_eq!(stat(master, "lock_waits_granted"), 0);
+    // The new master goes on with greater tokens.
+    assert!(token_of(&mut rc, &key, "a", LEASE) > token);
 }

@@ -124,6 +124,27 @@ thread_local! {
     // so it is made once instead of formatted ('l') on every call. A replaced
     // string lives on while Redis still holds a reference to it.
     static LAST_DEADLINE: RefCell<Option<(i64, OwnedStr)>> = const { RefCell::new(None) };
+    // The same for token counters' deadlines (another value than the lock's),
+    // and the word PXAT.
+    static LAST_COUNTER_DEADLINE: RefCell<Option<(i64, OwnedStr)>> = const { RefCell::new(None) };
+    static PXAT: OwnedStr = OwnedStr::new(b"PXAT");
+}
+
+/// Runs `f` with `value` as a Redis string, made only when `cache` holds
+/// another value.
+fn with_cached_decimal<T>(
+    cache: &'static std::thread::LocalKey<RefCell<Option<(i64, OwnedStr)>>>,
+    value: i64,
+    f: impl FnOnce(RStr) -> T,
+) -> T {
+    cache.with(|last| {
+        let mut last = last.borrow_mut();
+        let string = match &mut *last {
+            Some((cached, string)) if *cached == value => string,
+            slot => &slot.insert((value, OwnedStr::from_i64(value))).1,
+        };
+        f(string.borrow())
+    })
 }
 
 /// Runs `f` with the decimal form of `value` as a Redis string: the shared
@@ -331,42 +352,41 @@ impl<'a> Ctx<'a> {
     /// Propagates `SET key value PXAT at`, or `SET key value` (no expiry)
     /// when `at` is `None`: the whole state of a string key in one command.
     pub fn replicate_set(self, key: RStr, value: RStr, at: Option<i64>) {
-        // SAFETY: "ss" matches the two strings, "sscl" the two strings, the
-        // C string and the long long.
-        let status = unsafe {
-            match at {
-                Some(at) => api!(RedisModule_Replicate)(
-                    self.as_ptr(),
-                    c"SET".as_ptr(),
-                    c"sscl".as_ptr(),
-                    key.as_ptr(),
-                    value.as_ptr(),
-                    c"PXAT".as_ptr(),
-                    at as std::os::raw::c_longlong,
-                ),
-                None => api!(RedisModule_Replicate)(
+        let status = match at {
+            Some(at) => with_cached_decimal(&LAST_COUNTER_DEADLINE, at, |at| {
+                PXAT.with(|pxat| {
+                    // SAFETY: "ssss" matches the four strings, to which Redis
+                    // only takes references.
+                    unsafe {
+                        api!(RedisModule_Replicate)(
+                            self.as_ptr(),
+                            c"SET".as_ptr(),
+                            c"ssss".as_ptr(),
+                            key.as_ptr(),
+                            value.as_ptr(),
+                            pxat.borrow().as_ptr(),
+                            at.as_ptr(),
+                        )
+                    }
+                })
+            }),
+            // SAFETY: "ss" matches the two strings.
+            None => unsafe {
+                api!(RedisModule_Replicate)(
                     self.as_ptr(),
                     c"SET".as_ptr(),
                     c"ss".as_ptr(),
                     key.as_ptr(),
                     value.as_ptr(),
-                ),
-            }
+                )
+            },
         };
         self.replicated(status);
     }
 
     /// Propagates `PEXPIREAT key at`.
     pub fn replicate_pexpireat(self, key: RStr, at: i64) {
-        let status = LAST_DEADLINE.with(|last| {
-            let at = match &mut *last.borrow_mut() {
-                Some((cached, string)) if *cached == at => string.borrow().as_ptr(),
-                slot => slot
-                    .insert((at, OwnedStr::from_i64(at)))
-                    .1
-                    .borrow()
-                    .as_ptr(),
-            };
+        let status = with_cached_decimal(&LAST_DEADLINE, at, |at| {
             // SAFETY: the format "ss" matches the two strings; the cached one
             // stays alive in LAST_DEADLINE (and Redis holds its own reference).
             unsafe {
@@ -375,7 +395,7 @@ impl<'a> Ctx<'a> {
                     c"PEXPIREAT".as_ptr(),
                     c"ss".as_ptr(),
                     key.as_ptr(),
-                    at,
+                    at.as_ptr(),
                 )
             }
         });

@@ -126,6 +126,36 @@ impl<'a> Key<'a> {
         unsafe { api!(RedisModule_StringSet)(self.ptr, value.as_ptr()) };
     }
 
+    /// Overwrites a string key's value in place with `value`, keeping its
+    /// expiry (cheaper than [`Key::string_set`], which deletes and re-adds
+    /// the key). False if the key is not a string.
+    pub fn string_overwrite(&self, value: &[u8]) -> bool {
+        if self.kind() != KeyKind::String {
+            return false;
+        }
+        // SAFETY: a string key opened for writing; after the resize, the
+        // pointer from DMA is valid for `len` bytes until the key is
+        // written again or closed.
+        unsafe {
+            if api!(RedisModule_StringTruncate)(self.ptr, value.len()) != OK {
+                return false;
+            }
+            let mut len: usize = 0;
+            let ptr =
+                api!(RedisModule_StringDMA)(self.ptr, &mut len, raw::REDISMODULE_WRITE as c_int);
+            if ptr.is_null() || len != value.len() {
+                return false;
+            }
+            std::ptr::copy_nonoverlapping(value.as_ptr(), ptr.cast::<u8>(), len);
+        }
+        true
+    }
+
+    /// Removes the key's expiry.
+    pub fn persist(&self) {
+        unsafe { api!(RedisModule_SetExpire)(self.ptr, raw::REDISMODULE_NO_EXPIRE as i64) };
+    }
+
     /// Remaining time to live in ms, `None` without expiry (or key).
     pub fn ttl_ms(&self) -> Option<i64> {
         if self.kind() == KeyKind::Empty {
