@@ -20,6 +20,8 @@ pub struct CounterKey<'a> {
     ctx: Ctx<'a>,
     key: Key<'a>,
     value: Option<i64>,
+    /// Read once at open (a lookup in Redis's expires table).
+    expiry: Expiry,
 }
 
 impl<'a> CounterKey<'a> {
@@ -49,7 +51,16 @@ impl<'a> CounterKey<'a> {
             },
             KeyKind::Hash | KeyKind::Other => return Err(WRONGTYPE.to_string()),
         };
-        Ok(CounterKey { ctx, key, value })
+        let expiry = match value {
+            None => Expiry::Absent,
+            Some(_) => key.abs_expire_ms().map_or(Expiry::Never, Expiry::At),
+        };
+        Ok(CounterKey {
+            ctx,
+            key,
+            value,
+            expiry,
+        })
     }
 
     /// Its value, `None` when there is no key.
@@ -59,11 +70,7 @@ impl<'a> CounterKey<'a> {
 
     /// Its expiry as it is now.
     pub fn expiry(&self) -> Expiry {
-        if self.value.is_none() {
-            Expiry::Absent
-        } else {
-            self.key.abs_expire_ms().map_or(Expiry::Never, Expiry::At)
-        }
+        self.expiry
     }
 
     /// Sets it to `value` with the absolute expiry `at` (`None`: none), and
@@ -74,7 +81,7 @@ impl<'a> CounterKey<'a> {
     /// (see [`fencing::counter_expiry`]) write nothing but the digits.
     pub fn set(&mut self, value: i64, at: Option<i64>) {
         let (ctx, name) = (self.ctx, self.key.name());
-        let before = self.expiry();
+        let before = self.expiry;
         // Not `with_decimal`'s shared "1": the key may keep this very string.
         let text = OwnedStr::from_i64(value);
         if !(self.value.is_some() && self.key.string_overwrite(text.borrow().as_bytes())) {
@@ -94,6 +101,7 @@ impl<'a> CounterKey<'a> {
         ctx.replicate_set(name, text.borrow(), at);
         ctx.signal_modified(name);
         self.value = Some(value);
+        self.expiry = at.map_or(Expiry::Never, Expiry::At);
     }
 }
 

@@ -61,6 +61,20 @@ fn an_app_user_locks_its_own_keys_only_and_cannot_force() {
         .arg(0)
         .query::<Value>(&mut app);
     expect_err(waited, "NOPERM", "", "WAIT on a key outside ~app:*");
+
+    // TOKEN: the lock key's pattern governs; the module raises the counter,
+    // which the user cannot touch directly (README, "Fencing tokens").
+    let token = token_of(&mut app, "app:2", "o", 5000);
+    let counter = "redisson_lock_token:{app:2}";
+    assert_eq!(
+        redis::cmd("GET")
+            .arg(counter)
+            .query::<i64>(&mut admin)
+            .unwrap(),
+        token
+    );
+    let direct = redis::cmd("DEL").arg(counter).query::<Value>(&mut app);
+    expect_err(direct, "NOPERM", "", "the counter is outside ~app:*");
 }
 
 /// Redis 7.0 has no API to give module commands ACL categories (and derives
@@ -97,6 +111,7 @@ fn lock_commands_carry_acl_categories_where_the_server_supports_them() {
         category(&mut con, "lock"),
         [
             "lock.acquire",
+            "lock.fence",
             "lock.force",
             "lock.info",
             "lock.release",
@@ -105,11 +120,23 @@ fn lock_commands_carry_acl_categories_where_the_server_supports_them() {
     );
     assert_eq!(
         category(&mut con, "write"),
-        ["lock.acquire", "lock.force", "lock.release", "lock.renew"]
+        [
+            "lock.acquire",
+            "lock.fence",
+            "lock.force",
+            "lock.release",
+            "lock.renew"
+        ]
     );
     assert_eq!(
         category(&mut con, "fast"),
-        ["lock.acquire", "lock.force", "lock.release", "lock.renew"]
+        [
+            "lock.acquire",
+            "lock.fence",
+            "lock.force",
+            "lock.release",
+            "lock.renew"
+        ]
     );
     assert_eq!(category(&mut con, "read"), ["lock.info"]);
 
