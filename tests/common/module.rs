@@ -28,9 +28,21 @@ use std::process::Command;
 use std::sync::OnceLock;
 use std::time::{Instant, SystemTime};
 
-/// The crate's directory: where `cargo build` runs and what "inside the crate" means.
+/// The module's package directory: where `cargo build` runs and what "inside
+/// the crate" means. It is the package whose tests hold this harness
+/// (`tests/common/`), also when another workspace member's tests include it
+/// by path (`client/tests/` does): the nearest ancestor of the including
+/// package that has this file.
 fn crate_dir() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let including = Path::new(env!("CARGO_MANIFEST_DIR"));
+        including
+            .ancestors()
+            .find(|dir| dir.join("tests/common/module.rs").is_file())
+            .unwrap_or(including)
+            .to_path_buf()
+    })
 }
 
 /// The module to load (see the module documentation). Built or checked once
@@ -82,7 +94,7 @@ fn locate() -> Result<PathBuf, String> {
     Ok(canonical)
 }
 
-/// `cargo build --release --lib`: the path of the module it built (or found
+/// `cargo build --release --lib -p redis-lock`: the path of the module it built (or found
 /// up to date), or cargo's output when the build failed.
 fn build() -> Result<PathBuf, String> {
     // The cargo running the tests sets CARGO; a test binary run by hand falls
@@ -90,7 +102,14 @@ fn build() -> Result<PathBuf, String> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| OsString::from(env!("CARGO")));
     let started = Instant::now();
     let output = Command::new(&cargo)
-        .args(["build", "--release", "--lib", "--manifest-path"])
+        .args([
+            "build",
+            "--release",
+            "--lib",
+            "-p",
+            "redis-lock",
+            "--manifest-path",
+        ])
         .arg(crate_dir().join("Cargo.toml"))
         .arg("--message-format=json-render-diagnostics")
         .current_dir(crate_dir())

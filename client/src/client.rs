@@ -1,0 +1,1035 @@
+//! [`LockClient`]: taking and giving back locks, with retries that cannot
+//! count twice.
+//!
+//! # Why retries are safe (and where the check lives)
+//!
+//! A command whose connection fails after sending may or may not have run.
+//! Resending a `LOCK.ACQUIRE` that did run re-enters the lock (hold count 2,
+//! so one unlock leaves it held); resending a `LOCK.RELEASE` that did run
+//! releases a hold the caller still has. The library decides on the client,
+//! from the hold count it keeps for every (lock, owner) it holds:
+//!
+//! 1. Commands that change a hold count are serialised per (lock, owner), so
+//!    the count this client knows (`known`) is exactly the server's, as long
+//!    as nobody else uses the owner id (which is what owner ids are for).
+//! 2. After a failure in transit, the failed connection is dropped and, on a
+//!    single server, killed by id (`CLIENT KILL ID`) from a new connection.
+//!    When the kill returns, the server has run whatever it had read from
+//!    the old connection and will read nothing more from it: no late copy of
+//!    the command can arrive after step 3.
+//! 3. `HGET lock owner` gives the server's count: `known + 1` (acquire) or
+//!    `known - 1` (release) means the command ran and its reply was lost, so
+//!    it is not sent again; `known` means it did not run, so it is resent;
+//!    anything else is reported ([`LockError::HoldCountMismatch`]).
+//!
+//! The same check decides a wait whose connection broke: a lock granted to
+//! the waiter at that instant shows as `known + 1` and is adopted (the
+//! caller gets its guard), so it cannot leak.
+//!
+//! Limits, stated: in a cluster, or where ACLs deny `CLIENT KILL`, step 2
+//! only drops the connection, and a command still travelling in the network
+//! could run after the check. A re-entry whose own hold ended at the same
+//! instant (count `known` either way) is indistinguishable. A module-side
+//! request id would close both gaps; the client-side check needs no module
+//! change and costs nothing on the happy path.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+use redis::{Cmd, Value};
+use tokio::sync::{watch, Notify};
+
+use crate::conn::{timeout_error, Backend, Con, Connections, Handle};
+use crate::error::{is_transport, LockError, Result};
+use crate::guard::{LockGuard, Lost};
+use crate::owner;
+use crate::watchdog;
+
+/// Settings of a [`LockClient`]. `Options::default()` matches Redisson's
+/// defaults where Redisson has one.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct Options {
+    /// The lease of locks taken without one ([`LockClient::lock`]): the
+    /// watchdog renews it every third of it. Redisson's
+    /// `lockWatchdogTimeout`, 30 s.
+    pub watchdog_lease: Duration,
+    /// How long one short command may take before its connection is
+    /// considered broken (Redisson's `timeout` is 3 s).
+    pub command_timeout: Duration,
+    /// How many times a command is resent after a failure in transit, once
+    /// the library has made sure the failed attempt did not run.
+    pub retries: u32,
+    /// The pause before such a resend.
+    pub retry_interval: Duration,
+    /// How much longer than a `WAIT` the client waits for its reply before
+    /// treating the connection as broken: the server answers a timed-out
+    /// wait itself, so this only covers the network and a busy server.
+    pub wait_margin: Duration,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            watchdog_lease: Duration::from_secs(30),
+            command_timeout: Duration::from_secs(3),
+            retries: 3,
+            retry_interval: Duration::from_millis(100),
+            wait_margin: Duration::from_secs(2),
+        }
+    }
+}
+
+impl Options {
+    /// Sets [`Options::watchdog_lease`].
+    pub fn watchdog_lease(mut self, lease: Duration) -> Self {
+        self.watchdog_lease = lease;
+        self
+    }
+    /// Sets [`Options::command_timeout`].
+    pub fn command_timeout(mut self, timeout: Duration) -> Self {
+        self.command_timeout = timeout;
+        self
+    }
+    /// Sets [`Options::retries`].
+    pub fn retries(mut self, retries: u32) -> Self {
+        self.retries = retries;
+        self
+    }
+    /// Sets [`Options::retry_interval`].
+    pub fn retry_interval(mut self, interval: Duration) -> Self {
+        self.retry_interval = interval;
+        self
+    }
+    /// Sets [`Options::wait_margin`].
+    pub fn wait_margin(mut self, margin: Duration) -> Self {
+        self.wait_margin = margin;
+        self
+    }
+}
+
+/// A client for the redis-lock module: Redisson's `RLock` API in Rust.
+///
+/// Cheap to clone (clones share connections, the hold counts and the one
+/// watchdog task). Create it inside a tokio runtime: the watchdog and the
+/// releases of dropped guards run on that runtime.
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), redis_lock_client::LockError> {
+/// let locks = redis_lock_client::LockClient::new(redis::Client::open("redis://127.0.0.1/").unwrap())?;
+/// let guard = locks.lock("order:42").await?; // waits, the watchdog keeps it
+/// // ... work ...
+/// guard.unlock().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct LockClient {
+    pub(crate) inner: Arc<Inner>,
+    /// An explicit owner id ([`LockClient::as_owner`]); the task's otherwise.
+    owner: Option<Arc<str>>,
+}
+
+pub(crate) struct Inner {
+    pub(crate) id: String,
+    pub(crate) conns: Connections,
+    pub(crate) options: Options,
+    registry: Mutex<HashMap<(String, String), Arc<Entry>>>,
+    pub(crate) runtime: tokio::runtime::Handle,
+    pub(crate) wake: Arc<Notify>,
+    watchdog_started: std::sync::Once,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // Lets the watchdog task see that its client is gone and end.
+        self.wake.notify_one();
+    }
+}
+
+/// What this client knows about one (lock, owner) it holds.
+pub(crate) struct Entry {
+    pub(crate) name: String,
+    pub(crate) owner: String,
+    /// Serialises hold-count changes, so `State::holds` is the server's.
+    op: tokio::sync::Mutex<()>,
+    pub(crate) state: Mutex<State>,
+    pub(crate) lost: watch::Sender<Option<Lost>>,
+}
+
+pub(crate) struct State {
+    pub(crate) holds: u64,
+    /// Removed from the registry (released or lost): a new acquisition
+    /// starts a new entry.
+    pub(crate) retired: bool,
+    /// The lease the watchdog renews to; None: a caller-given lease.
+    pub(crate) watchdog: Option<Duration>,
+    /// When the lease ends unless renewed, counted from when the command
+    /// that set it was sent (so never later than the server's deadline).
+    pub(crate) expires: Instant,
+    pub(crate) next_renewal: Instant,
+}
+
+impl Entry {
+    pub(crate) fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// A decoded `LOCK.ACQUIRE` reply.
+enum Acquired {
+    Granted(Option<i64>),
+    Busy,
+}
+
+/// What became of a command that changes a hold count.
+enum Outcome {
+    Reply(Value),
+    /// The connection failed, and the server's count shows the command ran.
+    AppliedUnseen,
+}
+
+/// How long to wait for a held lock.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Wait {
+    No,
+    For(Duration),
+    Forever,
+}
+
+/// A lease in whole milliseconds: positive and representable.
+pub(crate) fn lease_ms(lease: Duration) -> Result<u64> {
+    let ms = lease.as_millis();
+    if ms == 0 || ms > i64::MAX as u128 {
+        return Err(LockError::InvalidArgument(format!(
+            "a lease must be at least 1 ms and fit in i64 milliseconds: {lease:?}"
+        )));
+    }
+    Ok(ms as u64)
+}
+
+/// A wait in whole milliseconds, rounded up so it never ends early; at least 1
+/// (the module reads 0 as "forever").
+fn wait_ms(wait: Duration) -> u64 {
+    let ms = wait.as_nanos().div_ceil(1_000_000);
+    ms.clamp(1, i64::MAX as u128) as u64
+}
+
+pub(crate) fn acquire_cmd(
+    name: &str,
+    owner: &str,
+    lease_ms: u64,
+    wait_ms: Option<u64>,
+    fenced: bool,
+) -> Cmd {
+    let mut cmd = redis::cmd("LOCK.ACQUIRE");
+    cmd.arg(name).arg(owner).arg(lease_ms);
+    if let Some(wait) = wait_ms {
+        cmd.arg("WAIT").arg(wait);
+    }
+    if fenced {
+        cmd.arg("TOKEN");
+    }
+    cmd
+}
+
+/// Decodes `LOCK.ACQUIRE`: nil / integer, or with `TOKEN` the pair
+/// `[-1, token]` / `[remaining-lease, -1]`.
+fn parse_acquire(reply: Value, fenced: bool) -> Result<Acquired> {
+    match (reply, fenced) {
+        (Value::Nil, false) => Ok(Acquired::Granted(None)),
+        (Value::Int(_), false) => Ok(Acquired::Busy),
+        (Value::Array(pair), true) if pair.len() == 2 => match (&pair[0], &pair[1]) {
+            (Value::Int(-1), Value::Int(token)) if *token >= 0 => {
+                Ok(Acquired::Granted(Some(*token)))
+            }
+            (Value::Int(_), Value::Int(-1)) => Ok(Acquired::Busy),
+            _ => Err(LockError::Protocol(format!(
+                "LOCK.ACQUIRE ... TOKEN answered {pair:?}"
+            ))),
+        },
+        (other, _) => Err(LockError::Protocol(format!(
+            "LOCK.ACQUIRE answered {other:?}"
+        ))),
+    }
+}
+
+/// Redisson's `prefixName("redisson_lock_token", name)`: the token counter's key.
+fn token_key(name: &str) -> String {
+    if name.contains('{') {
+        format!("redisson_lock_token:{name}")
+    } else {
+        format!("redisson_lock_token:{{{name}}}")
+    }
+}
+
+impl LockClient {
+    /// A client for a single Redis server (or a master, with Sentinel or a
+    /// proxy in front) with default [`Options`].
+    ///
+    /// Connects lazily. Fails only outside a tokio runtime.
+    pub fn new(client: redis::Client) -> Result<LockClient> {
+        LockClient::with_options(client, Options::default())
+    }
+
+    /// As [`LockClient::new`], with `options`.
+    pub fn with_options(client: redis::Client, options: Options) -> Result<LockClient> {
+        LockClient::build(Backend::Single(client), options)
+    }
+
+    /// A client for a Redis Cluster: every command is routed by the lock's
+    /// name, as the module expects (load it on every node).
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), redis_lock_client::LockError> {
+    /// let nodes = vec!["redis://127.0.0.1:7000/", "redis://127.0.0.1:7001/"];
+    /// let cluster = redis::cluster::ClusterClient::new(nodes).unwrap();
+    /// let locks = redis_lock_client::LockClient::cluster(cluster)?;
+    /// let guard = locks.lock("{order:42}:payment").await?;
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn cluster(client: redis::cluster::ClusterClient) -> Result<LockClient> {
+        LockClient::cluster_with_options(client, Options::default())
+    }
+
+    /// As [`LockClient::cluster`], with `options`.
+    pub fn cluster_with_options(
+        client: redis::cluster::ClusterClient,
+        options: Options,
+    ) -> Result<LockClient> {
+        LockClient::build(Backend::Cluster(client), options)
+    }
+
+    fn build(backend: Backend, options: Options) -> Result<LockClient> {
+        let runtime = tokio::runtime::Handle::try_current().map_err(|_| {
+            LockError::InvalidArgument(
+                "a LockClient must be created inside a tokio runtime (or use blocking::LockClient)"
+                    .into(),
+            )
+        })?;
+        lease_ms(options.watchdog_lease)?;
+        Ok(LockClient {
+            inner: Arc::new(Inner {
+                id: uuid::Uuid::new_v4().to_string(),
+                conns: Connections::new(backend, options.command_timeout),
+                options,
+                registry: Mutex::new(HashMap::new()),
+                runtime,
+                wake: Arc::new(Notify::new()),
+                watchdog_started: std::sync::Once::new(),
+            }),
+            owner: None,
+        })
+    }
+
+    /// This client's id: the first half of every owner id it makes.
+    pub fn id(&self) -> &str {
+        &self.inner.id
+    }
+
+    /// The same client, acting as `owner` instead of the calling task.
+    ///
+    /// Use it when the unit of ownership is not a task: a request id, a
+    /// worker name, an owner shared with a Redisson application. The id must
+    /// be used by one holder at a time (the hold counts and the retry check
+    /// depend on it), as Redisson's thread ids are.
+    ///
+    /// ```no_run
+    /// # async fn demo(locks: redis_lock_client::LockClient) -> Result<(), redis_lock_client::LockError> {
+    /// let worker = locks.as_owner("billing-worker-7");
+    /// let guard = worker.lock("invoice:9").await?;
+    /// assert_eq!(guard.owner(), "billing-worker-7");
+    /// # Ok(()) }
+    /// ```
+    pub fn as_owner(&self, owner: impl Into<String>) -> LockClient {
+        LockClient {
+            inner: self.inner.clone(),
+            owner: Some(Arc::from(owner.into())),
+        }
+    }
+
+    /// The owner id this client acts as right now: the explicit one, or
+    /// `<client id>:task-<tokio task id>` inside a task, or `<client
+    /// id>:<thread number>` outside one.
+    pub fn owner(&self) -> String {
+        match &self.owner {
+            Some(owner) => owner.to_string(),
+            None => owner::current_owner(&self.inner.id),
+        }
+    }
+
+    /// Takes the lock, waiting as long as it takes, in the server's FIFO
+    /// queue. The watchdog keeps the lease ([`Options::watchdog_lease`])
+    /// alive until the guard is released; [`LockGuard::lost`] tells you if it
+    /// cannot. Re-entrant: the same owner may take it again.
+    pub async fn lock(&self, name: &str) -> Result<LockGuard> {
+        let owner = self.owner();
+        self.acquire_as(name, &owner, None, Wait::Forever, false)
+            .await?
+            .ok_or_else(|| LockError::Protocol("a wait without end ended without the lock".into()))
+    }
+
+    /// Tries to take the lock, waiting at most `wait` (zero: one attempt).
+    /// With `lease: Some(..)` the lock frees itself after it and no watchdog
+    /// runs (as in Redisson); with `None` the watchdog keeps it. `Ok(None)`
+    /// when someone else held it for the whole wait.
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # async fn demo(locks: redis_lock_client::LockClient) -> Result<(), redis_lock_client::LockError> {
+    /// match locks.try_lock("report", Duration::from_secs(2), Some(Duration::from_secs(10))).await? {
+    ///     Some(guard) => { /* at most 10 s of work */ guard.unlock().await? }
+    ///     None => println!("busy for 2 s, giving up"),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn try_lock(
+        &self,
+        name: &str,
+        wait: Duration,
+        lease: Option<Duration>,
+    ) -> Result<Option<LockGuard>> {
+        let owner = self.owner();
+        let wait = if wait.is_zero() {
+            Wait::No
+        } else {
+            Wait::For(wait)
+        };
+        self.acquire_as(name, &owner, lease, wait, false).await
+    }
+
+    /// [`LockClient::lock`], also returning the lock's fencing token
+    /// ([`LockGuard::token`]): a number the module makes larger with every
+    /// grant, for the protected resource to reject writes older than one it
+    /// has seen (Redisson's `RFencedLock`). Needs a module with
+    /// `LOCK.ACQUIRE ... TOKEN`.
+    ///
+    /// ```no_run
+    /// # async fn demo(locks: redis_lock_client::LockClient) -> Result<(), redis_lock_client::LockError> {
+    /// let guard = locks.lock_fenced("stock").await?;
+    /// let token = guard.token().expect("a fenced guard has a token");
+    /// // send `token` with every write; the resource refuses older ones
+    /// # let _ = token;
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn lock_fenced(&self, name: &str) -> Result<LockGuard> {
+        let owner = self.owner();
+        self.acquire_as(name, &owner, None, Wait::Forever, true)
+            .await?
+            .ok_or_else(|| LockError::Protocol("a wait without end ended without the lock".into()))
+    }
+
+    /// [`LockClient::try_lock`] with a fencing token, see [`LockClient::lock_fenced`].
+    pub async fn try_lock_fenced(
+        &self,
+        name: &str,
+        wait: Duration,
+        lease: Option<Duration>,
+    ) -> Result<Option<LockGuard>> {
+        let owner = self.owner();
+        let wait = if wait.is_zero() {
+            Wait::No
+        } else {
+            Wait::For(wait)
+        };
+        self.acquire_as(name, &owner, lease, wait, true).await
+    }
+
+    /// Whether anyone holds the lock (Redisson's `isLocked`).
+    pub async fn is_locked(&self, name: &str) -> Result<bool> {
+        let mut cmd = redis::cmd("EXISTS");
+        cmd.arg(name);
+        match self.simple(&cmd).await? {
+            Value::Int(n) => Ok(n > 0),
+            other => Err(LockError::Protocol(format!("EXISTS answered {other:?}"))),
+        }
+    }
+
+    /// The lock's remaining lease, whoever holds it: `None` when it is free
+    /// (or has no expiry, which a lock taken through the module never lacks).
+    pub async fn remaining_lease(&self, name: &str) -> Result<Option<Duration>> {
+        let mut cmd = redis::cmd("PTTL");
+        cmd.arg(name);
+        match self.simple(&cmd).await? {
+            Value::Int(ms) if ms >= 0 => Ok(Some(Duration::from_millis(ms as u64))),
+            Value::Int(_) => Ok(None),
+            other => Err(LockError::Protocol(format!("PTTL answered {other:?}"))),
+        }
+    }
+
+    /// Deletes the lock whoever holds it (`LOCK.FORCE`, Redisson's
+    /// `forceUnlock`): an operator's tool. The holder's watchdog notices at
+    /// its next renewal and its [`LockGuard::lost`] fires. True if a lock
+    /// existed.
+    pub async fn force_unlock(&self, name: &str) -> Result<bool> {
+        let mut cmd = redis::cmd("LOCK.FORCE");
+        cmd.arg(name);
+        match self.simple(&cmd).await? {
+            Value::Int(n) => Ok(n == 1),
+            other => Err(LockError::Protocol(format!(
+                "LOCK.FORCE answered {other:?}"
+            ))),
+        }
+    }
+
+    /// A command whose resending is harmless (reads, `LOCK.FORCE`,
+    /// `LOCK.RENEW`), with the usual retries.
+    pub(crate) async fn simple(&self, cmd: &Cmd) -> Result<Value> {
+        let mut attempt = 0;
+        loop {
+            let failure = match self.inner.conns.shared().await {
+                Ok(h) => {
+                    let mut con = h.con.clone();
+                    match tokio::time::timeout(self.inner.options.command_timeout, con.query(cmd))
+                        .await
+                    {
+                        Ok(Ok(v)) => return Ok(v),
+                        Ok(Err(e)) if !is_transport(&e) => return Err(LockError::Server(e)),
+                        Ok(Err(e)) => {
+                            self.inner.conns.discard_shared(&h);
+                            e
+                        }
+                        Err(_) => {
+                            self.inner.conns.discard_shared(&h);
+                            timeout_error("command")
+                        }
+                    }
+                }
+                Err(e) => e,
+            };
+            attempt += 1;
+            if attempt > self.inner.options.retries {
+                return Err(LockError::Connection(failure));
+            }
+            tokio::time::sleep(self.inner.options.retry_interval).await;
+        }
+    }
+
+    // -----------------------------------------------------------------------
+    // Hold counts
+    // -----------------------------------------------------------------------
+
+    fn entry(&self, name: &str, owner: &str) -> Arc<Entry> {
+        let mut registry = self
+            .inner
+            .registry
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        registry
+            .entry((name.to_string(), owner.to_string()))
+            .or_insert_with(|| {
+                let now = Instant::now();
+                Arc::new(Entry {
+                    name: name.to_string(),
+                    owner: owner.to_string(),
+                    op: tokio::sync::Mutex::new(()),
+                    state: Mutex::new(State {
+                        holds: 0,
+                        retired: false,
+                        watchdog: None,
+                        expires: now,
+                        next_renewal: now,
+                    }),
+                    lost: watch::Sender::new(None),
+                })
+            })
+            .clone()
+    }
+
+    /// Removes `entry` from the registry (its holds are gone, or lost).
+    pub(crate) fn retire(inner: &Inner, entry: &Arc<Entry>) {
+        entry.state().retired = true;
+        let mut registry = inner
+            .registry
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let key = (entry.name.clone(), entry.owner.clone());
+        if registry.get(&key).is_some_and(|e| Arc::ptr_eq(e, entry)) {
+            registry.remove(&key);
+        }
+    }
+
+    /// Every entry, for the watchdog.
+    pub(crate) fn entries(inner: &Inner) -> Vec<Arc<Entry>> {
+        inner
+            .registry
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .values()
+            .cloned()
+            .collect()
+    }
+
+    /// The server's hold count of `owner` after a failure in transit on
+    /// `dead`: fences `dead` first (see the module docs).
+    async fn read_back(&self, dead: &Handle, name: &str, owner: &str) -> Result<u64, String> {
+        let options = &self.inner.options;
+        let mut last = String::from("no attempt");
+        for attempt in 0..=options.retries {
+            if attempt > 0 {
+                tokio::time::sleep(options.retry_interval).await;
+            }
+            let h = match self.inner.conns.shared().await {
+                Ok(h) => h,
+                Err(e) => {
+                    last = e.to_string();
+                    continue;
+                }
+            };
+            let mut con: Con = h.con.clone();
+            self.inner
+                .conns
+                .fence(dead, &mut con, options.command_timeout)
+                .await;
+            let mut hget = redis::cmd("HGET");
+            hget.arg(name).arg(owner);
+            match tokio::time::timeout(options.command_timeout, con.query(&hget)).await {
+                Ok(Ok(Value::Nil)) => return Ok(0),
+                Ok(Ok(v)) => {
+                    return redis::from_redis_value::<u64>(&v)
+                        .map_err(|e| format!("the hold count is not a number: {e}"))
+                }
+                Ok(Err(e)) => {
+                    if is_transport(&e) {
+                        self.inner.conns.discard_shared(&h);
+                    }
+                    last = e.to_string();
+                }
+                Err(_) => {
+                    self.inner.conns.discard_shared(&h);
+                    last = "HGET timed out".into();
+                }
+            }
+        }
+        Err(last)
+    }
+
+    /// Runs a command that moves `owner`'s count from `known` to `applied`
+    /// on the shared connection, resending it only when the server shows it
+    /// did not run.
+    async fn run_counted(
+        &self,
+        cmd: &Cmd,
+        name: &str,
+        owner: &str,
+        known: u64,
+        applied: u64,
+    ) -> Result<Outcome> {
+        let options = &self.inner.options;
+        let mut attempt = 0;
+        loop {
+            let h = match self.inner.conns.shared().await {
+                Ok(h) => h,
+                Err(e) => {
+                    // Nothing was sent.
+                    attempt += 1;
+                    if attempt > options.retries {
+                        return Err(LockError::Connection(e));
+                    }
+                    tokio::time::sleep(options.retry_interval).await;
+                    continue;
+                }
+            };
+            let mut con = h.con.clone();
+            let failure = match tokio::time::timeout(options.command_timeout, con.query(cmd)).await
+            {
+                Ok(Ok(v)) => return Ok(Outcome::Reply(v)),
+                Ok(Err(e)) if !is_transport(&e) => return Err(LockError::Server(e)),
+                Ok(Err(e)) => e,
+                Err(_) => timeout_error("command"),
+            };
+            self.inner.conns.discard_shared(&h);
+            let found =
+                self.read_back(&h, name, owner)
+                    .await
+                    .map_err(|why| LockError::Uncertain {
+                        name: name.to_string(),
+                        detail: format!("{failure}; reading the hold count back: {why}"),
+                    })?;
+            if found == applied {
+                return Ok(Outcome::AppliedUnseen);
+            }
+            if found != known {
+                return Err(LockError::HoldCountMismatch {
+                    name: name.to_string(),
+                    expected: vec![known, applied],
+                    found,
+                });
+            }
+            attempt += 1;
+            if attempt > options.retries {
+                return Err(LockError::Connection(failure));
+            }
+            tokio::time::sleep(options.retry_interval).await;
+        }
+    }
+
+    /// The token of a fenced grant whose reply was lost: while this owner
+    /// holds the lock nobody else can be granted, so the counter's value is
+    /// the token of this owner's last grant.
+    async fn read_token(&self, name: &str) -> Result<Option<i64>> {
+        let mut get = redis::cmd("GET");
+        get.arg(token_key(name));
+        match self.simple(&get).await? {
+            Value::Nil => Ok(None),
+            v => redis::from_redis_value::<i64>(&v)
+                .map(Some)
+                .map_err(|e| LockError::Protocol(format!("the token counter: {e}"))),
+        }
+    }
+
+    /// Takes `name` for `owner`: the one acquisition path every API uses.
+    pub(crate) async fn acquire_as(
+        &self,
+        name: &str,
+        owner: &str,
+        lease: Option<Duration>,
+        wait: Wait,
+        fenced: bool,
+    ) -> Result<Option<LockGuard>> {
+        let started = Instant::now();
+        let watchdog = lease.is_none();
+        let lease = lease.unwrap_or(self.inner.options.watchdog_lease);
+        let ms = lease_ms(lease)?;
+        if owner.is_empty() {
+            return Err(LockError::InvalidArgument(
+                "an owner id must not be empty".into(),
+            ));
+        }
+        let deadline = match wait {
+            Wait::No => Some(started),
+            Wait::For(d) => Some(started + d),
+            Wait::Forever => None,
+        };
+        loop {
+            let entry = self.entry(name, owner);
+            let _op = entry.op.lock().await;
+            if entry.state().retired {
+                continue; // released or lost meanwhile: take a fresh entry
+            }
+            let known = entry.state().holds;
+
+            // One attempt without waiting, on the shared connection.
+            let sent = Instant::now();
+            let cmd = acquire_cmd(name, owner, ms, None, fenced);
+            let acquired = match self
+                .run_counted(&cmd, name, owner, known, known + 1)
+                .await?
+            {
+                Outcome::Reply(v) => parse_acquire(v, fenced)?,
+                Outcome::AppliedUnseen if fenced => Acquired::Granted(self.read_token(name).await?),
+                Outcome::AppliedUnseen => Acquired::Granted(None),
+            };
+            if let Acquired::Granted(token) = acquired {
+                return Ok(Some(self.granted(&entry, sent, lease, watchdog, token)));
+            }
+            if matches!(wait, Wait::No) {
+                return Ok(None);
+            }
+            return self
+                .wait_for(&entry, known, ms, lease, watchdog, deadline, fenced)
+                .await;
+        }
+    }
+
+    /// The waiting half of an acquisition: `LOCK.ACQUIRE ... WAIT` on a
+    /// connection of its own, with the reply awaited a margin longer than
+    /// the wait. Called with the entry's operation lock held.
+    #[allow(clippy::too_many_arguments)]
+    async fn wait_for(
+        &self,
+        entry: &Arc<Entry>,
+        known: u64,
+        ms: u64,
+        lease: Duration,
+        watchdog: bool,
+        deadline: Option<Instant>,
+        fenced: bool,
+    ) -> Result<Option<LockGuard>> {
+        let options = &self.inner.options;
+        let (name, owner) = (entry.name.as_str(), entry.owner.as_str());
+        let mut attempt = 0;
+        loop {
+            let remaining = match deadline {
+                Some(d) => {
+                    let left = d.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        return Ok(None);
+                    }
+                    Some(left)
+                }
+                None => None,
+            };
+            // WAIT 0 waits forever, as BLPOP.
+            let cmd = acquire_cmd(name, owner, ms, Some(remaining.map_or(0, wait_ms)), fenced);
+            let h = match self.inner.conns.dedicated().await {
+                Ok(h) => h,
+                Err(e) => {
+                    attempt += 1;
+                    if attempt > options.retries {
+                        return Err(LockError::Connection(e));
+                    }
+                    tokio::time::sleep(options.retry_interval).await;
+                    continue;
+                }
+            };
+            let mut con = h.con.clone();
+            let sent = Instant::now();
+            let reply = match remaining {
+                Some(left) => {
+                    match tokio::time::timeout(left + options.wait_margin, con.query(&cmd)).await {
+                        Ok(r) => r,
+                        Err(_) => Err(timeout_error("LOCK.ACQUIRE ... WAIT")),
+                    }
+                }
+                None => con.query(&cmd).await,
+            };
+            let failure = match reply {
+                Ok(v) => {
+                    self.inner.conns.give_back(h);
+                    return match parse_acquire(v, fenced)? {
+                        Acquired::Granted(token) => {
+                            Ok(Some(self.granted(entry, sent, lease, watchdog, token)))
+                        }
+                        Acquired::Busy => Ok(None),
+                    };
+                }
+                Err(e) if !is_transport(&e) => return Err(LockError::Server(e)),
+                Err(e) => e,
+            };
+            // The connection broke while waiting: was the lock granted at
+            // that instant? Kill the waiter's connection, then look.
+            drop(con);
+            let found =
+                self.read_back(&h, name, owner)
+                    .await
+                    .map_err(|why| LockError::Uncertain {
+                        name: name.to_string(),
+                        detail: format!(
+                            "{failure} while waiting; reading the hold count back: {why}"
+                        ),
+                    })?;
+            drop(h);
+            if found == known + 1 {
+                let token = if fenced {
+                    self.read_token(name).await?
+                } else {
+                    None
+                };
+                return Ok(Some(self.granted(entry, sent, lease, watchdog, token)));
+            }
+            if found != known {
+                return Err(LockError::HoldCountMismatch {
+                    name: name.to_string(),
+                    expected: vec![known, known + 1],
+                    found,
+                });
+            }
+            attempt += 1;
+            if attempt > options.retries {
+                return Err(LockError::Connection(failure));
+            }
+            tokio::time::sleep(options.retry_interval).await;
+        }
+    }
+
+    /// Records a grant (called with the entry's operation lock held) and
+    /// makes its guard.
+    fn granted(
+        &self,
+        entry: &Arc<Entry>,
+        sent: Instant,
+        lease: Duration,
+        watchdog: bool,
+        token: Option<i64>,
+    ) -> LockGuard {
+        {
+            let mut state = entry.state();
+            state.holds += 1;
+            // Any acquire (re-entry too) resets the server's lease to `lease`.
+            state.expires = sent + lease;
+            if watchdog {
+                let renew = self.inner.options.watchdog_lease;
+                state.watchdog = Some(renew);
+                state.next_renewal = sent + renew / 3;
+            }
+        }
+        self.start_watchdog();
+        self.inner.wake.notify_one();
+        LockGuard::new(self.clone(), entry.clone(), token)
+    }
+
+    fn start_watchdog(&self) {
+        self.inner.watchdog_started.call_once(|| {
+            let weak: Weak<Inner> = Arc::downgrade(&self.inner);
+            let wake = self.inner.wake.clone();
+            self.inner.runtime.spawn(watchdog::run(weak, wake));
+        });
+    }
+
+    /// Gives back one hold of `entry` (the guard's unlock and drop).
+    pub(crate) async fn release(&self, entry: &Arc<Entry>) -> Result<()> {
+        let _op = entry.op.lock().await;
+        let (known, renew, lost) = {
+            let state = entry.state();
+            (state.holds, state.watchdog, state.retired)
+        };
+        let not_held = || LockError::NotHeld {
+            name: entry.name.clone(),
+        };
+        if known == 0 {
+            return Err(not_held());
+        }
+        if lost {
+            // Lost (lease ended or forced): the server has nothing of this
+            // tenure left, and a new tenure of the same owner must not lose
+            // a hold to this guard.
+            entry.state().holds -= 1;
+            return Err(not_held());
+        }
+        let mut cmd = redis::cmd("LOCK.RELEASE");
+        cmd.arg(&entry.name).arg(&entry.owner);
+        if let (Some(renew), true) = (renew, known > 1) {
+            // Holds remain: restart the watchdog's lease, as Redisson does.
+            cmd.arg(lease_ms(renew)?);
+        }
+        let outcome = self
+            .run_counted(&cmd, &entry.name, &entry.owner, known, known - 1)
+            .await;
+        let result = match outcome {
+            Ok(Outcome::Reply(Value::Nil)) => Err(not_held()),
+            Ok(Outcome::Reply(Value::Int(0 | 1))) | Ok(Outcome::AppliedUnseen) => Ok(()),
+            Ok(Outcome::Reply(other)) => {
+                return Err(LockError::Protocol(format!(
+                    "LOCK.RELEASE answered {other:?}"
+                )))
+            }
+            Err(LockError::HoldCountMismatch { found: 0, .. }) => Err(not_held()),
+            Err(e) => return Err(e),
+        };
+        let holds = {
+            let mut state = entry.state();
+            state.holds -= 1;
+            if result.is_err() {
+                state.holds = 0;
+            }
+            state.holds
+        };
+        if holds == 0 {
+            LockClient::retire(&self.inner, entry);
+        }
+        result
+    }
+
+    /// `LOCK.RENEW` for the watchdog: Some(true) renewed, Some(false) not
+    /// held, Err on failure (the caller decides when that means lost).
+    pub(crate) async fn renew(&self, entry: &Entry, lease: Duration) -> Result<bool> {
+        let mut cmd = redis::cmd("LOCK.RENEW");
+        cmd.arg(&entry.name).arg(&entry.owner).arg(lease_ms(lease)?);
+        let h = self
+            .inner
+            .conns
+            .shared()
+            .await
+            .map_err(LockError::Connection)?;
+        let mut con = h.con.clone();
+        let within = self.inner.options.command_timeout.min(lease / 3);
+        match tokio::time::timeout(within, con.query(&cmd)).await {
+            Ok(Ok(Value::Int(1))) => Ok(true),
+            Ok(Ok(Value::Int(0))) => Ok(false),
+            Ok(Ok(other)) => Err(LockError::Protocol(format!(
+                "LOCK.RENEW answered {other:?}"
+            ))),
+            Ok(Err(e)) if !is_transport(&e) => Err(LockError::Server(e)),
+            Ok(Err(e)) => {
+                self.inner.conns.discard_shared(&h);
+                Err(LockError::Connection(e))
+            }
+            Err(_) => {
+                self.inner.conns.discard_shared(&h);
+                Err(LockError::Connection(timeout_error("LOCK.RENEW")))
+            }
+        }
+    }
+
+    /// The client behind `inner`, for tasks that hold only the inner part.
+    pub(crate) fn from_inner(inner: Arc<Inner>) -> LockClient {
+        LockClient { inner, owner: None }
+    }
+
+    /// Whether this client talks to a cluster.
+    pub fn is_cluster(&self) -> bool {
+        self.inner.conns.is_cluster()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn waits_round_up_and_never_mean_forever() {
+        assert_eq!(wait_ms(Duration::from_micros(1)), 1);
+        assert_eq!(wait_ms(Duration::from_micros(1500)), 2);
+        assert_eq!(wait_ms(Duration::from_millis(7)), 7);
+        assert_eq!(wait_ms(Duration::ZERO), 1);
+    }
+
+    #[test]
+    fn leases_must_be_whole_positive_milliseconds() {
+        assert!(lease_ms(Duration::from_micros(999)).is_err());
+        assert_eq!(lease_ms(Duration::from_secs(30)).ok(), Some(30_000));
+        assert!(lease_ms(Duration::MAX).is_err());
+    }
+
+    #[test]
+    fn acquire_replies_decode_both_contracts() {
+        assert!(matches!(
+            parse_acquire(Value::Nil, false),
+            Ok(Acquired::Granted(None))
+        ));
+        assert!(matches!(
+            parse_acquire(Value::Int(2900), false),
+            Ok(Acquired::Busy)
+        ));
+        let granted = Value::Array(vec![Value::Int(-1), Value::Int(17)]);
+        assert!(matches!(
+            parse_acquire(granted, true),
+            Ok(Acquired::Granted(Some(17)))
+        ));
+        let busy = Value::Array(vec![Value::Int(2900), Value::Int(-1)]);
+        assert!(matches!(parse_acquire(busy, true), Ok(Acquired::Busy)));
+        assert!(parse_acquire(Value::Nil, true).is_err());
+        assert!(parse_acquire(Value::Okay, false).is_err());
+    }
+
+    #[test]
+    fn token_keys_follow_redissons_prefix_rule() {
+        assert_eq!(token_key("stock"), "redisson_lock_token:{stock}");
+        assert_eq!(token_key("{o}:s"), "redisson_lock_token:{o}:s");
+    }
+
+    #[test]
+    fn commands_put_wait_before_token() {
+        let cmd = acquire_cmd("k", "o", 100, Some(5), true);
+        let args: Vec<Vec<u8>> = cmd
+            .args_iter()
+            .map(|a| match a {
+                redis::Arg::Simple(b) => b.to_vec(),
+                redis::Arg::Cursor => Vec::new(),
+            })
+            .collect();
+        let text: Vec<String> = args
+            .iter()
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
+        assert_eq!(
+            text,
+            ["LOCK.ACQUIRE", "k", "o", "100", "WAIT", "5", "TOKEN"]
+        );
+    }
+}

@@ -1,0 +1,115 @@
+//! The library's one error type.
+//!
+//! Errors say what the caller can still rely on: a [`LockError::Server`]
+//! changed nothing; a [`LockError::Connection`] left nothing behind that the
+//! library knows of; only [`LockError::Uncertain`] means "the server may hold
+//! a lock for you that you have no guard for" (it frees itself when its lease
+//! ends, since no watchdog renews it).
+
+use std::fmt;
+
+/// Everything that can go wrong when taking, renewing or giving back a lock.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum LockError {
+    /// The server refused the command (wrong type, `NOPERM`, the module is
+    /// not loaded, a lease above `lock.max-lease-ms`...). Nothing changed.
+    Server(redis::RedisError),
+    /// The server could not be reached, and the library made sure that the
+    /// command it could not deliver did not take effect (or sent nothing).
+    Connection(redis::RedisError),
+    /// A connection failed after a command was sent, and the library could
+    /// not read back whether it took effect. The lock may be held by this
+    /// owner until its lease ends (no watchdog renews it).
+    Uncertain {
+        /// The lock's name.
+        name: String,
+        /// What failed, for the log.
+        detail: String,
+    },
+    /// [`unlock`](crate::LockGuard::unlock) of a hold the server no longer
+    /// has: its lease ended, or an operator forced it (`LOCK.FORCE`).
+    /// Redisson throws `IllegalMonitorStateException` here.
+    NotHeld {
+        /// The lock's name.
+        name: String,
+    },
+    /// The server's hold count for this owner is not the one this client
+    /// counted: something else used the same owner id, which breaks the
+    /// re-entry and retry accounting (see the crate docs on owner ids).
+    HoldCountMismatch {
+        /// The lock's name.
+        name: String,
+        /// The count this client expected (before or after its command).
+        expected: Vec<u64>,
+        /// The count the server has.
+        found: u64,
+    },
+    /// The server answered something the `LOCK.*` contract does not allow.
+    Protocol(String),
+    /// An argument the library refuses before sending anything (a zero lease,
+    /// a lease too long for milliseconds, an empty lock list...).
+    InvalidArgument(String),
+}
+
+impl LockError {
+    /// True when retrying later may succeed: the server was unreachable or
+    /// the outcome is unknown, as opposed to a refusal.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, LockError::Connection(_) | LockError::Uncertain { .. })
+    }
+}
+
+impl fmt::Display for LockError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LockError::Server(e) => write!(f, "the server refused the lock command: {e}"),
+            LockError::Connection(e) => write!(f, "cannot reach the lock server: {e}"),
+            LockError::Uncertain { name, detail } => write!(
+                f,
+                "lock {name:?}: the connection failed after the command was sent and its \
+                 outcome could not be read back ({detail}); the lock may be held until its lease ends"
+            ),
+            LockError::NotHeld { name } => write!(
+                f,
+                "lock {name:?} is no longer held by this owner (its lease ended or it was forced)"
+            ),
+            LockError::HoldCountMismatch {
+                name,
+                expected,
+                found,
+            } => write!(
+                f,
+                "lock {name:?}: the server counts {found} holds for this owner where this client \
+                 expected one of {expected:?}; is the owner id used elsewhere?"
+            ),
+            LockError::Protocol(what) => write!(f, "unexpected reply from the lock server: {what}"),
+            LockError::InvalidArgument(what) => write!(f, "invalid argument: {what}"),
+        }
+    }
+}
+
+impl std::error::Error for LockError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            LockError::Server(e) | LockError::Connection(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+/// True for failures of the connection rather than a server's error reply:
+/// after one of these the command may or may not have reached the server.
+pub(crate) fn is_transport(e: &redis::RedisError) -> bool {
+    e.is_io_error()
+        || e.is_timeout()
+        || e.is_connection_dropped()
+        || e.is_connection_refusal()
+        || matches!(
+            e.kind(),
+            redis::ErrorKind::IoError | redis::ErrorKind::ClusterConnectionNotFound
+        )
+}
+
+/// A shorthand for the library's results.
+pub type Result<T, E = LockError> = std::result::Result<T, E>;

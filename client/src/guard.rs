@@ -1,0 +1,177 @@
+//! [`LockGuard`]: one hold of a lock, released by `unlock()` or on drop, and
+//! the signal that tells its holder when the lock is gone.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::Value;
+use tokio::sync::watch;
+
+use crate::client::{Entry, LockClient};
+use crate::error::{LockError, Result};
+
+/// Why a held lock was lost. Once lost, the holder must stop relying on it:
+/// another owner may already hold it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Lost {
+    /// A renewal found the lock no longer held by this owner: an operator
+    /// forced it (`LOCK.FORCE`), someone deleted the key, or the lease ended
+    /// before the renewal arrived.
+    NotHeld,
+    /// Renewals failed (the server was unreachable) until the lease had
+    /// passed: the server has freed the lock by now. Carries the last error.
+    RenewalFailed(String),
+    /// A lease the caller chose (no watchdog) has run out.
+    LeaseExpired,
+}
+
+impl std::fmt::Display for Lost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Lost::NotHeld => write!(f, "the lock is no longer held by this owner"),
+            Lost::RenewalFailed(e) => write!(f, "renewals failed until the lease passed: {e}"),
+            Lost::LeaseExpired => write!(f, "the lease ran out"),
+        }
+    }
+}
+
+/// A hold of a lock. Release it with [`LockGuard::unlock`] (which reports
+/// errors) or by dropping it (which releases in the background, on the
+/// client's runtime). Several guards of one owner on one lock are
+/// re-entrant holds: the lock is free when the last is released.
+///
+/// The guard also tells you when the lock is lost ([`LockGuard::lost`]):
+/// select on it next to your work, and stop writing when it fires.
+///
+/// ```no_run
+/// # async fn demo(locks: redis_lock_client::LockClient) -> Result<(), redis_lock_client::LockError> {
+/// # async fn work() {}
+/// let guard = locks.lock("ledger").await?;
+/// tokio::select! {
+///     _ = work() => guard.unlock().await?,
+///     why = guard.lost() => eprintln!("lock lost ({why}): stopping"),
+/// }
+/// # Ok(()) }
+/// ```
+#[must_use = "dropping a guard releases the lock at once"]
+pub struct LockGuard {
+    client: LockClient,
+    entry: Arc<Entry>,
+    lost: watch::Receiver<Option<Lost>>,
+    token: Option<i64>,
+    armed: bool,
+}
+
+impl std::fmt::Debug for LockGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LockGuard")
+            .field("name", &self.entry.name)
+            .field("owner", &self.entry.owner)
+            .field("token", &self.token)
+            .field("lost", &*self.lost.borrow())
+            .finish()
+    }
+}
+
+impl LockGuard {
+    pub(crate) fn new(client: LockClient, entry: Arc<Entry>, token: Option<i64>) -> LockGuard {
+        let lost = entry.lost.subscribe();
+        LockGuard {
+            client,
+            entry,
+            lost,
+            token,
+            armed: true,
+        }
+    }
+
+    /// The lock's name (its key).
+    pub fn name(&self) -> &str {
+        &self.entry.name
+    }
+
+    /// The owner id holding it (the hash field).
+    pub fn owner(&self) -> &str {
+        &self.entry.owner
+    }
+
+    /// The fencing token of this grant ([`LockClient::lock_fenced`]); None
+    /// for a lock taken without one.
+    pub fn token(&self) -> Option<i64> {
+        self.token
+    }
+
+    /// How many holds this owner has on the lock, as this client counts them.
+    pub fn hold_count(&self) -> u64 {
+        self.entry.state().holds
+    }
+
+    /// Whether the lock is known to be lost, and why.
+    pub fn is_lost(&self) -> Option<Lost> {
+        self.lost.borrow().clone()
+    }
+
+    /// Resolves when the lock is lost, at once if it already is. Never
+    /// resolves while the lock is held. The watchdog finds a lost lock at its
+    /// next renewal, at most a third of the lease after the loss; a lock
+    /// taken with a lease is lost when that lease has passed.
+    pub async fn lost(&self) -> Lost {
+        let mut rx = self.lost.clone();
+        loop {
+            if let Some(why) = rx.borrow_and_update().clone() {
+                return why;
+            }
+            if rx.changed().await.is_err() {
+                // Unreachable while the guard holds the entry; never resolve.
+                std::future::pending::<()>().await;
+            }
+        }
+    }
+
+    /// A receiver of the lost signal, for code that wants to own it (to move
+    /// it into another task, or `select!` on it in a loop): it holds `None`
+    /// while the lock is held, then the reason.
+    pub fn lost_signal(&self) -> watch::Receiver<Option<Lost>> {
+        self.lost.clone()
+    }
+
+    /// Asks the server whether this owner still holds the lock (Redisson's
+    /// `isHeldByThread`).
+    pub async fn is_held(&self) -> Result<bool> {
+        let mut cmd = redis::cmd("HEXISTS");
+        cmd.arg(&self.entry.name).arg(&self.entry.owner);
+        match self.client.simple(&cmd).await? {
+            Value::Int(n) => Ok(n == 1),
+            other => Err(LockError::Protocol(format!("HEXISTS answered {other:?}"))),
+        }
+    }
+
+    /// The lease left on the server; None if the lock is free.
+    pub async fn remaining_lease(&self) -> Result<Option<Duration>> {
+        self.client.remaining_lease(&self.entry.name).await
+    }
+
+    /// Releases this hold. [`LockError::NotHeld`] when the lock was lost
+    /// before (its lease ended or it was forced): whatever was done under it
+    /// may have overlapped another holder.
+    pub async fn unlock(mut self) -> Result<()> {
+        self.armed = false;
+        self.client.release(&self.entry).await
+    }
+}
+
+impl Drop for LockGuard {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let client = self.client.clone();
+        let entry = self.entry.clone();
+        // If the runtime is gone the lease frees the lock (no watchdog runs).
+        let runtime = client.inner.runtime.clone();
+        runtime.spawn(async move {
+            let _ = client.release(&entry).await;
+        });
+    }
+}

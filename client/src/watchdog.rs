@@ -1,0 +1,117 @@
+//! The watchdog: one task per client renews every lock it holds without a
+//! caller-given lease, every third of the lease, and tells holders at once
+//! when a lock is lost.
+//!
+//! Where Redisson logs a failed renewal and tries again (its holders never
+//! hear of it), here:
+//! * a renewal answered 0 means the owner no longer holds the lock (forced,
+//!   deleted, expired): the guard is marked lost at once;
+//! * a renewal that fails (timeout, connection) is retried every tenth of the
+//!   lease; if none succeeds before the lease has passed, counted from when
+//!   the last successful renewal was *sent* (the server's lease started no
+//!   earlier), the lock is lost;
+//! * a lock taken with a lease of the caller's choosing is not renewed, and
+//!   is marked lost once that lease has passed.
+//!
+//! A renewal racing with the final release cannot raise a false alarm:
+//! entries are retired under their own lock when released, and a result for a
+//! retired entry is ignored (Redisson #7272 is that race).
+//!
+//! The task holds only a weak reference to its client and ends when the
+//! client is dropped.
+
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use tokio::sync::Notify;
+
+use crate::client::{Entry, Inner, LockClient};
+use crate::error::LockError;
+use crate::guard::Lost;
+
+/// How long the task sleeps with nothing to watch.
+const IDLE: Duration = Duration::from_secs(3600);
+
+/// Marks `entry` lost with `why` and retires it.
+fn mark_lost(inner: &Inner, entry: &Arc<Entry>, why: Lost) {
+    LockClient::retire(inner, entry);
+    entry.lost.send_replace(Some(why));
+}
+
+/// The retry interval after a failed renewal.
+fn retry_after(lease: Duration) -> Duration {
+    (lease / 10).max(Duration::from_millis(10))
+}
+
+pub(crate) async fn run(client: Weak<Inner>, wake: Arc<Notify>) {
+    loop {
+        let Some(inner) = client.upgrade() else {
+            return;
+        };
+        let now = Instant::now();
+        let mut next = now + IDLE;
+        let mut due: Vec<(Arc<Entry>, Duration)> = Vec::new();
+        for entry in LockClient::entries(&inner) {
+            let state = entry.state();
+            if state.retired || state.holds == 0 {
+                continue;
+            }
+            match state.watchdog {
+                Some(lease) if state.next_renewal <= now => due.push((entry.clone(), lease)),
+                Some(_) => next = next.min(state.next_renewal),
+                None if state.expires <= now => {
+                    drop(state);
+                    mark_lost(&inner, &entry, Lost::LeaseExpired);
+                }
+                None => next = next.min(state.expires),
+            }
+        }
+
+        let this = LockClient::from_inner(inner.clone());
+        let renewals = due.into_iter().map(|(entry, lease)| {
+            let this = this.clone();
+            async move {
+                let sent = Instant::now();
+                let result = this.renew(&entry, lease).await;
+                (entry, lease, sent, result)
+            }
+        });
+        for (entry, lease, sent, result) in futures_util::future::join_all(renewals).await {
+            let mut state = entry.state();
+            if state.retired || state.holds == 0 {
+                continue; // released meanwhile: its renewal proves nothing
+            }
+            match result {
+                Ok(true) => {
+                    state.expires = sent + lease;
+                    state.next_renewal = sent + lease / 3;
+                    next = next.min(state.next_renewal);
+                }
+                Ok(false) => {
+                    drop(state);
+                    mark_lost(&inner, &entry, Lost::NotHeld);
+                }
+                Err(e) => {
+                    let now = Instant::now();
+                    if now >= state.expires {
+                        drop(state);
+                        mark_lost(&inner, &entry, Lost::RenewalFailed(describe(&e)));
+                    } else {
+                        state.next_renewal = (now + retry_after(lease)).min(state.expires);
+                        next = next.min(state.next_renewal);
+                    }
+                }
+            }
+        }
+        drop(this);
+        drop(inner);
+        tokio::select! {
+            _ = tokio::time::sleep_until(next.into()) => {}
+            _ = wake.notified() => {}
+        }
+    }
+}
+
+fn describe(e: &LockError) -> String {
+    e.to_string()
+}

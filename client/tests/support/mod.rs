@@ -1,0 +1,165 @@
+//! What the client's tests share beyond the module's harness
+//! (`tests/common/`, included by path in each test file): clients on a test
+//! server, and a TCP proxy that cuts a connection right after a chosen
+//! command reached the server.
+
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use redis_lock_client::{LockClient, Options};
+
+/// A client on `127.0.0.1:port` with `options`.
+pub fn client_on(port: u16, options: Options) -> LockClient {
+    let url = format!("redis://127.0.0.1:{port}/");
+    LockClient::with_options(redis::Client::open(url).expect("a valid URL"), options)
+        .expect("created inside a runtime")
+}
+
+/// Polls `check` every 5 ms (yielding to the runtime) until true; panics
+/// naming `what` after `timeout`.
+pub async fn eventually(timeout: Duration, what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !check() {
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for: {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// A TCP proxy in front of a server. Once armed with [`Proxy::cut_after`],
+/// the first client->server chunk containing the needle is forwarded, the
+/// proxy waits until the server answered (so the command surely ran), and
+/// then closes both sides without passing the reply on: the client sees its
+/// connection die with the command's outcome unknown.
+pub struct Proxy {
+    pub port: u16,
+    needle: Arc<Mutex<Option<Vec<u8>>>>,
+    /// How many connections were cut.
+    pub cuts: Arc<AtomicUsize>,
+    stop: Arc<AtomicBool>,
+}
+
+impl Proxy {
+    pub fn start(upstream: u16) -> Proxy {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind the proxy");
+        let port = listener.local_addr().expect("proxy address").port();
+        let needle: Arc<Mutex<Option<Vec<u8>>>> = Arc::new(Mutex::new(None));
+        let cuts = Arc::new(AtomicUsize::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (n, c, s) = (needle.clone(), cuts.clone(), stop.clone());
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                if s.load(Ordering::Relaxed) {
+                    return;
+                }
+                let Ok(client) = client else { continue };
+                let Ok(server) = TcpStream::connect(("127.0.0.1", upstream)) else {
+                    continue;
+                };
+                let (n, c) = (n.clone(), c.clone());
+                std::thread::spawn(move || pump(client, server, n, c));
+            }
+        });
+        Proxy {
+            port,
+            needle,
+            cuts,
+            stop,
+        }
+    }
+
+    /// Cuts the next connection that sends `command` (e.g. `LOCK.ACQUIRE`),
+    /// once, after the server has answered it.
+    pub fn cut_after(&self, command: &str) {
+        *self.needle.lock().expect("proxy state") = Some(command.as_bytes().to_vec());
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        let _ = TcpStream::connect(("127.0.0.1", self.port));
+    }
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
+}
+
+/// Copies both ways; client->server chunks are checked for the needle.
+fn pump(
+    mut client: TcpStream,
+    mut server: TcpStream,
+    needle: Arc<Mutex<Option<Vec<u8>>>>,
+    cuts: Arc<AtomicUsize>,
+) {
+    let (mut server_r, mut client_w) = match (server.try_clone(), client.try_clone()) {
+        (Ok(s), Ok(c)) => (s, c),
+        _ => return,
+    };
+    // server -> client, unless the connection is being cut.
+    let cutting = Arc::new(AtomicBool::new(false));
+    let replied = Arc::new(AtomicBool::new(false));
+    let (cut2, replied2) = (cutting.clone(), replied.clone());
+    let back = std::thread::spawn(move || {
+        let mut buf = [0u8; 16384];
+        loop {
+            let n = match server_r.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => n,
+            };
+            if cut2.load(Ordering::SeqCst) {
+                replied2.store(true, Ordering::SeqCst);
+                break; // swallow the reply
+            }
+            if client_w.write_all(&buf[..n]).is_err() {
+                break;
+            }
+        }
+        let _ = client_w.shutdown(Shutdown::Both);
+    });
+    let mut buf = [0u8; 16384];
+    loop {
+        let n = match client.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        let chunk = &buf[..n];
+        let cut_now = {
+            let mut armed = needle.lock().expect("proxy state");
+            match armed.as_deref() {
+                Some(cmd) if contains(chunk, cmd) => {
+                    *armed = None;
+                    true
+                }
+                _ => false,
+            }
+        };
+        if cut_now {
+            cutting.store(true, Ordering::SeqCst);
+            if server.write_all(chunk).is_err() {
+                break;
+            }
+            // Wait (bounded) until the server's reply arrived: it ran.
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while !replied.load(Ordering::SeqCst) && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            cuts.fetch_add(1, Ordering::SeqCst);
+            break;
+        }
+        if server.write_all(chunk).is_err() {
+            break;
+        }
+    }
+    let _ = client.shutdown(Shutdown::Both);
+    let _ = server.shutdown(Shutdown::Both);
+    let _ = back.join();
+}
