@@ -40,7 +40,7 @@ pub async fn eventually(timeout: Duration, what: &str, mut check: impl FnMut() -
 /// connection die with the command's outcome unknown.
 pub struct Proxy {
     pub port: u16,
-    needle: Arc<Mutex<Option<Vec<u8>>>>,
+    needle: Arc<Mutex<Option<(Vec<u8>, Cut)>>>,
     /// How many connections were cut.
     pub cuts: Arc<AtomicUsize>,
     stop: Arc<AtomicBool>,
@@ -50,7 +50,7 @@ impl Proxy {
     pub fn start(upstream: u16) -> Proxy {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind the proxy");
         let port = listener.local_addr().expect("proxy address").port();
-        let needle: Arc<Mutex<Option<Vec<u8>>>> = Arc::new(Mutex::new(None));
+        let needle: Arc<Mutex<Option<(Vec<u8>, Cut)>>> = Arc::new(Mutex::new(None));
         let cuts = Arc::new(AtomicUsize::new(0));
         let stop = Arc::new(AtomicBool::new(false));
         let (n, c, s) = (needle.clone(), cuts.clone(), stop.clone());
@@ -78,8 +78,22 @@ impl Proxy {
     /// Cuts the next connection that sends `command` (e.g. `LOCK.ACQUIRE`),
     /// once, after the server has answered it.
     pub fn cut_after(&self, command: &str) {
-        *self.needle.lock().expect("proxy state") = Some(command.as_bytes().to_vec());
+        *self.needle.lock().expect("proxy state") = Some((command.as_bytes().to_vec(), Cut::After));
     }
+
+    /// Cuts the next connection that sends `command` without forwarding it:
+    /// the command never ran, though the client cannot tell.
+    pub fn cut_before(&self, command: &str) {
+        *self.needle.lock().expect("proxy state") =
+            Some((command.as_bytes().to_vec(), Cut::Before));
+    }
+}
+
+/// Whether the proxy forwards the command it cuts the connection on.
+#[derive(Clone, Copy, PartialEq)]
+enum Cut {
+    After,
+    Before,
 }
 
 impl Drop for Proxy {
@@ -97,7 +111,7 @@ fn contains(haystack: &[u8], needle: &[u8]) -> bool {
 fn pump(
     mut client: TcpStream,
     mut server: TcpStream,
-    needle: Arc<Mutex<Option<Vec<u8>>>>,
+    needle: Arc<Mutex<Option<(Vec<u8>, Cut)>>>,
     cuts: Arc<AtomicUsize>,
 ) {
     let (mut server_r, mut client_w) = match (server.try_clone(), client.try_clone()) {
@@ -107,7 +121,7 @@ fn pump(
     // server -> client, unless the connection is being cut.
     let cutting = Arc::new(AtomicBool::new(false));
     let replied = Arc::new(AtomicBool::new(false));
-    let (cut2, replied2) = (cutting.clone(), replied.clone());
+    let (cut2, replied2, cuts2) = (cutting.clone(), replied.clone(), cuts.clone());
     let back = std::thread::spawn(move || {
         let mut buf = [0u8; 16384];
         loop {
@@ -116,6 +130,8 @@ fn pump(
                 Ok(n) => n,
             };
             if cut2.load(Ordering::SeqCst) {
+                // Counted before the client can see the cut.
+                cuts2.fetch_add(1, Ordering::SeqCst);
                 replied2.store(true, Ordering::SeqCst);
                 break; // swallow the reply
             }
@@ -134,15 +150,20 @@ fn pump(
         let chunk = &buf[..n];
         let cut_now = {
             let mut armed = needle.lock().expect("proxy state");
-            match armed.as_deref() {
-                Some(cmd) if contains(chunk, cmd) => {
+            match armed.as_ref() {
+                Some((cmd, how)) if contains(chunk, cmd) => {
+                    let how = *how;
                     *armed = None;
-                    true
+                    Some(how)
                 }
-                _ => false,
+                _ => None,
             }
         };
-        if cut_now {
+        if cut_now == Some(Cut::Before) {
+            cuts.fetch_add(1, Ordering::SeqCst);
+            break;
+        }
+        if cut_now == Some(Cut::After) {
             cutting.store(true, Ordering::SeqCst);
             if server.write_all(chunk).is_err() {
                 break;
@@ -152,7 +173,6 @@ fn pump(
             while !replied.load(Ordering::SeqCst) && Instant::now() < deadline {
                 std::thread::sleep(Duration::from_millis(1));
             }
-            cuts.fetch_add(1, Ordering::SeqCst);
             break;
         }
         if server.write_all(chunk).is_err() {

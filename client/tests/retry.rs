@@ -1,0 +1,224 @@
+//! Retries that cannot count twice: a TCP proxy between the library and the
+//! server cuts the connection right after a command reached the server and
+//! ran (its reply is swallowed), or right before (it never ran). The
+//! library must end with the hold count the caller believes in.
+
+#[path = "../../tests/common/mod.rs"]
+mod common;
+mod support;
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use common::*;
+use redis_lock_client::Options;
+use support::{client_on, eventually, Proxy};
+
+fn count(server: &Server, key: &str, owner: &str) -> Vec<(String, String)> {
+    let _ = owner;
+    holders(&mut server.connection(), key)
+}
+
+fn held(owner: &str, n: u64) -> Vec<(String, String)> {
+    vec![(owner.to_string(), n.to_string())]
+}
+
+/// The control: without the library's check, resending after this cut does
+/// leave a hold count of 2, so the tests below can fail.
+#[test]
+fn a_naive_resend_after_the_cut_counts_twice() {
+    let server = Server::start();
+    let proxy = Proxy::start(server.port);
+    proxy.cut_after("LOCK.ACQUIRE");
+    let url = format!("redis://127.0.0.1:{}/", proxy.port);
+    let client = redis::Client::open(url).expect("url");
+    let mut con = client.get_connection().expect("connect");
+    let lost = redis::cmd("LOCK.ACQUIRE")
+        .arg("k")
+        .arg("naive")
+        .arg(30_000)
+        .query::<redis::Value>(&mut con);
+    assert!(lost.is_err(), "the reply was swallowed: {lost:?}");
+    let mut con = client.get_connection().expect("reconnect");
+    let _: redis::Value = redis::cmd("LOCK.ACQUIRE")
+        .arg("k")
+        .arg("naive")
+        .arg(30_000)
+        .query(&mut con)
+        .expect("resend");
+    assert_eq!(count(&server, "k", "naive"), held("naive", 2));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_acquire_whose_reply_was_lost_is_not_sent_again() {
+    let server = Server::start();
+    let proxy = Proxy::start(server.port);
+    let locks = client_on(proxy.port, Options::default()).as_owner("o");
+    proxy.cut_after("LOCK.ACQUIRE");
+    let guard = locks.lock("k").await.expect("lock despite the cut");
+    assert_eq!(proxy.cuts.load(Ordering::SeqCst), 1, "the proxy did cut");
+    assert_eq!(count(&server, "k", "o"), held("o", 1));
+    assert_eq!(guard.hold_count(), 1);
+
+    // A re-entry cut the same way: 2, not 3.
+    proxy.cut_after("LOCK.ACQUIRE");
+    let again = locks.lock("k").await.expect("re-enter despite the cut");
+    assert_eq!(proxy.cuts.load(Ordering::SeqCst), 2);
+    assert_eq!(count(&server, "k", "o"), held("o", 2));
+
+    again.unlock().await.expect("unlock");
+    guard.unlock().await.expect("unlock");
+    assert!(
+        !exists(&mut server.connection(), "k"),
+        "two unlocks free it"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_acquire_that_never_arrived_is_sent_again() {
+    let server = Server::start();
+    let proxy = Proxy::start(server.port);
+    let locks = client_on(proxy.port, Options::default()).as_owner("o");
+    proxy.cut_before("LOCK.ACQUIRE");
+    let guard = locks.lock("k").await.expect("lock despite the cut");
+    assert_eq!(proxy.cuts.load(Ordering::SeqCst), 1);
+    assert_eq!(count(&server, "k", "o"), held("o", 1));
+    guard.unlock().await.expect("unlock");
+    assert!(!exists(&mut server.connection(), "k"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_whose_reply_was_lost_is_not_sent_again() {
+    let server = Server::start();
+    let proxy = Proxy::start(server.port);
+    let locks = client_on(proxy.port, Options::default()).as_owner("o");
+    let outer = locks.lock("k").await.expect("lock");
+    let inner = locks.lock("k").await.expect("re-enter");
+    assert_eq!(count(&server, "k", "o"), held("o", 2));
+
+    proxy.cut_after("LOCK.RELEASE");
+    inner.unlock().await.expect("unlock despite the cut");
+    assert_eq!(proxy.cuts.load(Ordering::SeqCst), 1);
+    assert_eq!(
+        count(&server, "k", "o"),
+        held("o", 1),
+        "released once, not twice"
+    );
+
+    proxy.cut_before("LOCK.RELEASE");
+    outer.unlock().await.expect("unlock despite the cut");
+    assert_eq!(proxy.cuts.load(Ordering::SeqCst), 2);
+    assert!(
+        !exists(&mut server.connection(), "k"),
+        "a release that never arrived is resent"
+    );
+}
+
+/// The connection breaks while the library waits in the server's queue,
+/// right as the server grants it the lock: the grant is found and adopted,
+/// never leaked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_granted_as_the_waiting_connection_breaks_is_adopted() {
+    let server = Server::start();
+    let proxy = Proxy::start(server.port);
+    let direct = client_on(server.port, Options::default());
+    let holder = direct.as_owner("holder").lock("k").await.expect("lock");
+
+    let waiter = client_on(proxy.port, Options::default()).as_owner("waiter");
+    proxy.cut_after("WAIT");
+    let waiting =
+        tokio::spawn(async move { waiter.try_lock("k", Duration::from_secs(20), None).await });
+    let srv = &server;
+    eventually(Duration::from_secs(5), "the waiter is queued", || {
+        waiter_owners(srv, "k") == ["waiter"]
+    })
+    .await;
+    holder.unlock().await.expect("unlock");
+    // The server hands the lock to the waiter; the proxy swallows the reply
+    // and cuts.
+    let guard = waiting
+        .await
+        .expect("task")
+        .expect("no error")
+        .expect("the grant is adopted");
+    assert_eq!(proxy.cuts.load(Ordering::SeqCst), 1);
+    assert_eq!(count(&server, "k", "waiter"), held("waiter", 1));
+    assert!(guard.is_held().await.expect("is_held"));
+    guard.unlock().await.expect("unlock");
+    assert!(!exists(&mut server.connection(), "k"));
+}
+
+/// The waiting connection breaks while the lock is still held by someone
+/// else: nothing was granted, so the library waits again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wait_cut_before_any_grant_waits_again() {
+    let server = Server::start();
+    let proxy = Proxy::start(server.port);
+    let direct = client_on(server.port, Options::default());
+    let holder = direct.as_owner("holder").lock("k").await.expect("lock");
+    let waiter = client_on(proxy.port, Options::default()).as_owner("waiter");
+    proxy.cut_before("WAIT");
+    let waiting =
+        tokio::spawn(async move { waiter.try_lock("k", Duration::from_secs(20), None).await });
+    let srv = &server;
+    eventually(Duration::from_secs(5), "the retried wait is queued", || {
+        waiter_owners(srv, "k") == ["waiter"]
+    })
+    .await;
+    assert_eq!(proxy.cuts.load(Ordering::SeqCst), 1);
+    holder.unlock().await.expect("unlock");
+    let guard = waiting
+        .await
+        .expect("task")
+        .expect("wait")
+        .expect("granted");
+    assert_eq!(count(&server, "k", "waiter"), held("waiter", 1));
+    guard.unlock().await.expect("unlock");
+}
+
+/// A command stuck in the server (writes paused) when its reply times out:
+/// the library kills its connection (`CLIENT KILL ID`) before it looks and
+/// resends, so the stuck copy can never run later. After the pause nothing
+/// has run: the caller's error ("not taken") is the truth.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_stuck_in_a_paused_server_is_killed_before_it_is_resent() {
+    let server = Server::start();
+    let options = Options::default()
+        .command_timeout(Duration::from_millis(300))
+        .retries(1);
+    let locks = client_on(server.port, options).as_owner("o");
+    let mut admin = server.connection();
+    let _: redis::Value = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(5_000)
+        .arg("WRITE")
+        .query(&mut admin)
+        .expect("CLIENT PAUSE");
+    let result = locks.try_lock("k", Duration::ZERO, None).await;
+    assert!(
+        matches!(result, Err(redis_lock_client::LockError::Connection(_))),
+        "two attempts timed out and neither ran: {result:?}"
+    );
+    let _: redis::Value = redis::cmd("CLIENT")
+        .arg("UNPAUSE")
+        .query(&mut admin)
+        .expect("CLIENT UNPAUSE");
+    // Anything still queued on a live connection would run now.
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        !exists(&mut admin, "k"),
+        "no stuck acquire ran after the pause"
+    );
+    assert_eq!(
+        server
+            .command_stats()
+            .get("lock.acquire")
+            .copied()
+            .unwrap_or(0),
+        0,
+        "LOCK.ACQUIRE never executed"
+    );
+    // And the client works again.
+    let guard = locks.lock("k").await.expect("lock");
+    guard.unlock().await.expect("unlock");
+}
