@@ -1,0 +1,123 @@
+//! `lock_fenced`: every grant carries the module's fencing token, tokens only
+//! grow (re-entry, hand-off, a lost reply), and `LOCK.FENCE` on the
+//! resource's side refuses a holder whose lock was taken over.
+
+#[path = "../../tests/common/mod.rs"]
+mod common;
+mod support;
+
+use std::time::Duration;
+
+use common::*;
+use redis_lock_client::Options;
+use support::{client_on, eventually, Proxy};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fenced_grants_carry_growing_tokens() {
+    let server = Server::start();
+    let locks = client_on(server.port, Options::default());
+    let a = locks.as_owner("a");
+    let b = locks.as_owner("b");
+
+    let first = a.lock_fenced("stock").await.expect("lock");
+    let t1 = first.token().expect("a token");
+    assert!(t1 > 0);
+    let again = a.lock_fenced("stock").await.expect("re-enter");
+    let t2 = again.token().expect("a token");
+    assert!(t2 > t1, "re-entry raises the token: {t1} then {t2}");
+    assert!(b
+        .try_lock_fenced("stock", Duration::ZERO, None)
+        .await
+        .expect("try")
+        .is_none());
+
+    // A waiter handed the lock gets its own, larger token.
+    let waiting = {
+        let b = b.clone();
+        tokio::spawn(async move {
+            b.try_lock_fenced("stock", Duration::from_secs(10), None)
+                .await
+        })
+    };
+    let srv = &server;
+    eventually(Duration::from_secs(5), "b is queued", || {
+        waiter_owners(srv, "stock") == ["b"]
+    })
+    .await;
+    again.unlock().await.expect("unlock");
+    first.unlock().await.expect("unlock");
+    let handed = waiting
+        .await
+        .expect("task")
+        .expect("wait")
+        .expect("granted");
+    let t3 = handed.token().expect("a token");
+    assert!(t3 > t2, "hand-off: {t2} then {t3}");
+
+    // A plain lock has no token.
+    let plain = a
+        .try_lock("other", Duration::ZERO, None)
+        .await
+        .expect("try")
+        .expect("free");
+    assert_eq!(plain.token(), None);
+    plain.unlock().await.expect("unlock");
+    handed.unlock().await.expect("unlock");
+}
+
+/// A fenced acquire whose reply was lost: the grant is adopted and its
+/// token read back from the counter, the same the server issued.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fenced_grant_whose_reply_was_lost_keeps_its_token() {
+    let server = Server::start();
+    let proxy = Proxy::start(server.port);
+    let locks = client_on(proxy.port, Options::default()).as_owner("o");
+    proxy.cut_after("TOKEN");
+    let guard = locks
+        .lock_fenced("stock")
+        .await
+        .expect("lock despite the cut");
+    let counter: i64 = redis::cmd("GET")
+        .arg("redisson_lock_token:{stock}")
+        .query(&mut server.connection())
+        .expect("GET counter");
+    assert_eq!(guard.token(), Some(counter));
+    assert_eq!(holders(&mut server.connection(), "stock"), owned_by("o"));
+    guard.unlock().await.expect("unlock");
+}
+
+/// The stock scenario's point: a holder whose lease ran out while it
+/// paused, and whose lock someone else took and wrote under, is refused by
+/// the resource's fence.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_fence_refuses_a_holder_whose_lock_was_taken_over() {
+    let server = Server::start();
+    let locks = client_on(server.port, Options::default());
+    let mut con = server.connection();
+    let slow = locks
+        .as_owner("slow")
+        .try_lock_fenced("stock", Duration::ZERO, Some(Duration::from_millis(200)))
+        .await
+        .expect("try")
+        .expect("free");
+    let old = slow.token().expect("token");
+    slow.lost().await; // paused past its lease
+    let fast = locks
+        .as_owner("fast")
+        .lock_fenced("stock")
+        .await
+        .expect("lock");
+    let new = fast.token().expect("token");
+    let seen: i64 = redis::cmd("LOCK.FENCE")
+        .arg("{stock}:fence")
+        .arg(new)
+        .query(&mut con)
+        .expect("the new holder writes");
+    assert_eq!(seen, new);
+    let stale = redis::cmd("LOCK.FENCE")
+        .arg("{stock}:fence")
+        .arg(old)
+        .query::<i64>(&mut con);
+    expect_err(stale, "STALE", "", "the old holder's late write");
+    fast.unlock().await.expect("unlock");
+}
