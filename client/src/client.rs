@@ -130,6 +130,15 @@ pub struct LockClient {
     owner: Option<Arc<str>>,
 }
 
+impl std::fmt::Debug for LockClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LockClient")
+            .field("id", &self.id())
+            .field("cluster", &self.is_cluster())
+            .finish()
+    }
+}
+
 pub(crate) struct Inner {
     pub(crate) id: String,
     pub(crate) conns: Connections,

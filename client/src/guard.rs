@@ -2,7 +2,7 @@
 //! the signal that tells its holder when the lock is gone.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use redis::Value;
 use tokio::sync::watch;
@@ -150,6 +150,17 @@ impl LockGuard {
     /// The lease left on the server; None if the lock is free.
     pub async fn remaining_lease(&self) -> Result<Option<Duration>> {
         self.client.remaining_lease(&self.entry.name).await
+    }
+
+    /// Restarts the lease on the server (`LOCK.RENEW`): false if the lock
+    /// is no longer held. For multi-locks, whose parts must end together.
+    pub(crate) async fn restart_lease(&self, lease: Duration) -> Result<bool> {
+        let sent = Instant::now();
+        let renewed = self.client.renew(&self.entry, lease).await?;
+        if renewed {
+            self.entry.state().expires = sent + lease;
+        }
+        Ok(renewed)
     }
 
     /// Releases this hold. [`LockError::NotHeld`] when the lock was lost

@@ -12,9 +12,11 @@ mod client;
 mod conn;
 mod error;
 mod guard;
+mod multi;
 mod owner;
 mod watchdog;
 
 pub use client::{LockClient, Options};
 pub use error::{LockError, Result};
 pub use guard::{LockGuard, Lost};
+pub use multi::{MultiGuard, MultiLock, RedLock, RedLockGuard};
