@@ -370,6 +370,11 @@ impl LockClient {
         }
     }
 
+    /// The explicit owner id, if [`LockClient::as_owner`] set one.
+    pub(crate) fn explicit_owner(&self) -> Option<&str> {
+        self.owner.as_deref()
+    }
+
     /// Takes the lock, waiting as long as it takes, in the server's FIFO
     /// queue. The watchdog keeps the lease ([`Options::watchdog_lease`])
     /// alive until the guard is released; [`LockGuard::lost`] tells you if it

@@ -47,6 +47,8 @@ pub enum LockError {
     },
     /// The server answered something the `LOCK.*` contract does not allow.
     Protocol(String),
+    /// The blocking API could not start its runtime thread.
+    Runtime(std::io::Error),
     /// An argument the library refuses before sending anything (a zero lease,
     /// a lease too long for milliseconds, an empty lock list...).
     InvalidArgument(String),
@@ -84,6 +86,7 @@ impl fmt::Display for LockError {
                  expected one of {expected:?}; is the owner id used elsewhere?"
             ),
             LockError::Protocol(what) => write!(f, "unexpected reply from the lock server: {what}"),
+            LockError::Runtime(e) => write!(f, "cannot start the lock client's runtime: {e}"),
             LockError::InvalidArgument(what) => write!(f, "invalid argument: {what}"),
         }
     }
@@ -93,6 +96,7 @@ impl std::error::Error for LockError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             LockError::Server(e) | LockError::Connection(e) => Some(e),
+            LockError::Runtime(e) => Some(e),
             _ => None,
         }
     }

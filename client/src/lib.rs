@@ -8,6 +8,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod blocking;
 mod client;
 mod conn;
 mod error;

@@ -1,5 +1,10 @@
 //! The library against real servers with the module: guards, re-entry, the
 //! watchdog, the lost signal, expiry hand-off, waiting, Redisson interop.
+// `alone()` (a std mutex) serialises the timing-sensitive tests of this
+// binary. Each #[tokio::test] runs its own runtime on its own test thread,
+// so holding that guard across awaits blocks only the other tests' threads,
+// which is its purpose.
+#![allow(clippy::await_holding_lock)]
 
 #[path = "../../tests/common/mod.rs"]
 mod common;

@@ -1,5 +1,10 @@
 //! MultiLock over independent servers, and RedLock on five masters with
 //! some of them killed.
+// `alone()` (a std mutex) serialises the timing-sensitive tests of this
+// binary. Each #[tokio::test] runs its own runtime on its own test thread,
+// so holding that guard across awaits blocks only the other tests' threads,
+// which is its purpose.
+#![allow(clippy::await_holding_lock)]
 
 #[path = "../../tests/common/mod.rs"]
 mod common;

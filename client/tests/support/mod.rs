@@ -33,6 +33,9 @@ pub async fn eventually(timeout: Duration, what: &str, mut check: impl FnMut() -
     }
 }
 
+/// The armed cut: the command to look for, and how to cut.
+type Trigger = Arc<Mutex<Option<(Vec<u8>, Cut)>>>;
+
 /// A TCP proxy in front of a server. Once armed with [`Proxy::cut_after`],
 /// the first client->server chunk containing the needle is forwarded, the
 /// proxy waits until the server answered (so the command surely ran), and
@@ -40,7 +43,7 @@ pub async fn eventually(timeout: Duration, what: &str, mut check: impl FnMut() -
 /// connection die with the command's outcome unknown.
 pub struct Proxy {
     pub port: u16,
-    needle: Arc<Mutex<Option<(Vec<u8>, Cut)>>>,
+    needle: Trigger,
     /// How many connections were cut.
     pub cuts: Arc<AtomicUsize>,
     stop: Arc<AtomicBool>,
@@ -50,7 +53,7 @@ impl Proxy {
     pub fn start(upstream: u16) -> Proxy {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind the proxy");
         let port = listener.local_addr().expect("proxy address").port();
-        let needle: Arc<Mutex<Option<(Vec<u8>, Cut)>>> = Arc::new(Mutex::new(None));
+        let needle: Trigger = Arc::new(Mutex::new(None));
         let cuts = Arc::new(AtomicUsize::new(0));
         let stop = Arc::new(AtomicBool::new(false));
         let (n, c, s) = (needle.clone(), cuts.clone(), stop.clone());
@@ -108,12 +111,7 @@ fn contains(haystack: &[u8], needle: &[u8]) -> bool {
 }
 
 /// Copies both ways; client->server chunks are checked for the needle.
-fn pump(
-    mut client: TcpStream,
-    mut server: TcpStream,
-    needle: Arc<Mutex<Option<(Vec<u8>, Cut)>>>,
-    cuts: Arc<AtomicUsize>,
-) {
+fn pump(mut client: TcpStream, mut server: TcpStream, needle: Trigger, cuts: Arc<AtomicUsize>) {
     let (mut server_r, mut client_w) = match (server.try_clone(), client.try_clone()) {
         (Ok(s), Ok(c)) => (s, c),
         _ => return,

@@ -1,0 +1,175 @@
+//! The blocking API, and the client on a Redis Cluster.
+
+#[path = "../../tests/common/mod.rs"]
+mod common;
+mod support;
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::Options as ServerOptions;
+use common::*;
+use redis::Value;
+use redis_lock_client::{blocking, LockClient, Lost, Options};
+
+#[test]
+fn the_blocking_api_locks_per_thread_and_its_watchdog_runs_alone() {
+    let server = Server::start();
+    let url = server.url();
+    let options = Options::default().watchdog_lease(Duration::from_millis(600));
+    let locks = blocking::LockClient::with_options(redis::Client::open(url).expect("url"), options)
+        .expect("client");
+    let guard = locks.lock("k").expect("lock");
+    assert_eq!(guard.owner(), locks.owner());
+    assert!(
+        !guard.owner().contains("task-"),
+        "a thread owner: {}",
+        guard.owner()
+    );
+    // Another thread is another owner.
+    let other = {
+        let locks = locks.clone();
+        std::thread::spawn(move || {
+            locks
+                .try_lock("k", Duration::ZERO, None)
+                .expect("try")
+                .is_none()
+        })
+        .join()
+        .expect("thread")
+    };
+    assert!(other, "another thread is excluded");
+    // This thread sleeps (no runtime calls); the watchdog renews anyway.
+    std::thread::sleep(Duration::from_millis(2000));
+    assert!(guard.is_held().expect("is_held"));
+    assert_eq!(guard.is_lost(), None);
+    let again = locks.lock("k").expect("re-enter");
+    assert_eq!(again.hold_count(), 2);
+    drop(again); // released before drop returns
+    assert_eq!(
+        holders(&mut server.connection(), "k"),
+        vec![(locks.owner(), "1".to_string())]
+    );
+
+    assert_eq!(force(&mut server.connection(), "k"), 1);
+    assert_eq!(guard.wait_lost(Duration::from_secs(2)), Some(Lost::NotHeld));
+    assert!(matches!(
+        guard.unlock(),
+        Err(redis_lock_client::LockError::NotHeld { .. })
+    ));
+}
+
+/// Three masters, each with the module, joined by `redis-cli --cluster create`.
+fn cluster() -> Vec<Server> {
+    let nodes: Vec<Server> = (0..3)
+        .map(|_| {
+            Server::with(
+                ServerOptions::new()
+                    .config("cluster-enabled", &["yes"])
+                    .config("cluster-config-file", &["nodes.conf"])
+                    .config("cluster-port", &[&free_port().to_string()]),
+            )
+        })
+        .collect();
+    let cli = std::env::var("REDIS_CLI").unwrap_or_else(|_| "redis-cli".to_string());
+    let output = Command::new(&cli)
+        .arg("--cluster")
+        .arg("create")
+        .args(nodes.iter().map(|n| format!("127.0.0.1:{}", n.port)))
+        .arg("--cluster-yes")
+        .output()
+        .unwrap_or_else(|e| panic!("run `{cli} --cluster create` ({e}); set REDIS_CLI"));
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stdout)
+    );
+    for node in &nodes {
+        poll_until(
+            Duration::from_secs(20),
+            "the cluster is ok everywhere",
+            || {
+                let info: String = redis::cmd("CLUSTER")
+                    .arg("INFO")
+                    .query(&mut node.connection())
+                    .expect("CLUSTER INFO");
+                info_field(&info, "cluster_state").as_deref() == Some("ok")
+                    && info_field(&info, "cluster_known_nodes").as_deref() == Some("3")
+            },
+        );
+    }
+    nodes
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cluster_client_routes_every_lock_command_to_the_keys_node() {
+    let nodes = cluster();
+    let urls: Vec<String> = nodes.iter().map(|n| n.url()).collect();
+    let locks = LockClient::cluster_with_options(
+        redis::cluster::ClusterClient::new(urls).expect("cluster client"),
+        Options::default().watchdog_lease(Duration::from_millis(900)),
+    )
+    .expect("client");
+    assert!(locks.is_cluster());
+
+    let mut guards = Vec::new();
+    let mut per_node = std::collections::HashMap::new();
+    for i in 0..30 {
+        let key = format!("lock:{i}");
+        let guard = locks.lock(&key).await.expect("lock");
+        // Exactly one node has it, and the others redirect.
+        let holders: Vec<u16> = nodes
+            .iter()
+            .filter(|n| {
+                matches!(
+                    redis::cmd("HEXISTS")
+                        .arg(&key)
+                        .arg(guard.owner())
+                        .query::<Value>(&mut n.connection()),
+                    Ok(Value::Int(1))
+                )
+            })
+            .map(|n| n.port)
+            .collect();
+        assert_eq!(holders.len(), 1, "{key} on one node: {holders:?}");
+        *per_node.entry(holders[0]).or_insert(0) += 1;
+        guards.push(guard);
+    }
+    assert_eq!(per_node.len(), 3, "keys on every node: {per_node:?}");
+
+    // The watchdog renews on every node.
+    let started = Instant::now();
+    tokio::time::sleep(Duration::from_millis(2000)).await;
+    for guard in &guards {
+        assert_eq!(
+            guard.is_lost(),
+            None,
+            "{} after {:?}",
+            guard.name(),
+            started.elapsed()
+        );
+        assert!(guard.is_held().await.expect("is_held"));
+    }
+
+    // Waiting on a dedicated connection, on the key's node.
+    let waiting = {
+        let locks = locks.as_owner("waiter");
+        tokio::spawn(async move {
+            locks
+                .try_lock("lock:7", Duration::from_secs(10), None)
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    for guard in guards {
+        guard.unlock().await.expect("unlock");
+    }
+    let got = waiting
+        .await
+        .expect("task")
+        .expect("wait")
+        .expect("granted");
+    assert_eq!(got.owner(), "waiter");
+    assert!(locks.force_unlock("lock:7").await.expect("force"));
+    assert_eq!(got.lost().await, Lost::NotHeld);
+}
