@@ -1,5 +1,12 @@
 //! Redisson's lock API for Rust, on the redis-lock module.
 //!
+//! The module (this repository's root crate) is the server half of
+//! Redisson's locks: `LOCK.*` commands on Redisson's data layout. This crate
+//! is the client half, the part Redisson users actually call: owner ids,
+//! waiting with a deadline, a watchdog that renews every lease/3 and *tells
+//! you* when it fails, unlock on every path, retries that cannot count
+//! twice, fencing tokens, MultiLock and RedLock.
+//!
 //! ```no_run
 //! # async fn demo() -> Result<(), redis_lock_client::LockError> {
 //! let locks = redis_lock_client::LockClient::new(redis::Client::open("redis://127.0.0.1/").unwrap())?;
@@ -7,6 +14,101 @@
 //! guard.unlock().await?;
 //! # Ok(()) }
 //! ```
+//!
+//! # Locks and guards
+//!
+//! * [`LockClient::lock`] waits as long as it takes (in the server's FIFO
+//!   queue, `LOCK.ACQUIRE ... WAIT 0`) and the watchdog keeps the lock.
+//! * [`LockClient::try_lock`]`(name, wait, lease)` waits at most `wait`
+//!   (`Ok(None)`: still busy). With `lease: Some(..)` the lock frees itself
+//!   after it and no watchdog runs, as in Redisson; with `None` the watchdog
+//!   keeps it.
+//! * A [`LockGuard`] is one hold: [`LockGuard::unlock`] releases it and
+//!   reports errors; dropping it releases it in the background. The same
+//!   owner may take a lock it holds again (re-entry): it is free once every
+//!   guard is released.
+//! * [`LockGuard::is_held`], [`LockGuard::remaining_lease`],
+//!   [`LockClient::is_locked`], [`LockClient::remaining_lease`] and
+//!   [`LockClient::force_unlock`] (`LOCK.FORCE`, for operators) ask the server.
+//!
+//! # Owner ids
+//!
+//! The owner is the hash field Redisson writes, `<client id>:<thread id>` in
+//! Redisson. Here the client id is a random UUID per [`LockClient`]
+//! ([`LockClient::id`]), and:
+//!
+//! * async code inside a tokio task: `<client id>:task-<tokio task id>`. A
+//!   task is the unit that re-enters; two tasks of one client exclude each
+//!   other (two futures joined inside one task share its id);
+//! * the [`blocking`] API, and async code outside any task: `<client
+//!   id>:<thread number>`, threads numbered from 1 per process;
+//! * explicit: [`LockClient::as_owner`]`("worker-7")`, for a request id, a
+//!   worker name, or an id shared with a Redisson application.
+//!
+//! An owner id must be used by one holder at a time: the hold counts this
+//! client keeps, and with them the retry check, rely on it.
+//!
+//! # The watchdog, and knowing when a lock is lost
+//!
+//! One task per client renews every lock taken without a lease, every third
+//! of [`Options::watchdog_lease`] (30 s by default), with `LOCK.RENEW`. When
+//! a renewal answers 0 (the lock was forced, deleted, or expired) or
+//! renewals fail until the lease has passed, the lock is *lost*:
+//! [`LockGuard::lost`] resolves at once and [`LockGuard::is_lost`] says why
+//! ([`Lost`]). Redisson only logs this. Select on it next to your work:
+//!
+//! ```no_run
+//! # async fn demo(locks: redis_lock_client::LockClient) -> Result<(), redis_lock_client::LockError> {
+//! # async fn write_ledger() {}
+//! let guard = locks.lock("ledger").await?;
+//! tokio::select! {
+//!     _ = write_ledger() => guard.unlock().await?,
+//!     why = guard.lost() => eprintln!("stopped: lock lost ({why})"),
+//! }
+//! # Ok(()) }
+//! ```
+//!
+//! A lock with a caller-given lease is lost when that lease has passed.
+//!
+//! # Waiting
+//!
+//! A wait is `LOCK.ACQUIRE ... WAIT` on a connection of its own (a blocked
+//! connection cannot carry other commands), whose reply is awaited
+//! [`Options::wait_margin`] longer than the wait itself. If that connection
+//! breaks, the library finds out whether the server granted the lock at
+//! that instant and, if so, returns its guard: a grant is never leaked.
+//!
+//! # Retries
+//!
+//! After a connection fails with a command in flight, the library kills the
+//! old connection (`CLIENT KILL ID`), reads the owner's hold count back and
+//! compares it with its own: a command that ran is not sent again, one that
+//! did not is. A retried acquire never leaves a hold count of 2, a retried
+//! release never releases twice. See [`LockClient`]'s source docs for the
+//! argument and its limits (a cluster, or ACLs without `CLIENT KILL`).
+//!
+//! # Fencing tokens
+//!
+//! [`LockClient::lock_fenced`] returns a guard with a [`LockGuard::token`]:
+//! it grows with every grant; the protected resource refuses writes with a
+//! token older than one it saw (`LOCK.FENCE` in the same Redis).
+//!
+//! # Several locks, several servers
+//!
+//! [`MultiLock`]: all of several locks or none, possibly on independent
+//! servers, with one wait budget. [`RedLock`]: one lock on a majority of
+//! independent masters. See the README ("Which lock?") for when to use
+//! which, and why Redisson deprecated RedLock.
+//!
+//! # Cluster
+//!
+//! [`LockClient::cluster`] takes a `redis::cluster::ClusterClient`; every
+//! command routes by the lock's name.
+//!
+//! # Blocking code
+//!
+//! [`blocking::LockClient`] offers the same API without async, on a runtime
+//! thread of its own (where its watchdog runs).
 
 pub mod blocking;
 mod client;
