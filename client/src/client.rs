@@ -40,7 +40,7 @@ use std::time::{Duration, Instant};
 use redis::{Cmd, Value};
 use tokio::sync::{watch, Notify};
 
-use crate::conn::{timeout_error, Backend, Con, Connections, Handle};
+use crate::conn::{timeout_error, Backend, Con, Connections};
 use crate::error::{is_transport, LockError, Result};
 use crate::guard::{LockGuard, Lost};
 use crate::owner;
@@ -177,6 +177,8 @@ pub(crate) struct State {
     /// that set it was sent (so never later than the server's deadline).
     pub(crate) expires: Instant,
     pub(crate) next_renewal: Instant,
+    /// Why the last renewal failed, if it did (for `Lost::RenewalFailed`).
+    pub(crate) last_error: Option<String>,
 }
 
 impl Entry {
@@ -263,6 +265,44 @@ fn parse_acquire(reply: Value, fenced: bool) -> Result<Acquired> {
             "LOCK.ACQUIRE answered {other:?}"
         ))),
     }
+}
+
+/// The pairs of a map reply: a RESP3 map or a RESP2 flat key/value array.
+fn pairs(v: &Value) -> Vec<(&Value, &Value)> {
+    match v {
+        Value::Map(m) => m.iter().map(|(k, v)| (k, v)).collect(),
+        Value::Array(items) => items
+            .chunks(2)
+            .filter_map(|c| match c {
+                [k, v] => Some((k, v)),
+                _ => None,
+            })
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+fn is_text(v: &Value, text: &[u8]) -> bool {
+    match v {
+        Value::BulkString(b) => b == text,
+        Value::SimpleString(s) => s.as_bytes() == text,
+        _ => false,
+    }
+}
+
+/// Whether a `LOCK.INFO` reply lists `owner` among the waiters.
+fn waiters_include(info: &Value, owner: &[u8]) -> bool {
+    pairs(info)
+        .into_iter()
+        .filter(|(k, _)| is_text(k, b"waiters"))
+        .any(|(_, waiters)| match waiters {
+            Value::Array(list) | Value::Set(list) => list.iter().any(|w| {
+                pairs(w)
+                    .into_iter()
+                    .any(|(k, v)| is_text(k, b"owner") && is_text(v, owner))
+            }),
+            _ => false,
+        })
 }
 
 /// Redisson's `prefixName("redisson_lock_token", name)`: the token counter's key.
@@ -547,6 +587,7 @@ impl LockClient {
                         watchdog: None,
                         expires: now,
                         next_renewal: now,
+                        last_error: None,
                     }),
                     lost: watch::Sender::new(None),
                 })
@@ -580,7 +621,13 @@ impl LockClient {
 
     /// The server's hold count of `owner` after a failure in transit on
     /// `dead`: fences `dead` first (see the module docs).
-    async fn read_back(&self, dead: &Handle, name: &str, owner: &str) -> Result<u64, String> {
+    async fn read_back(
+        &self,
+        dead: Option<i64>,
+        waited: bool,
+        name: &str,
+        owner: &str,
+    ) -> Result<u64, String> {
         let options = &self.inner.options;
         let mut last = String::from("no attempt");
         for attempt in 0..=options.retries {
@@ -595,10 +642,17 @@ impl LockClient {
                 }
             };
             let mut con: Con = h.con.clone();
-            self.inner
+            let fenced = self
+                .inner
                 .conns
                 .fence(dead, &mut con, options.command_timeout)
                 .await;
+            if waited && !fenced {
+                // No kill possible (a cluster, NOPERM): the dropped waiting
+                // connection leaves the server's queue when the server reads
+                // its close. Until then it could still be granted the lock.
+                self.await_dequeued(&mut con, name, owner).await;
+            }
             let mut hget = redis::cmd("HGET");
             hget.arg(name).arg(owner);
             match tokio::time::timeout(options.command_timeout, con.query(&hget)).await {
@@ -620,6 +674,22 @@ impl LockClient {
             }
         }
         Err(last)
+    }
+
+    /// Polls `LOCK.INFO` until `owner` is no longer among the lock's
+    /// waiters, for at most the command timeout.
+    async fn await_dequeued(&self, con: &mut Con, name: &str, owner: &str) {
+        let deadline = Instant::now() + self.inner.options.command_timeout;
+        let mut info = redis::cmd("LOCK.INFO");
+        info.arg(name);
+        while Instant::now() < deadline {
+            match tokio::time::timeout(self.inner.options.command_timeout, con.query(&info)).await {
+                Ok(Ok(v)) if !waiters_include(&v, owner.as_bytes()) => return,
+                Ok(Ok(_)) => {}
+                _ => return, // the read-back that follows reports failures
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
     }
 
     /// Runs a command that moves `owner`'s count from `known` to `applied`
@@ -657,13 +727,13 @@ impl LockClient {
                 Err(_) => timeout_error("command"),
             };
             self.inner.conns.discard_shared(&h);
-            let found =
-                self.read_back(&h, name, owner)
-                    .await
-                    .map_err(|why| LockError::Uncertain {
-                        name: name.to_string(),
-                        detail: format!("{failure}; reading the hold count back: {why}"),
-                    })?;
+            let found = self
+                .read_back(h.id, false, name, owner)
+                .await
+                .map_err(|why| LockError::Uncertain {
+                    name: name.to_string(),
+                    detail: format!("{failure}; reading the hold count back: {why}"),
+                })?;
             if found == applied {
                 return Ok(Outcome::AppliedUnseen);
             }
@@ -816,18 +886,17 @@ impl LockClient {
                 Err(e) => e,
             };
             // The connection broke while waiting: was the lock granted at
-            // that instant? Kill the waiter's connection, then look.
+            // that instant? Close and kill the waiter's connection, then look.
+            let dead = h.id;
             drop(con);
-            let found =
-                self.read_back(&h, name, owner)
-                    .await
-                    .map_err(|why| LockError::Uncertain {
-                        name: name.to_string(),
-                        detail: format!(
-                            "{failure} while waiting; reading the hold count back: {why}"
-                        ),
-                    })?;
             drop(h);
+            let found = self
+                .read_back(dead, true, name, owner)
+                .await
+                .map_err(|why| LockError::Uncertain {
+                    name: name.to_string(),
+                    detail: format!("{failure} while waiting; reading the hold count back: {why}"),
+                })?;
             if found == known + 1 {
                 let token = if fenced {
                     self.read_token(name).await?
@@ -944,14 +1013,16 @@ impl LockClient {
     pub(crate) async fn renew(&self, entry: &Entry, lease: Duration) -> Result<bool> {
         let mut cmd = redis::cmd("LOCK.RENEW");
         cmd.arg(&entry.name).arg(&entry.owner).arg(lease_ms(lease)?);
-        let h = self
-            .inner
-            .conns
-            .shared()
+        // One attempt, connecting included, takes at most a third of the
+        // lease: the next one is due by then.
+        let within = self.inner.options.command_timeout.min(lease / 3);
+        let started = Instant::now();
+        let h = tokio::time::timeout(within, self.inner.conns.shared())
             .await
+            .map_err(|_| LockError::Connection(timeout_error("connect")))?
             .map_err(LockError::Connection)?;
         let mut con = h.con.clone();
-        let within = self.inner.options.command_timeout.min(lease / 3);
+        let within = within.saturating_sub(started.elapsed());
         match tokio::time::timeout(within, con.query(&cmd)).await {
             Ok(Ok(Value::Int(1))) => Ok(true),
             Ok(Ok(Value::Int(0))) => Ok(false),
@@ -1019,6 +1090,31 @@ mod tests {
         assert!(matches!(parse_acquire(busy, true), Ok(Acquired::Busy)));
         assert!(parse_acquire(Value::Nil, true).is_err());
         assert!(parse_acquire(Value::Okay, false).is_err());
+    }
+
+    #[test]
+    fn waiters_are_found_in_both_protocols() {
+        let text = |t: &str| Value::BulkString(t.as_bytes().to_vec());
+        let waiter = Value::Array(vec![
+            text("owner"),
+            text("w1"),
+            text("waited_ms"),
+            Value::Int(3),
+        ]);
+        let resp2 = Value::Array(vec![
+            text("state"),
+            text("held"),
+            text("waiters"),
+            Value::Array(vec![waiter]),
+        ]);
+        assert!(waiters_include(&resp2, b"w1"));
+        assert!(!waiters_include(&resp2, b"w2"));
+        let resp3 = Value::Map(vec![(
+            text("waiters"),
+            Value::Array(vec![Value::Map(vec![(text("owner"), text("w2"))])]),
+        )]);
+        assert!(waiters_include(&resp3, b"w2"));
+        assert!(!waiters_include(&Value::Nil, b"w2"));
     }
 
     #[test]

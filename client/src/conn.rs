@@ -171,11 +171,17 @@ impl Connections {
     }
 
     /// Makes sure the server will not execute anything more from the
-    /// connection `dead`: `CLIENT KILL ID` through `through`. Returns false
+    /// connection whose `CLIENT ID` is `dead`: `CLIENT KILL ID` through
+    /// `through`. Returns false
     /// when that cannot be done (a cluster, no id, or `NOPERM`): the caller
     /// then relies on the dead connection being closed, which is weaker.
-    pub(crate) async fn fence(&self, dead: &Handle, through: &mut Con, within: Duration) -> bool {
-        let Some(id) = dead.id else {
+    pub(crate) async fn fence(
+        &self,
+        dead: Option<i64>,
+        through: &mut Con,
+        within: Duration,
+    ) -> bool {
+        let Some(id) = dead else {
             return false;
         };
         let mut kill = redis::cmd("CLIENT");

@@ -57,8 +57,21 @@ pub(crate) async fn run(client: Weak<Inner>, wake: Arc<Notify>) {
                 continue;
             }
             match state.watchdog {
-                Some(lease) if state.next_renewal <= now => due.push((entry.clone(), lease)),
-                Some(_) => next = next.min(state.next_renewal),
+                Some(_) if state.expires <= now => {
+                    // No renewal succeeded within the lease: the server has
+                    // freed it (its lease started no earlier than ours).
+                    let why = state
+                        .last_error
+                        .clone()
+                        .unwrap_or_else(|| "no renewal answered in time".into());
+                    drop(state);
+                    mark_lost(&inner, &entry, Lost::RenewalFailed(why));
+                }
+                Some(lease) if state.next_renewal <= now => {
+                    due.push((entry.clone(), lease));
+                    next = next.min(state.expires);
+                }
+                Some(_) => next = next.min(state.next_renewal).min(state.expires),
                 None if state.expires <= now => {
                     drop(state);
                     mark_lost(&inner, &entry, Lost::LeaseExpired);
@@ -85,6 +98,7 @@ pub(crate) async fn run(client: Weak<Inner>, wake: Arc<Notify>) {
                 Ok(true) => {
                     state.expires = sent + lease;
                     state.next_renewal = sent + lease / 3;
+                    state.last_error = None;
                     next = next.min(state.next_renewal);
                 }
                 Ok(false) => {
@@ -92,14 +106,11 @@ pub(crate) async fn run(client: Weak<Inner>, wake: Arc<Notify>) {
                     mark_lost(&inner, &entry, Lost::NotHeld);
                 }
                 Err(e) => {
-                    let now = Instant::now();
-                    if now >= state.expires {
-                        drop(state);
-                        mark_lost(&inner, &entry, Lost::RenewalFailed(describe(&e)));
-                    } else {
-                        state.next_renewal = (now + retry_after(lease)).min(state.expires);
-                        next = next.min(state.next_renewal);
-                    }
+                    // Retried soon; the scan above declares the loss once the
+                    // lease has passed.
+                    state.last_error = Some(describe(&e));
+                    state.next_renewal = (Instant::now() + retry_after(lease)).min(state.expires);
+                    next = next.min(state.next_renewal);
                 }
             }
         }

@@ -173,6 +173,37 @@ async fn a_forced_lock_is_signalled_to_its_holder_within_a_third_of_the_lease() 
     }
 }
 
+/// The server stops answering (frozen with SIGSTOP): renewals fail, and the
+/// holder is told once the lease has passed since the last renewal that
+/// succeeded, not later.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn renewals_failing_until_the_lease_passed_mark_the_lock_lost() {
+    let _alone = alone();
+    let server = Server::start();
+    let lease = Duration::from_millis(900);
+    let options = options()
+        .watchdog_lease(lease)
+        .command_timeout(Duration::from_millis(200));
+    let locks = client_on(server.port, options);
+    let guard = locks.lock("frozen").await.expect("lock");
+    tokio::time::sleep(lease / 2).await; // a renewal or so
+    server.signal("STOP");
+    let stopped = Instant::now();
+    let told = tokio::time::timeout(lease * 3, guard.lost()).await;
+    let after = stopped.elapsed();
+    server.signal("CONT");
+    let why = told.expect("told within three leases");
+    assert!(matches!(why, Lost::RenewalFailed(_)), "{why:?}");
+    assert!(
+        after >= lease / 2 && after <= lease + Duration::from_millis(200),
+        "told {after:?} after the server froze; lease {lease:?}"
+    );
+    eventually(Duration::from_secs(3), "the server let it expire", || {
+        !exists(&mut server.connection(), "frozen")
+    })
+    .await;
+}
+
 /// The holder's runtime (its process, as far as the lock can tell) dies
 /// without unlocking: the watchdog stops, the lease runs out, and the waiter
 /// queued in the server gets the lock.

@@ -222,3 +222,50 @@ async fn a_command_stuck_in_a_paused_server_is_killed_before_it_is_resent() {
     let guard = locks.lock("k").await.expect("lock");
     guard.unlock().await.expect("unlock");
 }
+
+/// The same, for a user whose ACL denies `CLIENT KILL`: the library cannot
+/// fence the broken connection, so it waits until the server has dropped
+/// the waiter from the queue before it reads the count.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grant_at_the_cut_is_adopted_without_client_kill_too() {
+    let server = Server::start();
+    let _: redis::Value = redis::cmd("ACL")
+        .arg(&[
+            "SETUSER",
+            "app",
+            "on",
+            ">pw",
+            "~*",
+            "&*",
+            "+@all",
+            "-client|kill",
+        ])
+        .query(&mut server.connection())
+        .expect("ACL SETUSER");
+    let proxy = Proxy::start(server.port);
+    let direct = client_on(server.port, Options::default());
+    let holder = direct.as_owner("holder").lock("k").await.expect("lock");
+
+    let url = format!("redis://app:pw@127.0.0.1:{}/", proxy.port);
+    let waiter = redis_lock_client::LockClient::new(redis::Client::open(url).expect("url"))
+        .expect("client")
+        .as_owner("waiter");
+    proxy.cut_after("WAIT");
+    let waiting =
+        tokio::spawn(async move { waiter.try_lock("k", Duration::from_secs(20), None).await });
+    let srv = &server;
+    eventually(Duration::from_secs(5), "the waiter is queued", || {
+        waiter_owners(srv, "k") == ["waiter"]
+    })
+    .await;
+    holder.unlock().await.expect("unlock");
+    let guard = waiting
+        .await
+        .expect("task")
+        .expect("no error")
+        .expect("the grant is adopted");
+    assert_eq!(proxy.cuts.load(Ordering::SeqCst), 1);
+    assert_eq!(count(&server, "k", "waiter"), held("waiter", 1));
+    guard.unlock().await.expect("unlock");
+    assert!(!exists(&mut server.connection(), "k"));
+}
