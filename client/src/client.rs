@@ -202,6 +202,19 @@ enum Outcome {
     AppliedUnseen,
 }
 
+/// What an acquisition in progress has done, for [`LockClient::abandon`].
+#[derive(Default)]
+struct Progress {
+    /// The entry whose operation lock it took, and the count it found.
+    entry: Option<Arc<Entry>>,
+    known: u64,
+    /// Set once a `WAIT` went out on a connection of its own: that
+    /// connection's `CLIENT ID`, if known.
+    waiting: Option<Option<i64>>,
+}
+
+type Tracker = Arc<Mutex<Progress>>;
+
 /// How long to wait for a held lock.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Wait {
@@ -767,6 +780,13 @@ impl LockClient {
     }
 
     /// Takes `name` for `owner`: the one acquisition path every API uses.
+    ///
+    /// The work runs in a task of its own, so a caller that stops waiting
+    /// (its future dropped by a `timeout` or `select!`) cannot leave a lock
+    /// behind: the task then finds out whether the server granted the lock
+    /// meanwhile and, if so, gives it back ([`LockClient::abandon`]). A
+    /// grant that completes after the caller left is released the same way,
+    /// through its guard's drop.
     pub(crate) async fn acquire_as(
         &self,
         name: &str,
@@ -774,6 +794,89 @@ impl LockClient {
         lease: Option<Duration>,
         wait: Wait,
         fenced: bool,
+    ) -> Result<Option<LockGuard>> {
+        let (mut reply, caller) = tokio::sync::oneshot::channel();
+        let this = self.clone();
+        let (name, owner) = (name.to_string(), owner.to_string());
+        self.inner.runtime.spawn(async move {
+            let progress: Tracker = Arc::default();
+            let finished = tokio::select! {
+                biased;
+                result = this.acquire_inner(&name, &owner, lease, wait, fenced, &progress) => {
+                    Some(result)
+                }
+                () = reply.closed() => None,
+            };
+            match finished {
+                // If the caller left meanwhile, the guard comes back here
+                // and its drop releases the lock.
+                Some(result) => drop(reply.send(result)),
+                None => this.abandon(&progress).await,
+            }
+        });
+        // `caller` only errs if the task was dropped: the runtime shut down.
+        caller.await.unwrap_or_else(|_| {
+            Err(LockError::Runtime(std::io::Error::other(
+                "the client's runtime shut down during the acquisition",
+            )))
+        })
+    }
+
+    /// Cleans up after a caller that stopped waiting for an acquisition:
+    /// the acquisition's future has been dropped (releasing the entry's
+    /// operation lock) at any point. A grant it made but did not record
+    /// shows as `known + 1` on the server, and is released.
+    async fn abandon(&self, progress: &Tracker) {
+        let (entry, known, waiting) = {
+            let p = progress
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            (p.entry.clone(), p.known, p.waiting)
+        };
+        let Some(entry) = entry else {
+            return; // nothing was sent
+        };
+        let _op = entry.op.lock().await;
+        if entry.state().holds != known {
+            return; // the grant was recorded: its guard releases it
+        }
+        let (name, owner) = (entry.name.as_str(), entry.owner.as_str());
+        let found = match waiting {
+            // A WAIT was in flight on its own connection: kill it (or wait
+            // for the server to drop it), then look.
+            Some(dead) => self.read_back(dead, true, name, owner).await,
+            // The shared connection answers in order: this read comes
+            // after the acquire that may still be in flight on it.
+            None => {
+                let mut hget = redis::cmd("HGET");
+                hget.arg(name).arg(owner);
+                match self.simple(&hget).await {
+                    Ok(Value::Nil) => Ok(0),
+                    Ok(v) => redis::from_redis_value::<u64>(&v).map_err(|e| e.to_string()),
+                    Err(e) => Err(e.to_string()),
+                }
+            }
+        };
+        if found == Ok(known + 1) {
+            let mut release = redis::cmd("LOCK.RELEASE");
+            release.arg(name).arg(owner);
+            let _ = self
+                .run_counted(&release, name, owner, known + 1, known)
+                .await;
+        }
+        if known == 0 {
+            LockClient::retire(&self.inner, &entry);
+        }
+    }
+
+    async fn acquire_inner(
+        &self,
+        name: &str,
+        owner: &str,
+        lease: Option<Duration>,
+        wait: Wait,
+        fenced: bool,
+        progress: &Tracker,
     ) -> Result<Option<LockGuard>> {
         let started = Instant::now();
         let watchdog = lease.is_none();
@@ -796,6 +899,13 @@ impl LockClient {
                 continue; // released or lost meanwhile: take a fresh entry
             }
             let known = entry.state().holds;
+            {
+                let mut p = progress
+                    .lock()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner());
+                p.entry = Some(entry.clone());
+                p.known = known;
+            }
 
             // One attempt without waiting, on the shared connection.
             let sent = Instant::now();
@@ -815,7 +925,9 @@ impl LockClient {
                 return Ok(None);
             }
             return self
-                .wait_for(&entry, known, ms, lease, watchdog, deadline, fenced)
+                .wait_for(
+                    &entry, known, ms, lease, watchdog, deadline, fenced, progress,
+                )
                 .await;
         }
     }
@@ -833,6 +945,7 @@ impl LockClient {
         watchdog: bool,
         deadline: Option<Instant>,
         fenced: bool,
+        progress: &Tracker,
     ) -> Result<Option<LockGuard>> {
         let options = &self.inner.options;
         let (name, owner) = (entry.name.as_str(), entry.owner.as_str());
@@ -861,6 +974,10 @@ impl LockClient {
                     continue;
                 }
             };
+            progress
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .waiting = Some(h.id);
             let mut con = h.con.clone();
             let sent = Instant::now();
             let reply = match remaining {
@@ -1002,7 +1119,11 @@ impl LockClient {
             }
             state.holds
         };
-        if holds == 0 {
+        if result.is_err() {
+            // The server had no hold left: any other guard of this tenure
+            // has lost the lock too, and is told.
+            watchdog::mark_lost(&self.inner, entry, Lost::NotHeld);
+        } else if holds == 0 {
             LockClient::retire(&self.inner, entry);
         }
         result

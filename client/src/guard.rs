@@ -9,6 +9,7 @@ use tokio::sync::watch;
 
 use crate::client::{Entry, LockClient};
 use crate::error::{LockError, Result};
+use crate::watchdog;
 
 /// Why a held lock was lost. Once lost, the holder must stop relying on it:
 /// another owner may already hold it.
@@ -107,8 +108,11 @@ impl LockGuard {
         self.entry.state().holds
     }
 
-    /// Whether the lock is known to be lost, and why.
+    /// Whether the lock is known to be lost, and why. A lease that has
+    /// passed without a successful renewal counts, even before the watchdog
+    /// has run.
     pub fn is_lost(&self) -> Option<Lost> {
+        watchdog::expire_if_due(&self.client.inner, &self.entry, Instant::now());
         self.lost.borrow().clone()
     }
 
@@ -119,12 +123,31 @@ impl LockGuard {
     pub async fn lost(&self) -> Lost {
         let mut rx = self.lost.clone();
         loop {
+            watchdog::expire_if_due(&self.client.inner, &self.entry, Instant::now());
             if let Some(why) = rx.borrow_and_update().clone() {
                 return why;
             }
-            if rx.changed().await.is_err() {
-                // Unreachable while the guard holds the entry; never resolve.
-                std::future::pending::<()>().await;
+            // Woken by the watchdog, or by the lease's end as last renewed:
+            // then checked above, whatever the watchdog task is doing.
+            let (expires, held) = {
+                let state = self.entry.state();
+                (state.expires, !state.retired && state.holds > 0)
+            };
+            if !held {
+                // Retired without a reason yet: wait for the one coming.
+                if rx.changed().await.is_err() {
+                    std::future::pending::<()>().await;
+                }
+                continue;
+            }
+            tokio::select! {
+                changed = rx.changed() => {
+                    if changed.is_err() {
+                        // Unreachable while the guard holds the entry.
+                        std::future::pending::<()>().await;
+                    }
+                }
+                () = tokio::time::sleep_until(expires.into()) => {}
             }
         }
     }

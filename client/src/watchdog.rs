@@ -32,10 +32,40 @@ use crate::guard::Lost;
 /// How long the task sleeps with nothing to watch.
 const IDLE: Duration = Duration::from_secs(3600);
 
-/// Marks `entry` lost with `why` and retires it.
-fn mark_lost(inner: &Inner, entry: &Arc<Entry>, why: Lost) {
+/// Marks `entry` lost with `why` and retires it (once: a second call keeps
+/// the first reason).
+pub(crate) fn mark_lost(inner: &Inner, entry: &Arc<Entry>, why: Lost) {
     LockClient::retire(inner, entry);
-    entry.lost.send_replace(Some(why));
+    entry.lost.send_if_modified(|lost| {
+        if lost.is_none() {
+            *lost = Some(why);
+            true
+        } else {
+            false
+        }
+    });
+}
+
+/// Marks `entry` lost if its lease has passed at `now` without a renewal
+/// that succeeded (the rule the watchdog applies). Guards call it too, so
+/// telling the holder never depends on the watchdog task being scheduled
+/// in time.
+pub(crate) fn expire_if_due(inner: &Inner, entry: &Arc<Entry>, now: Instant) {
+    let state = entry.state();
+    if state.retired || state.holds == 0 || state.expires > now {
+        return;
+    }
+    let why = match state.watchdog {
+        Some(_) => Lost::RenewalFailed(
+            state
+                .last_error
+                .clone()
+                .unwrap_or_else(|| "no renewal answered in time".into()),
+        ),
+        None => Lost::LeaseExpired,
+    };
+    drop(state);
+    mark_lost(inner, entry, why);
 }
 
 /// The retry interval after a failed renewal.
@@ -56,26 +86,20 @@ pub(crate) async fn run(client: Weak<Inner>, wake: Arc<Notify>) {
             if state.retired || state.holds == 0 {
                 continue;
             }
+            if state.expires <= now {
+                // No renewal succeeded within the lease (or the caller's
+                // lease ended): the server has freed it, since its lease
+                // started no earlier than the command that set ours.
+                drop(state);
+                expire_if_due(&inner, &entry, now);
+                continue;
+            }
             match state.watchdog {
-                Some(_) if state.expires <= now => {
-                    // No renewal succeeded within the lease: the server has
-                    // freed it (its lease started no earlier than ours).
-                    let why = state
-                        .last_error
-                        .clone()
-                        .unwrap_or_else(|| "no renewal answered in time".into());
-                    drop(state);
-                    mark_lost(&inner, &entry, Lost::RenewalFailed(why));
-                }
                 Some(lease) if state.next_renewal <= now => {
                     due.push((entry.clone(), lease));
                     next = next.min(state.expires);
                 }
                 Some(_) => next = next.min(state.next_renewal).min(state.expires),
-                None if state.expires <= now => {
-                    drop(state);
-                    mark_lost(&inner, &entry, Lost::LeaseExpired);
-                }
                 None => next = next.min(state.expires),
             }
         }

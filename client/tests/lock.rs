@@ -192,7 +192,13 @@ async fn renewals_failing_until_the_lease_passed_mark_the_lock_lost() {
     let told = tokio::time::timeout(lease * 3, guard.lost()).await;
     let after = stopped.elapsed();
     server.signal("CONT");
-    let why = told.expect("told within three leases");
+    let why = told.unwrap_or_else(|_| {
+        panic!(
+            "not told within three leases; is_lost {:?}, holds {}",
+            guard.is_lost(),
+            guard.hold_count()
+        )
+    });
     assert!(matches!(why, Lost::RenewalFailed(_)), "{why:?}");
     assert!(
         after >= lease / 2 && after <= lease + Duration::from_millis(200),

@@ -269,3 +269,58 @@ async fn a_grant_at_the_cut_is_adopted_without_client_kill_too() {
     guard.unlock().await.expect("unlock");
     assert!(!exists(&mut server.connection(), "k"));
 }
+
+/// A caller that stops waiting (its future dropped by a timeout) leaves
+/// nothing in the queue, and the lock is never handed to it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_future_dropped_while_waiting_leaves_nothing_behind() {
+    let server = Server::start();
+    let locks = client_on(server.port, Options::default());
+    let holder = locks.as_owner("holder").lock("k").await.expect("lock");
+    let gave_up =
+        tokio::time::timeout(Duration::from_millis(300), locks.as_owner("w").lock("k")).await;
+    assert!(gave_up.is_err(), "still held: the timeout fires");
+    let srv = &server;
+    eventually(Duration::from_secs(5), "the waiter left the queue", || {
+        waiter_owners(srv, "k").is_empty()
+    })
+    .await;
+    holder.unlock().await.expect("unlock");
+    assert!(!exists(&mut server.connection(), "k"), "nobody got it");
+    assert_eq!(stat(&server, "lock_waits_granted"), 0);
+}
+
+/// The server grants the lock to a waiter whose caller gives up before the
+/// reply arrives (the proxy holds the reply back): the library finds the
+/// grant and gives it back, so the lock is not stuck until its lease ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grant_made_as_the_caller_gave_up_is_given_back() {
+    let server = Server::start();
+    let proxy = Proxy::start(server.port);
+    let direct = client_on(server.port, Options::default());
+    let holder = direct.as_owner("holder").lock("k").await.expect("lock");
+    let waiter = client_on(proxy.port, Options::default()).as_owner("waiter");
+    proxy.swallow_after("WAIT");
+    let caller =
+        tokio::spawn(async move { waiter.try_lock("k", Duration::from_secs(20), None).await });
+    let srv = &server;
+    eventually(Duration::from_secs(5), "the waiter is queued", || {
+        waiter_owners(srv, "k") == ["waiter"]
+    })
+    .await;
+    holder.unlock().await.expect("unlock");
+    eventually(
+        Duration::from_secs(5),
+        "the server granted the waiter",
+        || holders(&mut srv.connection(), "k") == held("waiter", 1),
+    )
+    .await;
+    caller.abort(); // the caller gives up; the reply never reached it
+    assert!(caller.await.is_err(), "aborted");
+    eventually(
+        Duration::from_secs(5),
+        "the abandoned grant is released",
+        || !exists(&mut srv.connection(), "k"),
+    )
+    .await;
+}

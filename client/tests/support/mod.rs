@@ -84,6 +84,14 @@ impl Proxy {
         *self.needle.lock().expect("proxy state") = Some((command.as_bytes().to_vec(), Cut::After));
     }
 
+    /// From the next command `command` on that connection, forwards what
+    /// the client sends but passes no reply back, keeping the connection
+    /// open: the client waits for an answer the server already gave.
+    pub fn swallow_after(&self, command: &str) {
+        *self.needle.lock().expect("proxy state") =
+            Some((command.as_bytes().to_vec(), Cut::Swallow));
+    }
+
     /// Cuts the next connection that sends `command` without forwarding it:
     /// the command never ran, though the client cannot tell.
     pub fn cut_before(&self, command: &str) {
@@ -97,6 +105,8 @@ impl Proxy {
 enum Cut {
     After,
     Before,
+    /// Forward it, then pass no reply on, but keep the connection open.
+    Swallow,
 }
 
 impl Drop for Proxy {
@@ -118,6 +128,8 @@ fn pump(mut client: TcpStream, mut server: TcpStream, needle: Trigger, cuts: Arc
     };
     // server -> client, unless the connection is being cut.
     let cutting = Arc::new(AtomicBool::new(false));
+    let swallowing = Arc::new(AtomicBool::new(false));
+    let swallow2 = swallowing.clone();
     let replied = Arc::new(AtomicBool::new(false));
     let (cut2, replied2, cuts2) = (cutting.clone(), replied.clone(), cuts.clone());
     let back = std::thread::spawn(move || {
@@ -127,6 +139,9 @@ fn pump(mut client: TcpStream, mut server: TcpStream, needle: Trigger, cuts: Arc
                 Ok(0) | Err(_) => break,
                 Ok(n) => n,
             };
+            if swallow2.load(Ordering::SeqCst) {
+                continue;
+            }
             if cut2.load(Ordering::SeqCst) {
                 // Counted before the client can see the cut.
                 cuts2.fetch_add(1, Ordering::SeqCst);
@@ -157,6 +172,9 @@ fn pump(mut client: TcpStream, mut server: TcpStream, needle: Trigger, cuts: Arc
                 _ => None,
             }
         };
+        if cut_now == Some(Cut::Swallow) {
+            swallowing.store(true, Ordering::SeqCst);
+        }
         if cut_now == Some(Cut::Before) {
             cuts.fetch_add(1, Ordering::SeqCst);
             break;
