@@ -77,6 +77,13 @@
 //! [`Options::wait_margin`] longer than the wait itself. If that connection
 //! breaks, the library finds out whether the server granted the lock at
 //! that instant and, if so, returns its guard: a grant is never leaked.
+//! `lock()` waits without end, with no reply deadline: TCP keep-alive (on
+//! in redis-rs) notices a server that vanished.
+//!
+//! Giving up is safe: dropping a `lock()`/`try_lock()` future (an outer
+//! `tokio::time::timeout`, a `select!`) leaves the server's queue, and a
+//! grant made just then is found and given back instead of staying held
+//! until its lease ends.
 //!
 //! # Retries
 //!
