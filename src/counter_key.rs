@@ -84,12 +84,14 @@ impl<'a> CounterKey<'a> {
         let before = self.expiry;
         // Not `with_decimal`'s shared "1": the key may keep this very string.
         let text = OwnedStr::from_i64(value);
-        if !(self.value.is_some() && self.key.string_overwrite(text.borrow().as_bytes())) {
+        let overwritten =
+            self.value.is_some() && self.key.string_overwrite(text.borrow().as_bytes());
+        if !overwritten {
             self.key.string_set(text.borrow());
         }
-        // `string_set` dropped any expiry; `string_overwrite` kept it.
+        // `string_overwrite` kept the expiry; `string_set` dropped it.
         let kept = match before {
-            Expiry::At(old) if self.value.is_some() => Some(old),
+            Expiry::At(old) if overwritten => Some(old),
             _ => None,
         };
         match (kept, at) {
