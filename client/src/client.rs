@@ -889,7 +889,8 @@ impl LockClient {
         }
         let deadline = match wait {
             Wait::No => Some(started),
-            Wait::For(d) => Some(started + d),
+            // A wait too long for the clock to represent is a wait forever.
+            Wait::For(d) => started.checked_add(d),
             Wait::Forever => None,
         };
         loop {

@@ -86,7 +86,8 @@ impl MultiLock {
 
     async fn acquire(&self, wait: Wait, lease: Option<Duration>) -> Result<Option<MultiGuard>> {
         let deadline = match wait {
-            Wait::For(d) => Some(Instant::now() + d),
+            // Too long for the clock: no deadline, as a wait forever.
+            Wait::For(d) => Instant::now().checked_add(d),
             _ => None,
         };
         let mut held: Vec<LockGuard> = Vec::with_capacity(self.parts.len());
@@ -240,7 +241,8 @@ impl RedLock {
     /// no round won within the budget (busy, or too few masters reachable).
     pub async fn try_lock(&self, wait: Duration, lease: Duration) -> Result<Option<RedLockGuard>> {
         let ms = lease_ms(lease)?;
-        let budget_end = Instant::now() + wait;
+        // A budget too long for the clock never ends.
+        let budget_end = Instant::now().checked_add(wait);
         let per_master = (lease / 10).clamp(
             Duration::from_millis(5),
             self.masters[0].inner.options.command_timeout,
@@ -282,7 +284,9 @@ impl RedLock {
                 return Ok(Some(guard));
             }
             guard.unlock().await;
-            let left = budget_end.saturating_duration_since(Instant::now());
+            let left = budget_end.map_or(Duration::MAX, |end| {
+                end.saturating_duration_since(Instant::now())
+            });
             if left.is_zero() {
                 return Ok(None);
             }

@@ -442,6 +442,21 @@ async fn force_unlock_and_bad_arguments_are_reported() {
             .await,
         Err(LockError::InvalidArgument(_))
     ));
+    // A wait too long for the clock is a wait without end, not a panic.
+    let guard = locks
+        .as_owner("b")
+        .try_lock("free", Duration::MAX, None)
+        .await
+        .expect("try")
+        .expect("free");
+    guard.unlock().await.expect("unlock");
+    let multi = redis_lock_client::MultiLock::new([(locks.clone(), "free")]).expect("multi");
+    let all = multi
+        .try_lock(Duration::MAX, None)
+        .await
+        .expect("try")
+        .expect("free");
+    all.unlock().await.expect("unlock");
     let () = redis::cmd("SET")
         .arg("not-a-hash")
         .arg(1)
