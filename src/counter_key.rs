@@ -141,12 +141,19 @@ impl<'a> NextToken<'a> {
     }
 }
 
+thread_local! {
+    // Counter names are built here, then copied into a Redis string: one
+    // allocation per name, none for a check.
+    static NAME: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Whether `lock` can have a counter in its cluster slot (nothing allocated).
+pub fn check_name(lock: RStr) -> Result<(), String> {
+    NAME.with(|name| fencing::counter_key(lock.as_bytes(), &mut name.borrow_mut()))
+}
+
 /// The name of `lock`'s counter as a Redis string, or why it has none.
 pub fn counter_name(lock: RStr) -> Result<OwnedStr, String> {
-    thread_local! {
-        // Built here, then copied into the Redis string: one allocation.
-        static NAME: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
-    }
     NAME.with(|name| {
         let mut name = name.borrow_mut();
         fencing::counter_key(lock.as_bytes(), &mut name)?;

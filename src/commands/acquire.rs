@@ -125,10 +125,9 @@ impl Command for LockAcquire {
         if let Some(timeout_ms) = cmd.wait_ms {
             args::wait_fits(now, timeout_ms)?;
         }
-        let counter_name = match cmd.token {
-            true => Some(counter_key::counter_name(cmd.key)?),
-            false => None,
-        };
+        if cmd.token {
+            counter_key::check_name(cmd.key)?;
+        }
         let key = LockKey::open_write(ctx, cmd.key)?;
         let mut view = key.view(cmd.owner)?;
         if handoff::settle(ctx, &key) {
@@ -140,11 +139,15 @@ impl Command for LockAcquire {
             lock::acquire(cmd.owner, view, expire_at).map_err(|e| e.message().to_string())?;
         // A grant with TOKEN reads the counter before anything is written,
         // so a counter that cannot be raised refuses the whole acquire.
-        let next_token = match (&counter_name, decision.reply) {
-            (Some(name), Acquired::Taken | Acquired::Reentered) => {
-                Some(NextToken::prepare(ctx, name.borrow())?)
+        let counter_name = match decision.reply {
+            Acquired::Taken | Acquired::Reentered if cmd.token => {
+                Some(counter_key::counter_name(cmd.key)?)
             }
             _ => None,
+        };
+        let next_token = match &counter_name {
+            Some(name) => Some(NextToken::prepare(ctx, name.borrow())?),
+            None => None,
         };
         key.apply(decision.write);
         handoff::lease_changed(ctx, &key, &decision.write);
