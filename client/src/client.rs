@@ -433,10 +433,7 @@ impl LockClient {
     /// alive until the guard is released; [`LockGuard::lost`] tells you if it
     /// cannot. Re-entrant: the same owner may take it again.
     pub async fn lock(&self, name: &str) -> Result<LockGuard> {
-        let owner = self.owner();
-        self.acquire_as(name, &owner, None, Wait::Forever, false)
-            .await?
-            .ok_or_else(|| LockError::Protocol("a wait without end ended without the lock".into()))
+        self.lock_with(name, false).await
     }
 
     /// Tries to take the lock, waiting at most `wait` (zero: one attempt).
@@ -459,13 +456,7 @@ impl LockClient {
         wait: Duration,
         lease: Option<Duration>,
     ) -> Result<Option<LockGuard>> {
-        let owner = self.owner();
-        let wait = if wait.is_zero() {
-            Wait::No
-        } else {
-            Wait::For(wait)
-        };
-        self.acquire_as(name, &owner, lease, wait, false).await
+        self.try_lock_with(name, wait, lease, false).await
     }
 
     /// [`LockClient::lock`], also returning the lock's fencing token
@@ -484,10 +475,7 @@ impl LockClient {
     /// # Ok(()) }
     /// ```
     pub async fn lock_fenced(&self, name: &str) -> Result<LockGuard> {
-        let owner = self.owner();
-        self.acquire_as(name, &owner, None, Wait::Forever, true)
-            .await?
-            .ok_or_else(|| LockError::Protocol("a wait without end ended without the lock".into()))
+        self.lock_with(name, true).await
     }
 
     /// [`LockClient::try_lock`] with a fencing token, see [`LockClient::lock_fenced`].
@@ -497,13 +485,32 @@ impl LockClient {
         wait: Duration,
         lease: Option<Duration>,
     ) -> Result<Option<LockGuard>> {
+        self.try_lock_with(name, wait, lease, true).await
+    }
+
+    /// `lock` / `lock_fenced`: the caller's owner, no lease, no end to the wait.
+    async fn lock_with(&self, name: &str, fenced: bool) -> Result<LockGuard> {
+        let owner = self.owner();
+        self.acquire_as(name, &owner, None, Wait::Forever, fenced)
+            .await?
+            .ok_or_else(|| LockError::Protocol("a wait without end ended without the lock".into()))
+    }
+
+    /// `try_lock` / `try_lock_fenced`: a zero `wait` is one attempt.
+    async fn try_lock_with(
+        &self,
+        name: &str,
+        wait: Duration,
+        lease: Option<Duration>,
+        fenced: bool,
+    ) -> Result<Option<LockGuard>> {
         let owner = self.owner();
         let wait = if wait.is_zero() {
             Wait::No
         } else {
             Wait::For(wait)
         };
-        self.acquire_as(name, &owner, lease, wait, true).await
+        self.acquire_as(name, &owner, lease, wait, fenced).await
     }
 
     /// Whether anyone holds the lock (Redisson's `isLocked`).

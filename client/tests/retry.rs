@@ -121,16 +121,25 @@ async fn a_release_whose_reply_was_lost_is_not_sent_again() {
 async fn a_lock_granted_as_the_waiting_connection_breaks_is_adopted() {
     let server = Server::start();
     let proxy = Proxy::start(server.port);
+    let waiter = client_on(proxy.port, Options::default()).as_owner("waiter");
+    grant_at_the_cut_is_adopted(&server, &proxy, waiter).await;
+}
+
+/// `holder` takes `k`, `waiter` (talking through `proxy`) waits for it, and
+/// the proxy swallows the grant's reply and cuts: the waiter must adopt the
+/// lock it was granted, with a hold count of 1.
+async fn grant_at_the_cut_is_adopted(
+    server: &Server,
+    proxy: &Proxy,
+    waiter: redis_lock_client::LockClient,
+) {
     let direct = client_on(server.port, Options::default());
     let holder = direct.as_owner("holder").lock("k").await.expect("lock");
-
-    let waiter = client_on(proxy.port, Options::default()).as_owner("waiter");
     proxy.cut_after("WAIT");
     let waiting =
         tokio::spawn(async move { waiter.try_lock("k", Duration::from_secs(20), None).await });
-    let srv = &server;
     eventually(Duration::from_secs(5), "the waiter is queued", || {
-        waiter_owners(srv, "k") == ["waiter"]
+        waiter_owners(server, "k") == ["waiter"]
     })
     .await;
     holder.unlock().await.expect("unlock");
@@ -142,7 +151,7 @@ async fn a_lock_granted_as_the_waiting_connection_breaks_is_adopted() {
         .expect("no error")
         .expect("the grant is adopted");
     assert_eq!(proxy.cuts.load(Ordering::SeqCst), 1);
-    assert_eq!(count(&server, "k", "waiter"), held("waiter", 1));
+    assert_eq!(count(server, "k", "waiter"), held("waiter", 1));
     assert!(guard.is_held().await.expect("is_held"));
     guard.unlock().await.expect("unlock");
     assert!(!exists(&mut server.connection(), "k"));
@@ -243,31 +252,11 @@ async fn a_grant_at_the_cut_is_adopted_without_client_kill_too() {
         .query(&mut server.connection())
         .expect("ACL SETUSER");
     let proxy = Proxy::start(server.port);
-    let direct = client_on(server.port, Options::default());
-    let holder = direct.as_owner("holder").lock("k").await.expect("lock");
-
     let url = format!("redis://app:pw@127.0.0.1:{}/", proxy.port);
     let waiter = redis_lock_client::LockClient::new(redis::Client::open(url).expect("url"))
         .expect("client")
         .as_owner("waiter");
-    proxy.cut_after("WAIT");
-    let waiting =
-        tokio::spawn(async move { waiter.try_lock("k", Duration::from_secs(20), None).await });
-    let srv = &server;
-    eventually(Duration::from_secs(5), "the waiter is queued", || {
-        waiter_owners(srv, "k") == ["waiter"]
-    })
-    .await;
-    holder.unlock().await.expect("unlock");
-    let guard = waiting
-        .await
-        .expect("task")
-        .expect("no error")
-        .expect("the grant is adopted");
-    assert_eq!(proxy.cuts.load(Ordering::SeqCst), 1);
-    assert_eq!(count(&server, "k", "waiter"), held("waiter", 1));
-    guard.unlock().await.expect("unlock");
-    assert!(!exists(&mut server.connection(), "k"));
+    grant_at_the_cut_is_adopted(&server, &proxy, waiter).await;
 }
 
 /// A caller that stops waiting (its future dropped by a timeout) leaves
