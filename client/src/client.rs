@@ -40,7 +40,7 @@ use std::time::{Duration, Instant};
 use redis::{Cmd, Value};
 use tokio::sync::{watch, Notify};
 
-use crate::conn::{timeout_error, Backend, Con, Connections};
+use crate::conn::{timeout_error, Backend, Con, Connections, Handle};
 use crate::error::{is_transport, LockError, Result};
 use crate::guard::{LockGuard, Lost};
 use crate::owner;
@@ -211,6 +211,10 @@ struct Progress {
     /// Set once a `WAIT` went out on a connection of its own: that
     /// connection's `CLIENT ID`, if known.
     waiting: Option<Option<i64>>,
+    /// The shared connection the last acquire without `WAIT` went out on.
+    /// A clean-up reads behind it there, or fences it: the shared slot may
+    /// hold another connection by then, one not ordered after the acquire.
+    sent_on: Option<Handle>,
 }
 
 type Tracker = Arc<Mutex<Progress>>;
@@ -221,6 +225,15 @@ pub(crate) enum Wait {
     No,
     For(Duration),
     Forever,
+}
+
+/// A hold count as `HGET lock owner` answers it: nil is 0.
+fn hold_count(reply: Value) -> Result<u64, String> {
+    match reply {
+        Value::Nil => Ok(0),
+        v => redis::from_redis_value::<u64>(&v)
+            .map_err(|e| format!("the hold count is not a number: {e}")),
+    }
 }
 
 /// A lease in whole milliseconds: positive and representable.
@@ -676,11 +689,7 @@ impl LockClient {
             let mut hget = redis::cmd("HGET");
             hget.arg(name).arg(owner);
             match tokio::time::timeout(options.command_timeout, con.query(&hget)).await {
-                Ok(Ok(Value::Nil)) => return Ok(0),
-                Ok(Ok(v)) => {
-                    return redis::from_redis_value::<u64>(&v)
-                        .map_err(|e| format!("the hold count is not a number: {e}"))
-                }
+                Ok(Ok(v)) => return hold_count(v),
                 Ok(Err(e)) => {
                     if is_transport(&e) {
                         self.inner.conns.discard_shared(&h);
@@ -694,6 +703,23 @@ impl LockClient {
             }
         }
         Err(last)
+    }
+
+    /// `owner`'s hold count read on `h` itself, behind whatever went out on
+    /// it before (a connection answers in order). If `h` fails meanwhile,
+    /// it is fenced first and the count read elsewhere (see `read_back`).
+    async fn read_behind(&self, h: &Handle, name: &str, owner: &str) -> Result<u64, String> {
+        let mut hget = redis::cmd("HGET");
+        hget.arg(name).arg(owner);
+        let mut con = h.con.clone();
+        match tokio::time::timeout(self.inner.options.command_timeout, con.query(&hget)).await {
+            Ok(Ok(v)) => hold_count(v),
+            Ok(Err(e)) if !is_transport(&e) => Err(e.to_string()),
+            _ => {
+                self.inner.conns.discard_shared(h);
+                self.read_back(h.id, false, name, owner).await
+            }
+        }
     }
 
     /// Polls `LOCK.INFO` until `owner` is no longer among the lock's
@@ -714,14 +740,15 @@ impl LockClient {
 
     /// Runs a command that moves `owner`'s count from `known` to `applied`
     /// on the shared connection, resending it only when the server shows it
-    /// did not run.
+    /// did not run. An acquisition passes its `progress`, where each attempt
+    /// records the connection it goes out on.
     async fn run_counted(
         &self,
         cmd: &Cmd,
         name: &str,
         owner: &str,
-        known: u64,
-        applied: u64,
+        (known, applied): (u64, u64),
+        progress: Option<&Tracker>,
     ) -> Result<Outcome> {
         let options = &self.inner.options;
         let mut attempt = 0;
@@ -738,6 +765,12 @@ impl LockClient {
                     continue;
                 }
             };
+            if let Some(progress) = progress {
+                progress
+                    .lock()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner())
+                    .sent_on = Some(h.clone());
+            }
             let mut con = h.con.clone();
             let failure = match tokio::time::timeout(options.command_timeout, con.query(cmd)).await
             {
@@ -834,11 +867,11 @@ impl LockClient {
     /// operation lock) at any point. A grant it made but did not record
     /// shows as `known + 1` on the server, and is released.
     async fn abandon(&self, progress: &Tracker) {
-        let (entry, known, waiting) = {
+        let (entry, known, waiting, sent_on) = {
             let p = progress
                 .lock()
                 .unwrap_or_else(|poisoned| poisoned.into_inner());
-            (p.entry.clone(), p.known, p.waiting)
+            (p.entry.clone(), p.known, p.waiting, p.sent_on.clone())
         };
         let Some(entry) = entry else {
             return; // nothing was sent
@@ -848,27 +881,22 @@ impl LockClient {
             return; // the grant was recorded: its guard releases it
         }
         let (name, owner) = (entry.name.as_str(), entry.owner.as_str());
-        let found = match waiting {
+        let found = match (waiting, sent_on) {
             // A WAIT was in flight on its own connection: kill it (or wait
             // for the server to drop it), then look.
-            Some(dead) => self.read_back(dead, true, name, owner).await,
-            // The shared connection answers in order: this read comes
-            // after the acquire that may still be in flight on it.
-            None => {
-                let mut hget = redis::cmd("HGET");
-                hget.arg(name).arg(owner);
-                match self.simple(&hget).await {
-                    Ok(Value::Nil) => Ok(0),
-                    Ok(v) => redis::from_redis_value::<u64>(&v).map_err(|e| e.to_string()),
-                    Err(e) => Err(e.to_string()),
-                }
-            }
+            (Some(dead), _) => self.read_back(dead, true, name, owner).await,
+            // Read on the connection the acquire went out on, after it,
+            // even if the shared slot moved on to another connection: a
+            // read elsewhere could come before an acquire still delayed in
+            // the network, which would then take the lock for nobody.
+            (None, Some(h)) => self.read_behind(&h, name, owner).await,
+            (None, None) => Ok(known), // nothing was sent
         };
         if found == Ok(known + 1) {
             let mut release = redis::cmd("LOCK.RELEASE");
             release.arg(name).arg(owner);
             let _ = self
-                .run_counted(&release, name, owner, known + 1, known)
+                .run_counted(&release, name, owner, (known + 1, known), None)
                 .await;
         }
         if known == 0 {
@@ -919,7 +947,7 @@ impl LockClient {
             let sent = Instant::now();
             let cmd = acquire_cmd(name, owner, ms, None, fenced);
             let acquired = match self
-                .run_counted(&cmd, name, owner, known, known + 1)
+                .run_counted(&cmd, name, owner, (known, known + 1), Some(progress))
                 .await?
             {
                 Outcome::Reply(v) => parse_acquire(v, fenced)?,
@@ -1106,7 +1134,7 @@ impl LockClient {
             cmd.arg(lease_ms(renew)?);
         }
         let outcome = self
-            .run_counted(&cmd, &entry.name, &entry.owner, known, known - 1)
+            .run_counted(&cmd, &entry.name, &entry.owner, (known, known - 1), None)
             .await;
         let result = match outcome {
             Ok(Outcome::Reply(Value::Nil)) => Err(not_held()),

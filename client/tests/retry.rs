@@ -313,3 +313,51 @@ async fn a_grant_made_as_the_caller_gave_up_is_given_back() {
     )
     .await;
 }
+
+/// A caller gives up while its acquire is delayed in the network (the proxy
+/// holds it back), and the clean-up's read behind it on that connection
+/// times out. The clean-up must fence that connection before it concludes
+/// nothing was granted: a read on a new connection would come before the
+/// delayed acquire, which would then take the lock for an owner nobody
+/// releases it for, until its lease ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_acquire_delayed_past_its_callers_give_up_never_runs_later() {
+    let server = Server::start();
+    let proxy = Proxy::start(server.port);
+    let options = Options::default()
+        .command_timeout(Duration::from_millis(300))
+        .retries(1);
+    let late = client_on(proxy.port, options).as_owner("late");
+    proxy.hold_from("LOCK.ACQUIRE");
+    let caller = tokio::spawn(async move { late.try_lock("k", Duration::ZERO, None).await });
+    eventually(Duration::from_secs(5), "the acquire is held back", || {
+        proxy.cuts.load(Ordering::SeqCst) == 1
+    })
+    .await;
+    caller.abort(); // the caller gives up before any reply
+    assert!(caller.await.is_err(), "aborted");
+    // The clean-up's read behind the acquire times out (300 ms); then it
+    // reads the count elsewhere, which the server sees as an HGET.
+    let srv = &server;
+    eventually(
+        Duration::from_secs(10),
+        "the clean-up read the count",
+        || srv.command_stats().get("hget").copied().unwrap_or(0) >= 1,
+    )
+    .await;
+    proxy.release(); // the delayed acquire reaches the server now
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(
+        server
+            .command_stats()
+            .get("lock.acquire")
+            .copied()
+            .unwrap_or(0),
+        0,
+        "the delayed LOCK.ACQUIRE never executed: its connection was killed"
+    );
+    assert!(
+        !exists(&mut server.connection(), "k"),
+        "nobody holds the lock"
+    );
+}

@@ -44,7 +44,9 @@ type Trigger = Arc<Mutex<Option<(Vec<u8>, Cut)>>>;
 pub struct Proxy {
     pub port: u16,
     needle: Trigger,
-    /// How many connections were cut.
+    /// Set by [`Proxy::release`]: held bytes go on to the server.
+    released: Arc<AtomicBool>,
+    /// How many connections were cut or held.
     pub cuts: Arc<AtomicUsize>,
     stop: Arc<AtomicBool>,
 }
@@ -56,7 +58,8 @@ impl Proxy {
         let needle: Trigger = Arc::new(Mutex::new(None));
         let cuts = Arc::new(AtomicUsize::new(0));
         let stop = Arc::new(AtomicBool::new(false));
-        let (n, c, s) = (needle.clone(), cuts.clone(), stop.clone());
+        let released = Arc::new(AtomicBool::new(false));
+        let (n, c, s, r) = (needle.clone(), cuts.clone(), stop.clone(), released.clone());
         std::thread::spawn(move || {
             for client in listener.incoming() {
                 if s.load(Ordering::Relaxed) {
@@ -66,13 +69,14 @@ impl Proxy {
                 let Ok(server) = TcpStream::connect(("127.0.0.1", upstream)) else {
                     continue;
                 };
-                let (n, c) = (n.clone(), c.clone());
-                std::thread::spawn(move || pump(client, server, n, c));
+                let (n, c, r) = (n.clone(), c.clone(), r.clone());
+                std::thread::spawn(move || pump(client, server, n, c, r));
             }
         });
         Proxy {
             port,
             needle,
+            released,
             cuts,
             stop,
         }
@@ -92,6 +96,20 @@ impl Proxy {
             Some((command.as_bytes().to_vec(), Cut::Swallow));
     }
 
+    /// From the next command `command` on, holds back everything that
+    /// connection sends (the server sees nothing, the connection stays
+    /// open, also after the client closed its end) until [`Proxy::release`]
+    /// delivers it: a command delayed in the network.
+    pub fn hold_from(&self, command: &str) {
+        *self.needle.lock().expect("proxy state") = Some((command.as_bytes().to_vec(), Cut::Hold));
+    }
+
+    /// Delivers what [`Proxy::hold_from`] held back, then closes that
+    /// connection if its client already has.
+    pub fn release(&self) {
+        self.released.store(true, Ordering::SeqCst);
+    }
+
     /// Cuts the next connection that sends `command` without forwarding it:
     /// the command never ran, though the client cannot tell.
     pub fn cut_before(&self, command: &str) {
@@ -107,6 +125,8 @@ enum Cut {
     Before,
     /// Forward it, then pass no reply on, but keep the connection open.
     Swallow,
+    /// Forward nothing from it on until released.
+    Hold,
 }
 
 impl Drop for Proxy {
@@ -121,7 +141,13 @@ fn contains(haystack: &[u8], needle: &[u8]) -> bool {
 }
 
 /// Copies both ways; client->server chunks are checked for the needle.
-fn pump(mut client: TcpStream, mut server: TcpStream, needle: Trigger, cuts: Arc<AtomicUsize>) {
+fn pump(
+    mut client: TcpStream,
+    mut server: TcpStream,
+    needle: Trigger,
+    cuts: Arc<AtomicUsize>,
+    released: Arc<AtomicBool>,
+) {
     let (mut server_r, mut client_w) = match (server.try_clone(), client.try_clone()) {
         (Ok(s), Ok(c)) => (s, c),
         _ => return,
@@ -155,12 +181,32 @@ fn pump(mut client: TcpStream, mut server: TcpStream, needle: Trigger, cuts: Arc
         let _ = client_w.shutdown(Shutdown::Both);
     });
     let mut buf = [0u8; 16384];
+    let mut held: Option<Vec<u8>> = None;
     loop {
+        if held.is_some() && released.load(Ordering::SeqCst) {
+            let bytes = held.take().unwrap_or_default();
+            if server.write_all(&bytes).is_err() {
+                break;
+            }
+            let _ = client.set_read_timeout(None);
+        }
         let n = match client.read(&mut buf) {
+            Ok(0) | Err(_) if held.is_some() => {
+                // The client is gone (or a poll timed out): keep the
+                // server's side open until the held bytes are released.
+                if !released.load(Ordering::SeqCst) {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                continue;
+            }
             Ok(0) | Err(_) => break,
             Ok(n) => n,
         };
         let chunk = &buf[..n];
+        if let Some(held) = held.as_mut() {
+            held.extend_from_slice(chunk);
+            continue;
+        }
         let cut_now = {
             let mut armed = needle.lock().expect("proxy state");
             match armed.as_ref() {
@@ -172,6 +218,13 @@ fn pump(mut client: TcpStream, mut server: TcpStream, needle: Trigger, cuts: Arc
                 _ => None,
             }
         };
+        if cut_now == Some(Cut::Hold) {
+            cuts.fetch_add(1, Ordering::SeqCst);
+            held = Some(chunk.to_vec());
+            // Poll, so a release is seen while the client sends nothing.
+            let _ = client.set_read_timeout(Some(Duration::from_millis(5)));
+            continue;
+        }
         if cut_now == Some(Cut::Swallow) {
             swallowing.store(true, Ordering::SeqCst);
         }
