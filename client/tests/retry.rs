@@ -19,6 +19,11 @@ fn count(server: &Server, key: &str, owner: &str) -> Vec<(String, String)> {
     holders(&mut server.connection(), key)
 }
 
+/// How many times the server executed `command` (commandstats name).
+fn calls(server: &Server, command: &str) -> u64 {
+    server.command_stats().get(command).copied().unwrap_or(0)
+}
+
 fn held(owner: &str, n: u64) -> Vec<(String, String)> {
     vec![(owner.to_string(), n.to_string())]
 }
@@ -219,11 +224,7 @@ async fn a_command_stuck_in_a_paused_server_is_killed_before_it_is_resent() {
         "no stuck acquire ran after the pause"
     );
     assert_eq!(
-        server
-            .command_stats()
-            .get("lock.acquire")
-            .copied()
-            .unwrap_or(0),
+        calls(&server, "lock.acquire"),
         0,
         "LOCK.ACQUIRE never executed"
     );
@@ -342,17 +343,13 @@ async fn an_acquire_delayed_past_its_callers_give_up_never_runs_later() {
     eventually(
         Duration::from_secs(10),
         "the clean-up read the count",
-        || srv.command_stats().get("hget").copied().unwrap_or(0) >= 1,
+        || calls(srv, "hget") >= 1,
     )
     .await;
     proxy.release(); // the delayed acquire reaches the server now
     std::thread::sleep(Duration::from_millis(500));
     assert_eq!(
-        server
-            .command_stats()
-            .get("lock.acquire")
-            .copied()
-            .unwrap_or(0),
+        calls(&server, "lock.acquire"),
         0,
         "the delayed LOCK.ACQUIRE never executed: its connection was killed"
     );
