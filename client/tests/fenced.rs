@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use common::*;
 use redis_lock_client::Options;
-use support::{client_on, eventually, Proxy};
+use support::{client_on, queue_becomes, Proxy};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fenced_grants_carry_growing_tokens() {
@@ -39,11 +39,7 @@ async fn fenced_grants_carry_growing_tokens() {
                 .await
         })
     };
-    let srv = &server;
-    eventually(Duration::from_secs(5), "b is queued", || {
-        waiter_owners(srv, "stock") == ["b"]
-    })
-    .await;
+    queue_becomes(&server, "stock", &["b"]).await;
     again.unlock().await.expect("unlock");
     first.unlock().await.expect("unlock");
     let handed = waiting

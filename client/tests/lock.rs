@@ -18,7 +18,7 @@ use common::redisson::{script_acquire, script_unlock, ACQUIRE_HINCRBY};
 use common::*;
 use redis::Value;
 use redis_lock_client::{LockError, Lost, Options};
-use support::{client_on, eventually};
+use support::{client_on, eventually, queue_becomes};
 
 fn options() -> Options {
     Options::default()
@@ -260,11 +260,7 @@ async fn a_waiter_queues_in_the_server_and_is_handed_the_lock() {
                 .await
         })
     };
-    let srv = &server;
-    eventually(Duration::from_secs(5), "the waiter is queued", || {
-        waiter_owners(srv, "q") == ["waiter"]
-    })
-    .await;
+    queue_becomes(&server, "q", &["waiter"]).await;
     holder.unlock().await.expect("unlock");
     let guard = waiting
         .await

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use common::*;
 use redis_lock_client::Options;
-use support::{client_on, eventually, Proxy};
+use support::{client_on, eventually, queue_becomes, Proxy};
 
 fn count(server: &Server, key: &str, owner: &str) -> Vec<(String, String)> {
     let _ = owner;
@@ -143,10 +143,7 @@ async fn grant_at_the_cut_is_adopted(
     proxy.cut_after("WAIT");
     let waiting =
         tokio::spawn(async move { waiter.try_lock("k", Duration::from_secs(20), None).await });
-    eventually(Duration::from_secs(5), "the waiter is queued", || {
-        waiter_owners(server, "k") == ["waiter"]
-    })
-    .await;
+    queue_becomes(server, "k", &["waiter"]).await;
     holder.unlock().await.expect("unlock");
     // The server hands the lock to the waiter; the proxy swallows the reply
     // and cuts.
@@ -174,11 +171,7 @@ async fn a_wait_cut_before_any_grant_waits_again() {
     proxy.cut_before("WAIT");
     let waiting =
         tokio::spawn(async move { waiter.try_lock("k", Duration::from_secs(20), None).await });
-    let srv = &server;
-    eventually(Duration::from_secs(5), "the retried wait is queued", || {
-        waiter_owners(srv, "k") == ["waiter"]
-    })
-    .await;
+    queue_becomes(&server, "k", &["waiter"]).await;
     assert_eq!(proxy.cuts.load(Ordering::SeqCst), 1);
     holder.unlock().await.expect("unlock");
     let guard = waiting
@@ -270,11 +263,7 @@ async fn a_lock_future_dropped_while_waiting_leaves_nothing_behind() {
     let gave_up =
         tokio::time::timeout(Duration::from_millis(300), locks.as_owner("w").lock("k")).await;
     assert!(gave_up.is_err(), "still held: the timeout fires");
-    let srv = &server;
-    eventually(Duration::from_secs(5), "the waiter left the queue", || {
-        waiter_owners(srv, "k").is_empty()
-    })
-    .await;
+    queue_becomes(&server, "k", &[]).await;
     holder.unlock().await.expect("unlock");
     assert!(!exists(&mut server.connection(), "k"), "nobody got it");
     assert_eq!(stat(&server, "lock_waits_granted"), 0);
@@ -293,12 +282,9 @@ async fn a_grant_made_as_the_caller_gave_up_is_given_back() {
     proxy.swallow_after("WAIT");
     let caller =
         tokio::spawn(async move { waiter.try_lock("k", Duration::from_secs(20), None).await });
-    let srv = &server;
-    eventually(Duration::from_secs(5), "the waiter is queued", || {
-        waiter_owners(srv, "k") == ["waiter"]
-    })
-    .await;
+    queue_becomes(&server, "k", &["waiter"]).await;
     holder.unlock().await.expect("unlock");
+    let srv = &server;
     eventually(
         Duration::from_secs(5),
         "the server granted the waiter",

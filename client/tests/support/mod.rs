@@ -33,6 +33,16 @@ pub async fn eventually(timeout: Duration, what: &str, mut check: impl FnMut() -
     }
 }
 
+/// Waits (up to 5 s) until the waiters queued on `key` are exactly `owners`,
+/// in order: a wait has reached the server, or left it.
+pub async fn queue_becomes(server: &crate::common::Server, key: &str, owners: &[&str]) {
+    let what = format!("the queue of {key} is {owners:?}");
+    eventually(Duration::from_secs(5), &what, || {
+        crate::common::waiter_owners(server, key) == owners
+    })
+    .await;
+}
+
 /// The armed cut: the command to look for, and how to cut.
 type Trigger = Arc<Mutex<Option<(Vec<u8>, Cut)>>>;
 
