@@ -440,6 +440,7 @@ impl ServerEventListener for Listener {
             }
             // The server became a replica: it must not hand out locks any more.
             ServerEvent::BecameReplica => {
+                counter_key::forget_node_id();
                 for waiter in queues_then_stop_timers(ctx, |q| q.drain_all()) {
                     blocking::unblock(waiter.client, Some(Wake::Demoted));
                 }
@@ -455,6 +456,7 @@ impl ServerEventListener for Listener {
                     look_at(ctx, db, &key, now);
                 }
             }
+            ServerEvent::BecameMaster => counter_key::forget_node_id(),
             ServerEvent::ConfigChanged { .. } => {}
         }
     }
