@@ -137,6 +137,16 @@ pub fn wait(ctx: Ctx, lock: &LockKey, wants: Wants) {
     if let Some(deadline) = lock.deadline_ms() {
         look_at(ctx, db, key, after(deadline));
     }
+    wake_for_timeouts(ctx, db, key);
+}
+
+/// Makes sure the server wakes up just after the earliest WAIT timeout of
+/// `key`'s queue, so Redis answers it on time (see
+/// [`WaitQueues::timeout_wake`]).
+fn wake_for_timeouts(ctx: Ctx, db: i32, key: &[u8]) {
+    if let Some(at) = queues(|q| q.timeout_wake(db, key, ctx.now_ms())) {
+        look_at(ctx, db, key, at);
+    }
 }
 
 /// A command just wrote `write` to `lock`: if it set a deadline and clients
@@ -301,6 +311,7 @@ impl TimerJob for LookAt {
     fn fire(self, ctx: Ctx) {
         if queues(|q| q.timer_fired(self.db, &self.key, self.seq)) {
             settle_key(ctx, self.db, &self.key);
+            wake_for_timeouts(ctx, self.db, &self.key);
         }
     }
 }
