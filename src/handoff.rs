@@ -62,8 +62,8 @@ use crate::ffi::timer::{self, TimerId, TimerJob};
 use crate::ffi::{Ctx, OwnedStr, RStr};
 use crate::lock::{self, Write};
 use crate::lock_key::LockKey;
-use crate::stats;
 use crate::wait_queue::{QueueTimer, TimerPlan, WaitQueues, Waiter, WaiterInfo};
+use crate::{replicas, stats};
 
 type Queues = WaitQueues<BlockedClient, TimerId<LookAt>>;
 
@@ -365,13 +365,14 @@ enum Step {
 }
 
 /// Decides, for a fired timer, what to do: never open a key while writes are
-/// paused (Redis holds expiry back then), hand on a free lock, and otherwise
-/// wait for the lock's deadline.
-fn next_step(waiters: bool, master: bool, paused: bool, now: i64, found: Option<Found>) -> Step {
+/// held back (paused: Redis holds expiry back then; or too few good replicas
+/// for `min-replicas-to-write`), hand on a free lock, and otherwise wait for
+/// the lock's deadline.
+fn next_step(waiters: bool, master: bool, held_back: bool, now: i64, found: Option<Found>) -> Step {
     if !waiters || !master {
         return Step::Nothing;
     }
-    if paused {
+    if held_back {
         return Step::LookAgainAt(now.saturating_add(PAUSE_POLL_MS));
     }
     match found {
@@ -382,18 +383,20 @@ fn next_step(waiters: bool, master: bool, paused: bool, now: i64, found: Option<
     }
 }
 
+/// Whether a write the module would make on its own (a timer's hand-off)
+/// must wait: Redis promises no writes while writes are paused, and refuses
+/// write commands with `NOREPLICAS` while fewer than `min-replicas-to-write`
+/// replicas are good. Commands need no check: Redis refuses them itself
+/// (a script's writes, MULTI's EXEC included) before they reach the module.
+pub fn writes_held_back(ctx: Ctx) -> bool {
+    ctx.writes_paused() || replicas::too_few_good(ctx)
+}
+
 /// Outside a command: carries out [`next_step`] for the lock of `key` in `db`.
 fn settle_key(ctx: Ctx, db: i32, key: &[u8]) {
     let waiters = queues(|q| q.has_waiters(db, key));
-    let step = |found| {
-        next_step(
-            waiters,
-            ctx.is_master(),
-            ctx.writes_paused(),
-            ctx.now_ms(),
-            found,
-        )
-    };
+    let held_back = waiters && writes_held_back(ctx);
+    let step = |found| next_step(waiters, ctx.is_master(), held_back, ctx.now_ms(), found);
     match step(None) {
         Step::Nothing | Step::HandOn => {}
         Step::LookAgainAt(at) => look_at(ctx, db, key, at),

@@ -489,8 +489,16 @@ mod tests {
         q.push(0, b"k", waiter(2, 100, 50));
         q.push(0, b"k", waiter(3, 110, 20));
         assert_eq!(q.timeout_wake(0, b"k", 100), Some(131), "110 + 20 + 1");
-        assert_eq!(q.timeout_wake(0, b"k", 131), Some(132), "just passed: again in a ms");
-        assert_eq!(q.timeout_wake(0, b"k", 136), Some(151), "past the grace: the next one");
+        assert_eq!(
+            q.timeout_wake(0, b"k", 131),
+            Some(132),
+            "just passed: again in a ms"
+        );
+        assert_eq!(
+            q.timeout_wake(0, b"k", 136),
+            Some(151),
+            "past the grace: the next one"
+        );
         assert_eq!(q.timeout_wake(0, b"k", 200), None);
         assert_eq!(q.timeout_wake(1, b"k", 100), None, "another db");
     }
