@@ -40,6 +40,7 @@ use redis_module::configuration::{
 use redis_module::{enum_configuration, ConfigurationValue, Context, RedisError, RedisString};
 
 use crate::args::strict_i64;
+use crate::replica_sync::SyncSpec;
 
 pub const DEFAULT_CHANNEL_PREFIX: &str = "redisson_lock__channel";
 
@@ -141,10 +142,13 @@ pub fn node_id() -> i64 {
 }
 
 /// The replica acknowledgement every grant waits for when its command asks
-/// for none: `(replicas, timeout_ms)`, `None` when off.
-pub fn sync_default() -> Option<(i64, i64)> {
+/// for none; `None` when off.
+pub fn sync_default() -> Option<SyncSpec> {
     let replicas = SYNC_REPLICAS.load(Ordering::Relaxed);
-    (replicas > 0).then(|| (replicas, SYNC_TIMEOUT_MS.load(Ordering::Relaxed)))
+    (replicas > 0).then(|| SyncSpec {
+        replicas,
+        timeout_ms: SYNC_TIMEOUT_MS.load(Ordering::Relaxed),
+    })
 }
 
 pub fn token_retention_ms() -> i64 {

@@ -13,6 +13,8 @@
 //! * `wait_queue.rs`: who waits for which lock (pure FIFO queues, one timer each);
 //! * `handoff.rs`: the waiting policy: granting a freed lock to the first
 //!   waiter, timers, pauses;
+//! * `replica_sync.rs`: grants answered only once replicas acknowledged
+//!   them (`SYNC`), the decisions, pure;
 //! * `replicas.rs`: replica health (`min-replicas-to-write`) and replica
 //!   acknowledgements, read from `INFO replication`;
 //! * `events.rs`: unlock messages and keyspace notifications;
@@ -38,6 +40,7 @@ mod ffi;
 mod handoff;
 mod lock;
 mod lock_key;
+mod replica_sync;
 mod replicas;
 mod stats;
 mod wait_queue;
@@ -144,6 +147,10 @@ mod module {
             }
             info.field_u64("waiting_clients", handoff::waiting_clients() as u64);
             info.field_u64("handoff_timers", handoff::live_timers() as u64);
+            info.field_u64(
+                "grants_awaiting_replicas",
+                handoff::grants_awaiting_replicas() as u64,
+            );
             let (policy, evicts) = eviction::current();
             info.section("eviction");
             info.field_str("maxmemory_policy", &policy);

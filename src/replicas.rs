@@ -15,6 +15,7 @@ use std::cell::Cell;
 use crate::args::strict_i64;
 use crate::ffi::server::{self, ServerInfo};
 use crate::ffi::Ctx;
+use crate::replica_sync::Acks;
 
 /// `min-replicas-to-write` and `min-replicas-max-lag`: Redis refuses writes
 /// while fewer than `to_write` replicas lag at most `max_lag` seconds, when
@@ -90,27 +91,6 @@ pub fn too_few_good(ctx: Ctx) -> bool {
     settings.refuses_writes(good)
 }
 
-/// How far the replication stream has gone, and how far each online replica
-/// has acknowledged it.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Acks {
-    /// `master_repl_offset`: everything written so far, this server's own
-    /// writes included once the command or callback that made them ended.
-    pub offset: i64,
-    /// The acknowledged offset of each online replica.
-    pub replicas: Vec<i64>,
-}
-
-impl Acks {
-    /// How many replicas have acknowledged at least `offset`.
-    pub fn reached(&self, offset: i64) -> i64 {
-        self.replicas
-            .iter()
-            .filter(|&&acked| acked >= offset)
-            .count() as i64
-    }
-}
-
 /// Reads [`Acks`] from `INFO replication`.
 pub fn acks(ctx: Ctx) -> Option<Acks> {
     let info = ServerInfo::read(ctx, c"replication")?;
@@ -127,6 +107,11 @@ pub fn acks(ctx: Ctx) -> Option<Acks> {
         })
         .collect();
     Some(Acks { offset, replicas })
+}
+
+/// Asks every replica to acknowledge its offset now (`REPLCONF GETACK`).
+pub fn ask_for_acks(ctx: Ctx) {
+    server::request_replica_acks(ctx);
 }
 
 /// The acknowledged offset in one replica's line of `INFO replication`
@@ -172,16 +157,6 @@ mod tests {
             None
         );
         assert_eq!(online_offset("garbage"), None);
-    }
-
-    #[test]
-    fn acks_count_the_replicas_that_reached_an_offset() {
-        let acks = Acks {
-            offset: 100,
-            replicas: vec![100, 90, 120],
-        };
-        assert_eq!(acks.reached(100), 2);
-        assert_eq!(acks.reached(121), 0);
     }
 
     #[test]

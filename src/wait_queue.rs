@@ -25,6 +25,8 @@
 use std::collections::{HashMap, VecDeque};
 use std::hash::Hash;
 
+use crate::replica_sync::SyncSpec;
+
 /// How long after a WAIT deadline the queue keeps waking up for a waiter
 /// Redis has not timed out yet (its clock and ours differ by a fraction of
 /// a ms); after that Redis's own cron tick answers it.
@@ -44,6 +46,8 @@ pub struct Waiter<C> {
     pub timeout_ms: i64,
     /// It asked for a fencing token (`TOKEN`) with the grant.
     pub token: bool,
+    /// Its grant is answered only once replicas acknowledged it (`SYNC`).
+    pub sync: Option<SyncSpec>,
 }
 
 /// A waiter as `LOCK.INFO` shows it.
@@ -290,6 +294,7 @@ mod tests {
             since_ms: 100,
             timeout_ms: 0,
             token: false,
+            sync: None,
         }
     }
 
@@ -482,6 +487,7 @@ mod tests {
             since_ms,
             timeout_ms,
             token: false,
+            sync: None,
         };
         assert_eq!(q.timeout_wake(0, b"k", 100), None, "no queue");
         q.push(0, b"k", waiter(1, 100, 0));
