@@ -171,9 +171,10 @@ thread_local! {
     static AUTO_NODE_ID: Cell<Option<i64>> = const { Cell::new(None) };
 }
 
-/// The slot of the counter `name` in `db` (FNV-1a).
+/// The slot of the counter `name` in `db`.
 fn seq_slot(db: i32, name: &[u8]) -> usize {
-    (fencing::fnv1a(db.to_le_bytes().iter().chain(name)) % SEQ_SLOTS as u64) as usize
+    let hash = fencing::hash_bytes(name) ^ u64::from(db.unsigned_abs()).rotate_left(40);
+    (hash % SEQ_SLOTS as u64) as usize
 }
 
 /// This node's number in the low bits of its tokens: `lock.node-id`, or
