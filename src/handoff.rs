@@ -52,7 +52,6 @@
 
 use std::cell::{Cell, RefCell};
 
-use crate::commands::acquire::{self, Acquire};
 use crate::counter_key::{self, NextToken};
 use crate::events;
 use crate::ffi::blocking::{self, BlockedClient, WaitHandler, Wake};
@@ -60,11 +59,12 @@ use crate::ffi::context::NotifyClass;
 use crate::ffi::events::{KeyspaceListener, ServerEvent, ServerEventKind, ServerEventListener};
 use crate::ffi::timer::{self, TimerId, TimerJob};
 use crate::ffi::{Ctx, OwnedStr, RStr};
-use crate::lock::{self, Write};
+use crate::lock::{self, Decision, Write};
 use crate::lock_key::LockKey;
 use crate::replica_sync::{self, Outcome, PendingGrant, SyncSpec, SyncTable};
+use crate::stats::{self, Counted};
 use crate::wait_queue::{QueueTimer, TimerPlan, WaitQueues, Waiter, WaiterInfo};
-use crate::{replicas, stats};
+use crate::{replicas, replies};
 
 type Queues = WaitQueues<BlockedClient, TimerId<LookAt>>;
 
@@ -170,11 +170,11 @@ fn wake_for_timeouts(ctx: Ctx, db: i32, key: &[u8]) {
     }
 }
 
-/// A command just wrote `write` to `lock`: if it set a deadline and clients
-/// wait for the lock, make sure the queue's timer is due by then. (A lease
-/// made shorter by re-entry, renewal or release must still be handed on
-/// when it ends, not when Redis's background expiry gets to it.)
-pub fn lease_changed(ctx: Ctx, lock: &LockKey, write: &Write<RStr>) {
+/// `write` was just made to `lock`: if it set a deadline and clients wait
+/// for the lock, make sure the queue's timer is due by then. (A lease made
+/// shorter by re-entry, renewal or release must still be handed on when it
+/// ends, not when Redis's background expiry gets to it.)
+fn lease_changed(ctx: Ctx, lock: &LockKey, write: &Write<RStr>) {
     let Some(deadline) = write.deadline() else {
         return;
     };
@@ -210,9 +210,31 @@ pub fn settle(ctx: Ctx, lock: &LockKey) -> bool {
     grant_next(ctx, lock, db)
 }
 
-/// A lock was just left free by a command: grant it to the first waiter, or,
-/// when nobody waits, publish the unlock message.
-pub fn grant_or_announce(ctx: Ctx, lock: &LockKey) {
+/// Carries out a decision on `lock`, the one way every command and every
+/// hand-off does it:
+/// 1. apply its write to the key and replicate the effect (`lock_key.rs`);
+/// 2. if the write set a deadline, make sure the queue's timer is due by then;
+/// 3. count its outcome (`INFO lock`, [`Counted`]);
+/// 4. emit its keyspace notification, and when the lock is left free, hand
+///    it to the first waiter or, when nobody waits, publish the unlock message.
+///
+/// Returns the decision's reply, for the caller to answer.
+pub fn carry_out<R: Counted>(ctx: Ctx, lock: &LockKey, decision: Decision<R, RStr>) -> R {
+    lock.apply(decision.write);
+    lease_changed(ctx, lock, &decision.write);
+    decision.reply.count();
+    if let Some(event) = decision.event {
+        events::notify(ctx, lock.name(), event);
+        if event.frees_lock() {
+            hand_on_or_publish(ctx, lock);
+        }
+    }
+    decision.reply
+}
+
+/// `lock` was just left free: grant it to the first waiter, or, when nobody
+/// waits, publish the unlock message.
+fn hand_on_or_publish(ctx: Ctx, lock: &LockKey) {
     if !grant_next(ctx, lock, ctx.selected_db()) {
         events::publish_unlock(ctx, lock.name());
     }
@@ -251,20 +273,14 @@ fn grant_next(ctx: Ctx, lock: &LockKey, db: i32) -> bool {
         };
         let expire_at = ctx.now_ms().saturating_add(waiter.lease_ms);
         let owner = OwnedStr::new(&waiter.owner);
-        let decision = lock::hand_off(owner.borrow(), expire_at);
-        lock.apply(decision.write);
+        carry_out(ctx, lock, lock::hand_off(owner.borrow(), expire_at));
         let token = next_token.map(|next| next.issue(expire_at));
-        if let Some(event) = decision.event {
-            events::notify(ctx, lock.name(), event);
-        }
         match waiter.sync {
             Some(spec) => {
                 hold_reply_for_replicas(ctx, waiter.client, lock, &waiter.owner, token, spec)
             }
             None => blocking::unblock(waiter.client, Some(Wake::Granted { token })),
         }
-        stats::handed_off();
-        look_at(ctx, db, key, after(expire_at));
         return true;
     }
 }
@@ -277,8 +293,7 @@ struct Waiting;
 impl WaitHandler for Waiting {
     fn reply(ctx: Ctx, wake: &Wake) {
         match wake {
-            Wake::Granted { token: None } => ctx.reply_null(),
-            Wake::Granted { token: Some(token) } => acquire::reply_pair(ctx, -1, *token),
+            Wake::Granted { token } => replies::granted(ctx, *token),
             Wake::Demoted => ctx.reply_error("ERR lock wait aborted: this server became a replica"),
             Wake::Refused(message) => ctx.reply_error(message),
         }
@@ -286,7 +301,7 @@ impl WaitHandler for Waiting {
 
     /// The WAIT timeout passed: leave the queue, reply the holder's remaining
     /// lease (with `TOKEN`, as the pair `[ttl, -1]`).
-    fn timed_out(ctx: Ctx, client: BlockedClient, argv: &[RStr], woken: Option<&Wake>) {
+    fn timed_out(ctx: Ctx, client: BlockedClient, woken: Option<&Wake>) {
         if let Some(grant) = syncs(|t| t.remove_client(client)) {
             // Granted, but the WAIT timeout came before the replicas did.
             let message = replica_sync::nosync_message(grant.spec, 0);
@@ -296,20 +311,17 @@ impl WaitHandler for Waiting {
             blocking::unblock(client, None);
             return;
         }
-        if queues_then_stop_timers(ctx, |q| q.remove_client(client)).is_none() {
+        let Some((key, waiter)) = queues_then_stop_timers(ctx, |q| q.remove_client(client)) else {
             // Woken just before the timeout fired (granted, say): answer that.
             if let Some(wake) = woken {
                 Self::reply(ctx, wake);
             }
             return;
-        }
+        };
         stats::WAITS_TIMED_OUT.incr();
-        let ttl = argv
-            .get(1)
-            .and_then(|&key| LockKey::open_read(ctx, key).ok())
-            .map_or(-2, |lock| lock.ttl_ms());
-        let token = Acquire::parse(argv).is_ok_and(|cmd| cmd.token);
-        acquire::reply_busy(ctx, ttl, token);
+        let key = OwnedStr::new(&key);
+        let ttl = LockKey::open_read(ctx, key.borrow()).map_or(-2, |lock| lock.ttl_ms());
+        replies::busy(ctx, ttl, waiter.token);
         blocking::unblock(client, None);
     }
 
@@ -602,14 +614,7 @@ fn undo_grants(ctx: Ctx) -> bool {
         let Ok(view) = lock.view(owner.borrow()) else {
             continue;
         };
-        let decision = lock::release(owner.borrow(), view, None);
-        lock.apply(decision.write);
-        if let Some(event) = decision.event {
-            events::notify(ctx, lock.name(), event);
-            if event.frees_lock() {
-                grant_or_announce(ctx, &lock);
-            }
-        }
+        carry_out(ctx, &lock, lock::release(owner.borrow(), view, None));
     }
     true
 }

@@ -42,6 +42,7 @@ mod lock;
 mod lock_key;
 mod replica_sync;
 mod replicas;
+mod replies;
 mod stats;
 mod wait_queue;
 

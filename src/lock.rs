@@ -204,26 +204,39 @@ pub fn release<O>(owner: O, view: LockView, expire_at: Option<i64>) -> Decision<
     }
 }
 
-/// Delete the lock whoever holds it. Replies whether there was one.
-pub fn force<O>(view: LockView) -> Decision<bool, O> {
+/// `LOCK.FORCE`'s outcome.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Forced {
+    /// A lock existed and was deleted.
+    Deleted,
+    /// There was none.
+    NoLock,
+}
+
+/// Delete the lock whoever holds it.
+pub fn force<O>(view: LockView) -> Decision<Forced, O> {
     match view {
-        LockView::Free => Decision::new(false, Write::None, None),
+        LockView::Free => Decision::new(Forced::NoLock, Write::None, None),
         LockView::Held | LockView::Mine(_) => {
-            Decision::new(true, Write::Delete, Some(Event::Forced))
+            Decision::new(Forced::Deleted, Write::Delete, Some(Event::Forced))
         }
     }
 }
 
+/// A hand-off's outcome: the waiter holds the lock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HandedOff;
+
 /// Hand a lock that has just been freed to the waiter `owner`: it becomes the
 /// only owner with one hold and a fresh lease. (The waiter's queue position,
 /// not a race, decides who gets it: that is what makes waiting fair.)
-pub fn hand_off<O>(owner: O, expire_at: i64) -> Decision<(), O> {
+pub fn hand_off<O>(owner: O, expire_at: i64) -> Decision<HandedOff, O> {
     let write = Write::SetCount {
         owner,
         count: 1,
         expire_at: Some(expire_at),
     };
-    Decision::new((), write, Some(Event::Acquired))
+    Decision::new(HandedOff, write, Some(Event::Acquired))
 }
 
 #[cfg(test)]
@@ -329,12 +342,12 @@ mod tests {
         for view in [LockView::Held, LockView::Mine(4)] {
             assert_eq!(
                 force::<&str>(view),
-                Decision::new(true, Write::Delete, Some(Event::Forced))
+                Decision::new(Forced::Deleted, Write::Delete, Some(Event::Forced))
             );
         }
         assert_eq!(
             force::<&str>(LockView::Free),
-            Decision::new(false, Write::None, None)
+            Decision::new(Forced::NoLock, Write::None, None)
         );
     }
 

@@ -148,15 +148,16 @@ impl<C: Copy + Eq + Hash, T: Copy> WaitQueues<C, T> {
         Some(waiter)
     }
 
-    /// Removes a client wherever it waits (timeout, disconnect). `None` if it
-    /// is not waiting any more (already granted).
-    pub fn remove_client(&mut self, client: C) -> Option<Waiter<C>> {
+    /// Removes a client wherever it waits (timeout, disconnect), with the
+    /// key it waited for. `None` if it is not waiting any more (already
+    /// granted).
+    pub fn remove_client(&mut self, client: C) -> Option<(Vec<u8>, Waiter<C>)> {
         let (db, key) = self.index.remove(&client)?;
         let queue = self.queues.get_mut(&db)?.get_mut(&key)?;
         let position = queue.waiters.iter().position(|w| w.client == client)?;
-        let waiter = queue.waiters.remove(position);
+        let waiter = queue.waiters.remove(position)?;
         self.drop_if_empty(db, &key);
-        waiter
+        Some((key, waiter))
     }
 
     /// Removes every waiter of every queue.
@@ -332,7 +333,10 @@ mod tests {
         for c in 1..=3 {
             q.push(0, b"k", waiter(c));
         }
-        assert_eq!(q.remove_client(2).map(|w| w.client), Some(2));
+        assert_eq!(
+            q.remove_client(2).map(|(key, w)| (key, w.client)),
+            Some((b"k".to_vec(), 2))
+        );
         assert_eq!(q.remove_client(2), None, "removing twice finds nothing");
         assert_eq!(q.pop_next(0, b"k").map(|w| w.client), Some(1));
         assert_eq!(q.pop_next(0, b"k").map(|w| w.client), Some(3));

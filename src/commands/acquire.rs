@@ -43,14 +43,13 @@
 //! with `TOKEN`, `SET redisson_lock_token:{key} <token> PXAT <deadline>` too.
 
 use crate::args::{self, Arg};
-use crate::commands::announce;
 use crate::counter_key::{self, NextToken};
 use crate::ffi::command::{ArgDoc, ArgKind, Command, CommandResult, CommandSpec, KeyFlags};
 use crate::ffi::{Ctx, RStr};
 use crate::lock::{self, Acquired};
 use crate::lock_key::LockKey;
 use crate::replica_sync::SyncSpec;
-use crate::{config, handoff, stats};
+use crate::{config, handoff, replies};
 
 /// `LOCK.ACQUIRE`, as registered.
 pub struct LockAcquire;
@@ -189,19 +188,14 @@ impl Command for LockAcquire {
             Some(name) => Some(NextToken::prepare(ctx, name.borrow())?),
             None => None,
         };
-        key.apply(decision.write);
-        handoff::lease_changed(ctx, &key, &decision.write);
-        stats::acquired(decision.reply);
-        match decision.reply {
+        match handoff::carry_out(ctx, &key, decision) {
             Acquired::Taken | Acquired::Reentered => {
                 let token = next_token.map(|next| next.issue(expire_at));
-                announce(ctx, &key, decision.event);
-                match (sync, token) {
-                    (Some(spec), _) => {
+                match sync {
+                    Some(spec) => {
                         handoff::await_replicas(ctx, &key, cmd.owner.as_bytes(), token, spec);
                     }
-                    (None, Some(token)) => reply_pair(ctx, -1, token),
-                    (None, None) => ctx.reply_null(),
+                    None => replies::granted(ctx, token),
                 }
             }
             Acquired::Busy => match cmd.wait_ms {
@@ -215,27 +209,10 @@ impl Command for LockAcquire {
                     };
                     handoff::wait(ctx, &key, waiter);
                 }
-                _ => reply_busy(ctx, key.ttl_ms(), cmd.token),
+                _ => replies::busy(ctx, key.ttl_ms(), cmd.token),
             },
         }
         Ok(())
-    }
-}
-
-/// `[first, second]`: Redisson `RFencedLock`'s reply shape.
-pub fn reply_pair(ctx: Ctx, first: i64, second: i64) {
-    ctx.reply_array(2);
-    ctx.reply_integer(first);
-    ctx.reply_integer(second);
-}
-
-/// The lock is someone else's, for `ttl_ms` more: the integer, or with
-/// `TOKEN` the pair `[ttl_ms, -1]`.
-pub fn reply_busy(ctx: Ctx, ttl_ms: i64, token: bool) {
-    if token {
-        reply_pair(ctx, ttl_ms, -1);
-    } else {
-        ctx.reply_integer(ttl_ms);
     }
 }
 

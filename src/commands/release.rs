@@ -22,12 +22,11 @@
 //! or `DEL key`.
 
 use crate::args::{self, Arg};
-use crate::commands::announce;
 use crate::ffi::command::{ArgDoc, ArgKind, Command, CommandResult, CommandSpec, KeyFlags};
 use crate::ffi::{Ctx, RStr};
 use crate::lock::{self, Released};
 use crate::lock_key::LockKey;
-use crate::{config, handoff, stats};
+use crate::{config, handoff};
 
 /// `LOCK.RELEASE`, as registered.
 pub struct LockRelease;
@@ -90,16 +89,10 @@ impl Command for LockRelease {
         };
         let key = LockKey::open_write(ctx, cmd.key)?;
         let decision = lock::release(cmd.owner, key.view(cmd.owner)?, expire_at);
-        key.apply(decision.write);
-        handoff::lease_changed(ctx, &key, &decision.write);
-        match decision.reply {
+        match handoff::carry_out(ctx, &key, decision) {
             Released::NotHeld => ctx.reply_null(),
             Released::StillHeld => ctx.reply_integer(0),
-            Released::Freed => {
-                stats::RELEASED.incr();
-                announce(ctx, &key, decision.event);
-                ctx.reply_integer(1);
-            }
+            Released::Freed => ctx.reply_integer(1),
         }
         Ok(())
     }

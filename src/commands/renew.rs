@@ -63,10 +63,8 @@ impl Command for LockRenew {
         let cmd = Renew::parse(argv)?;
         let expire_at = args::deadline(ctx.now_ms(), cmd.lease_ms, config::max_lease_ms())?;
         let key = LockKey::open_write(ctx, cmd.key)?;
-        let decision = lock::renew(key.view(cmd.owner)?, expire_at);
-        key.apply(decision.write);
-        handoff::lease_changed(ctx, &key, &decision.write);
-        ctx.reply_integer(i64::from(decision.reply));
+        let renewed = handoff::carry_out(ctx, &key, lock::renew(key.view(cmd.owner)?, expire_at));
+        ctx.reply_integer(i64::from(renewed));
         Ok(())
     }
 }
