@@ -53,6 +53,7 @@
 use std::cell::{Cell, RefCell};
 
 use crate::counter_key::{self, NextToken};
+use crate::errors;
 use crate::events;
 use crate::ffi::blocking::{self, BlockedClient, WaitHandler, Wake};
 use crate::ffi::context::NotifyClass;
@@ -294,8 +295,8 @@ impl WaitHandler for Waiting {
     fn reply(ctx: Ctx, wake: &Wake) {
         match wake {
             Wake::Granted { token } => replies::granted(ctx, *token),
-            Wake::Demoted => ctx.reply_error("ERR lock wait aborted: this server became a replica"),
-            Wake::Refused(message) => ctx.reply_error(message),
+            Wake::Demoted => ctx.reply_error(errors::WAIT_ABORTED_DEMOTED.text()),
+            Wake::Refused(refusal) => ctx.reply_error(refusal.text()),
         }
     }
 
@@ -304,10 +305,10 @@ impl WaitHandler for Waiting {
     fn timed_out(ctx: Ctx, client: BlockedClient, woken: Option<&Wake>) {
         if let Some(grant) = syncs(|t| t.remove_client(client)) {
             // Granted, but the WAIT timeout came before the replicas did.
-            let message = replica_sync::nosync_message(grant.spec, 0);
+            let refusal = replica_sync::nosync(grant.spec, 0, "the WAIT timeout came first");
             stats::GRANTS_UNDONE.incr();
             undo_later(ctx, grant);
-            ctx.reply_error(&format!("{message} (the WAIT timeout came first)"));
+            ctx.reply_error(refusal.text());
             blocking::unblock(client, None);
             return;
         }
@@ -581,7 +582,7 @@ fn answer(ctx: Ctx, grant: PendingGrant<BlockedClient>, outcome: Outcome) {
         }
         Outcome::TimedOut { acked } => {
             stats::GRANTS_UNDONE.incr();
-            let message = replica_sync::nosync_message(grant.spec, acked);
+            let message = replica_sync::nosync(grant.spec, acked, "");
             let client = grant.client;
             undo_later(ctx, grant);
             blocking::unblock(client, Some(Wake::Refused(message)));
@@ -657,10 +658,8 @@ impl ServerEventListener for Listener {
                 UNDO.with(|undo| undo.borrow_mut().clear());
                 for grant in syncs(|t| t.drain_all()) {
                     stats::GRANTS_UNDONE.incr();
-                    let message = format!(
-                        "{} (this server became a replica)",
-                        replica_sync::nosync_message(grant.spec, 0)
-                    );
+                    let message =
+                        replica_sync::nosync(grant.spec, 0, "this server became a replica");
                     blocking::unblock(grant.client, Some(Wake::Refused(message)));
                 }
             }

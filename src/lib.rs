@@ -20,7 +20,7 @@
 //! * `events.rs`: unlock messages and keyspace notifications;
 //! * `config.rs`: the `lock.*` configs and module arguments; `stats.rs`:
 //!   `INFO lock`; `eviction.rs`: warning about evicting `maxmemory-policy`s;
-//! * `args.rs`: argument validation;
+//! * `args.rs`: argument validation; `errors.rs`: every error reply's text;
 //! * `ffi/`: every call into Redis, behind wrappers with lifetimes: the only
 //!   place with raw pointers.
 
@@ -33,6 +33,7 @@ mod args;
 mod commands;
 mod config;
 mod counter_key;
+mod errors;
 mod events;
 mod eviction;
 mod fencing;

@@ -16,6 +16,7 @@
 //! command exclude each other and each side can re-enter and release what the
 //! other wrote. Keeping them free of Redis makes them testable in isolation.
 
+use crate::errors::{self, Refusal};
 /// What a command saw in the lock's hash before deciding.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LockView {
@@ -94,12 +95,11 @@ pub enum LockError {
 }
 
 impl LockError {
-    pub fn message(self) -> &'static str {
+    /// The error reply.
+    pub fn refusal(self) -> Refusal {
         match self {
-            LockError::CountNotInteger => {
-                "ERR the owner's hold count in the lock hash is not an integer"
-            }
-            LockError::CountOverflow => "ERR the owner's hold count would overflow",
+            LockError::CountNotInteger => errors::COUNT_NOT_INTEGER,
+            LockError::CountOverflow => errors::COUNT_OVERFLOWS,
         }
     }
 }

@@ -44,6 +44,7 @@
 
 use crate::args::{self, Arg};
 use crate::counter_key::{self, NextToken};
+use crate::errors::{self, Refusal};
 use crate::ffi::command::{ArgDoc, ArgKind, Command, CommandResult, CommandSpec, KeyFlags};
 use crate::ffi::{Ctx, RStr};
 use crate::lock::{self, Acquired};
@@ -69,7 +70,7 @@ pub struct Acquire<A> {
 }
 
 impl<'a, A: Arg<'a>> Acquire<A> {
-    pub fn parse(argv: &[A]) -> Result<Self, String> {
+    pub fn parse(argv: &[A]) -> Result<Self, Refusal> {
         let [_, key, owner, lease, ref options @ ..] = *argv else {
             return Err(args::arity_error(LockAcquire::SPEC.name()));
         };
@@ -99,11 +100,7 @@ impl<'a, A: Arg<'a>> Acquire<A> {
                 });
                 rest = tail;
             } else {
-                return Err(
-                    "ERR syntax error: the options are WAIT timeout-ms, TOKEN and \
-                     SYNC numreplicas timeout-ms, each at most once"
-                        .to_string(),
-                );
+                return Err(errors::SYNTAX_ACQUIRE);
             }
         }
         Ok(Acquire {
@@ -165,16 +162,11 @@ impl Command for LockAcquire {
             // has it now, and this caller queues behind the others.
             view = key.view(cmd.owner)?;
         }
-        let decision =
-            lock::acquire(cmd.owner, view, expire_at).map_err(|e| e.message().to_string())?;
+        let decision = lock::acquire(cmd.owner, view, expire_at).map_err(|e| e.refusal())?;
         let sync = SyncSpec::effective(cmd.sync, config::sync_default());
         let granted = matches!(decision.reply, Acquired::Taken | Acquired::Reentered);
         if granted && sync.is_some() && !ctx.can_block() {
-            return Err(
-                "ERR SYNC: a grant that waits for replicas cannot be made inside \
-                 MULTI, a script or a module call; use SYNC 0 0 there and WAIT after it"
-                    .to_string(),
-            );
+            return Err(errors::SYNC_CANNOT_BLOCK);
         }
         // A grant with TOKEN reads the counter before anything is written,
         // so a counter that cannot be raised refuses the whole acquire.
@@ -222,7 +214,7 @@ mod tests {
 
     use crate::args::testing::{argv, assert_refused};
 
-    fn parse(args: &[&'static str]) -> Result<Acquire<&'static [u8]>, String> {
+    fn parse(args: &[&'static str]) -> Result<Acquire<&'static [u8]>, Refusal> {
         Acquire::parse(&argv(args))
     }
 

@@ -11,6 +11,7 @@
 //! Effects (replicated): `DEL key`.
 
 use crate::args;
+use crate::errors::Refusal;
 use crate::ffi::command::{ArgDoc, ArgKind, Command, CommandResult, CommandSpec, KeyFlags};
 use crate::ffi::{Ctx, RStr};
 use crate::handoff;
@@ -27,7 +28,7 @@ pub struct Force<A> {
 }
 
 impl<A: Copy> Force<A> {
-    pub fn parse(argv: &[A]) -> Result<Self, String> {
+    pub fn parse(argv: &[A]) -> Result<Self, Refusal> {
         match *argv {
             [_, key] => Ok(Force { key }),
             _ => Err(args::arity_error(LockForce::SPEC.name())),

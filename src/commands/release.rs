@@ -22,6 +22,7 @@
 //! or `DEL key`.
 
 use crate::args::{self, Arg};
+use crate::errors::Refusal;
 use crate::ffi::command::{ArgDoc, ArgKind, Command, CommandResult, CommandSpec, KeyFlags};
 use crate::ffi::{Ctx, RStr};
 use crate::lock::{self, Released};
@@ -41,7 +42,7 @@ pub struct Release<A> {
 }
 
 impl<'a, A: Arg<'a>> Release<A> {
-    pub fn parse(argv: &[A]) -> Result<Self, String> {
+    pub fn parse(argv: &[A]) -> Result<Self, Refusal> {
         let (key, owner, lease) = match *argv {
             [_, key, owner] => (key, owner, None),
             [_, key, owner, lease] => (key, owner, Some(lease)),
@@ -104,7 +105,7 @@ mod tests {
 
     use crate::args::testing::{argv, assert_refused};
 
-    fn parse(args: &[&'static str]) -> Result<Release<&'static [u8]>, String> {
+    fn parse(args: &[&'static str]) -> Result<Release<&'static [u8]>, Refusal> {
         Release::parse(&argv(args))
     }
 

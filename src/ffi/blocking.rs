@@ -6,6 +6,7 @@ use std::os::raw::{c_int, c_void};
 use std::ptr::NonNull;
 
 use super::{api, guarded, raw, Ctx, OK};
+use crate::errors::Refusal;
 
 /// A blocked client's handle: valid from [`block`] until it is unblocked
 /// (exactly once, by [`unblock`]); hashable, so queues can find it.
@@ -20,7 +21,7 @@ pub enum Wake {
     /// The server became a replica: reply an error.
     Demoted,
     /// It cannot be granted the lock: reply this error.
-    Refused(String),
+    Refused(Refusal),
 }
 
 /// What happens to a blocked client, implemented by the wait queues.
