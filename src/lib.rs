@@ -10,7 +10,8 @@
 //! * `fencing.rs`: fencing tokens (why they never go backwards) and the
 //!   fence check, pure; `counter_key.rs`: their integer keys, read, written
 //!   and replicated;
-//! * `wait_queue.rs`: who waits for which lock (pure FIFO queues, one timer each);
+//! * `wait_queue.rs`: who waits for which lock (pure FIFO queues, one timer
+//!   each); `grant_policy.rs`: who a pass grants, per kind of object (pure);
 //! * `handoff.rs`: the waiting policy: granting a freed lock to the first
 //!   waiter, timers, pauses;
 //! * `replica_sync.rs`: grants answered only once replicas acknowledged
@@ -38,6 +39,7 @@ mod events;
 mod eviction;
 mod fencing;
 mod ffi;
+mod grant_policy;
 mod handoff;
 mod lock;
 mod lock_key;
