@@ -66,7 +66,6 @@ use std::cell::RefCell;
 // The module entry point uses these; unit-test builds leave it out.
 #[cfg_attr(test, allow(unused_imports))]
 pub use listeners::subscribe;
-pub use synced::await_replicas;
 #[cfg_attr(test, allow(unused_imports))]
 pub use synced::grants_awaiting_replicas;
 
@@ -179,6 +178,14 @@ fn lease_changed(ctx: Ctx, lock: &LockKey, write: &Write<RStr>) {
         lock.name().as_bytes(),
         after(deadline),
     );
+}
+
+/// A command granted `lock` to its caller, who asked for `spec`: the reply
+/// waits for the replicas (see `replica_sync.rs`). The caller is blocked
+/// without a Redis timeout: the sync timer answers it by its deadline.
+pub fn await_replicas(ctx: Ctx, lock: &LockKey, owner: &[u8], token: Option<i64>, spec: SyncSpec) {
+    let client = blocking::block::<Waiting>(ctx, 0);
+    hold_reply_for_replicas(ctx, client, lock, owner, token, spec);
 }
 
 /// Before deciding on `lock`: if it is free but clients queue for it (it was

@@ -4,7 +4,6 @@
 
 use std::cell::{Cell, RefCell};
 
-use super::blocked::Waiting;
 use super::{carry_out, writes_held_back, PAUSE_POLL_MS};
 use crate::ffi::blocking::{self, BlockedClient, Wake};
 use crate::ffi::timer::{self, TimerId, TimerJob};
@@ -39,14 +38,6 @@ pub(super) struct Undo {
     db: i32,
     key: Vec<u8>,
     owner: Vec<u8>,
-}
-
-/// A command granted `lock` to its caller, who asked for `spec`: the reply
-/// waits for the replicas (see `replica_sync.rs`). The caller is blocked
-/// without a Redis timeout: the sync timer answers it by its deadline.
-pub fn await_replicas(ctx: Ctx, lock: &LockKey, owner: &[u8], token: Option<i64>, spec: SyncSpec) {
-    let client = blocking::block::<Waiting>(ctx, 0);
-    hold_reply_for_replicas(ctx, client, lock, owner, token, spec);
 }
 
 /// Keeps the blocked `client`, just granted `lock`, waiting for `spec`.
