@@ -154,7 +154,7 @@ impl<'a> NextToken<'a> {
 }
 
 /// How many high-water marks [`LAST_SEQ`] keeps.
-const SEQ_SLOTS: usize = 4096;
+const SEQ_SLOTS: usize = 256;
 
 thread_local! {
     // The highest `seq` this process has issued for the locks of each slot:

@@ -24,7 +24,7 @@
 //! seq   = max(counter / 16 + 1,        the lock's counter, whoever wrote it
 //!             now_ms * 128,            a floor taken from the server's clock
 //!             last_seq[lock] + 1)      the highest seq this process issued
-//!                                      for this lock (kept in 4,096 slots)
+//!                                      for this lock (kept in 256 slots)  
 //! ```
 //!
 //! **Why no two grants of a lock share a token.**
@@ -32,7 +32,7 @@
 //!   (`DEL`, `FLUSHALL`, expiry, a script that does all that in one frozen
 //!   millisecond): `seq` is above the process's high-water mark for the lock,
 //!   so one node's `seq`s for a lock strictly increase for as long as the
-//!   process runs. The marks live in 4,096 slots chosen by a hash of the
+//!   process runs. The marks live in 256 slots chosen by a hash of the
 //!   counter's name and database: locks that share a slot only make each
 //!   other's tokens larger. Across a restart the process is down for more
 //!   than a millisecond, so the clock floor alone is above every `seq` it
