@@ -24,7 +24,7 @@
 //! seq   = max(counter / 16 + 1,        the lock's counter, whoever wrote it
 //!             now_ms * 128,            a floor taken from the server's clock
 //!             last_seq[lock] + 1)      the highest seq this process issued
-//!                                      for this lock (kept in 256 slots)  
+//!                                      for this lock (kept in 256 slots)
 //! ```
 //!
 //! **Why no two grants of a lock share a token.**
