@@ -63,11 +63,12 @@ if ! cli MODULE LIST 2>/dev/null | grep -qx lock; then
   exit 1
 fi
 
-# Redisson's RedissonLock.tryLockInnerAsync: KEYS[1] lock, ARGV[1] lease ms, ARGV[2] owner.
-script="if (redis.call('exists', KEYS[1]) == 0) then redis.call('hincrby', KEYS[1], ARGV[2], 1); redis.call('pexpire', KEYS[1], ARGV[1]); return nil; end; if (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then redis.call('hincrby', KEYS[1], ARGV[2], 1); redis.call('pexpire', KEYS[1], ARGV[1]); return nil; end; return redis.call('pttl', KEYS[1]);"
+# Redisson's RedissonLock.tryLockInnerAsync (redisson/, the one copy): KEYS[1]
+# lock, ARGV[1] lease ms, ARGV[2] owner.
+script=$(<redisson/try-lock-hincrby.lua)
 sha=$(cli SCRIPT LOAD "$script")
 # Redisson RFencedLock's acquire with token: KEYS[2] is the token counter.
-fenced="if (redis.call('exists', KEYS[1]) == 0 or redis.call('hexists', KEYS[1], ARGV[2]) == 1) then local token = redis.call('incr', KEYS[2]); redis.call('hincrby', KEYS[1], ARGV[2], 1); redis.call('pexpire', KEYS[1], ARGV[1]); return {-1, token}; end; return {redis.call('pttl', KEYS[1]), -1};"
+fenced=$(<redisson/fenced-acquire.lua)
 fenced_sha=$(cli SCRIPT LOAD "$fenced")
 
 # label|commandstats name|keys one lock makes|command (KEY stands for the
