@@ -57,8 +57,9 @@ pub const SYNTAX_ACQUIRE: Refusal = Refusal::fixed(
 );
 pub const LEASE_NOT_POSITIVE: Refusal =
     Refusal::fixed("ERR lease-ms must be a positive integer (milliseconds)");
-pub const LEASE_OVERFLOWS: Refusal =
-    Refusal::fixed("ERR lease-ms is too large: the deadline would overflow");
+/// Spells `args::MAX_LEASE_MS` (a unit test checks it).
+pub const LEASE_TOO_LONG: Refusal =
+    Refusal::fixed("ERR lease-ms must be at most 3155760000000 (milliseconds, 100 years)");
 pub const OWNER_EMPTY: Refusal = Refusal::fixed("ERR owner must not be empty");
 pub const WAIT_NOT_NON_NEGATIVE: Refusal = Refusal::fixed(
     "ERR WAIT timeout-ms must be a non-negative integer (milliseconds, 0 = forever)",
@@ -155,7 +156,7 @@ pub const CATALOGUE: &[&str] = &[
     "ERR wrong number of arguments for '",
     "ERR syntax error: the options are WAIT timeout-ms, TOKEN and SYNC numreplicas timeout-ms",
     "ERR lease-ms must be a positive integer (milliseconds)",
-    "ERR lease-ms is too large: the deadline would overflow",
+    "ERR lease-ms must be at most 3155760000000 (milliseconds, 100 years)",
     "ERR lease-ms ",
     "ERR owner must not be empty",
     "ERR WAIT timeout-ms must be a non-negative integer (milliseconds, 0 = forever)",
@@ -193,7 +194,7 @@ mod tests {
             arity("lock.acquire"),
             SYNTAX_ACQUIRE,
             LEASE_NOT_POSITIVE,
-            LEASE_OVERFLOWS,
+            LEASE_TOO_LONG,
             lease_above_cap(90_000, 60_000),
             OWNER_EMPTY,
             WAIT_NOT_NON_NEGATIVE,
