@@ -111,6 +111,18 @@ pub fn counter_elsewhere(lock: &[u8], why: &str) -> Refusal {
 
 // ---- fencing and replicas -----------------------------------------------------
 
+/// `LOCK.FENCE` given a lock's key where the fence key belongs.
+pub fn fence_on_lock_key(key: &[u8]) -> Refusal {
+    Refusal(
+        format!(
+            "ERR LOCK.FENCE key '{}' is a fenced lock's key (its token counter exists): \
+             pass the resource's fence key, such as '{{resource}}:fence', not the lock's",
+            shown(key)
+        )
+        .into(),
+    )
+}
+
 pub fn stale(token: i64, seen: i64, fence: &[u8]) -> Refusal {
     Refusal(
         format!(
@@ -170,6 +182,7 @@ pub const CATALOGUE: &[&str] = &[
     "ERR the lock's token counter would overflow",
     "ERR key '",
     "ERR TOKEN needs the token counter in the lock's cluster slot",
+    "ERR LOCK.FENCE key '",
     "STALE fencing token ",
     "ERR SYNC: a grant that waits for replicas cannot be made inside MULTI",
     "NOSYNC the grant was undone: ",
@@ -208,6 +221,7 @@ mod tests {
             TOKEN_OVERFLOWS,
             not_an_integer(b"k"),
             counter_elsewhere(b"a{b", "has a '{' without a closing '}'"),
+            fence_on_lock_key(b"lk"),
             stale(1, 2, b"f"),
             SYNC_CANNOT_BLOCK,
             nosync(0, 1, 100, ""),
