@@ -116,8 +116,8 @@ extern "C" fn on_timeout<H: WaitHandler>(
     if let Some(ctx) = unsafe { Ctx::from_raw(ctx) } {
         guarded(&ctx, "a wait timeout", || {
             // SAFETY: the timeout callback's valid context; Redis returns the
-            // blocked client's handle (or NULL), which stays valid until we
-            // unblock it.
+            // blocked client's handle (or NULL), which is only compared and
+            // passed back to Redis, never dereferenced here.
             let handle = unsafe { api!(RedisModule_GetBlockedClientHandle)(ctx.as_ptr()) };
             let Some(client) = NonNull::new(handle).map(BlockedClient) else {
                 return;
