@@ -12,8 +12,11 @@
 //!   and replicated;
 //! * `wait_queue.rs`: who waits for which lock (pure FIFO queues, one timer
 //!   each); `grant_policy.rs`: who a pass grants, per kind of object (pure);
-//! * `handoff.rs`: the waiting policy: granting a freed lock to the first
-//!   waiter, timers, pauses;
+//! * `handoff/`: what happens after a decision and when a lock frees
+//!   (`carry_out`, the hand-off to the first waiter), the queues' timers,
+//!   held-back writes (pauses, too few good replicas), blocked clients,
+//!   grants that wait for replicas, keyspace and server events;
+//! * `replies.rs`: reply shapes a command and its waiters share;
 //! * `replica_sync.rs`: grants answered only once replicas acknowledged
 //!   them (`SYNC`), the decisions, pure;
 //! * `replicas.rs`: replica health (`min-replicas-to-write`) and replica
