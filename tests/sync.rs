@@ -353,6 +353,53 @@ fn the_configured_default_applies_and_scripts_are_refused_rather_than_unsynced()
     }
 }
 
+/// Found by the chaos test: a write pause (`CLIENT PAUSE WRITE`, a
+/// `FAILOVER`) while a grant waited for its replica aborted the master: the
+/// request for acknowledgements went into the replication stream during the
+/// pause (asked again every 100 ms). It now waits for the pause to end.
+#[test]
+fn a_write_pause_while_a_grant_waits_for_its_replica_holds_the_request_back() {
+    let _alone = alone();
+    let (mut master, replicas) = group(1, false);
+    replicas[0].signal("STOP");
+    let mut client = RawClient::connect(master.port);
+    client.send(&[
+        "LOCK.ACQUIRE",
+        "L",
+        "a",
+        "30000",
+        "TOKEN",
+        "SYNC",
+        "1",
+        "5000",
+    ]);
+    poll_until(Duration::from_secs(2), "the grant waits", || {
+        stat(&master, "lock_grants_awaiting_replicas") == 1
+    });
+    let mut admin = master.connection();
+    run(&mut admin, &["CLIENT", "PAUSE", "1000", "WRITE"]);
+    let paused_at = now_ms();
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        master.is_alive(),
+        "the master must survive a pause during a synced grant"
+    );
+    replicas[0].signal("CONT");
+    // The request made before the pause reaches the replica now: the grant
+    // is acknowledged (answering needs no write, so the pause does not hold
+    // it back; asking again waits for the pause's end).
+    let (reply, at) = reply_at(&mut client);
+    let Resp::Array(pair) = reply else {
+        panic!("a granted pair: {reply:?}")
+    };
+    assert_eq!(pair[0], Resp::Int(-1));
+    assert!(at - paused_at < 5_000, "answered within SYNC's timeout");
+    std::thread::sleep(Duration::from_millis(800));
+    assert!(master.is_alive(), "alive after the pause");
+    assert!(master.log().find("ASSERTION").is_none());
+    assert_eq!(count_on(&replicas[0], "L", "a"), Some(1));
+}
+
 #[test]
 fn replica_acknowledgement_requests_stay_out_of_the_aof() {
     let dir = TestDir::new("sync-aof");

@@ -101,9 +101,16 @@ impl TimerJob for SyncTick {
                 ASK_NEXT.with(|ask| ask.set(true));
             }
         }
-        // Not in the callback that wrote undos: Redis would wrap both in a
-        // MULTI for the replicas.
-        if !undone && ASK_NEXT.with(|ask| ask.replace(false)) {
+        // Not in the callback that wrote undos (Redis would wrap both in a
+        // MULTI for the replicas), and never while writes are paused: the
+        // request goes into the replication stream, which Redis asserts
+        // nothing feeds during a pause (it aborted the server). It is made
+        // once the pause ends.
+        if !undone
+            && ctx.is_master()
+            && !ctx.writes_paused()
+            && ASK_NEXT.with(|ask| ask.replace(false))
+        {
             replicas::ask_for_acks(ctx);
         }
         let undo_left = UNDO.with(|undo| !undo.borrow().is_empty());
