@@ -1,0 +1,264 @@
+//! A Jepsen-style chaos test of the locks through real failovers.
+//!
+//! **Topology** (`chaos/cluster.rs`): three data nodes with the module and
+//! AOF (`appendfsync always`), a master and two replicas; three Sentinels
+//! (down-after 1 s, failover-timeout 3 s) doing automatic failover; an
+//! independent resource server with the module, for `LOCK.FENCE`.
+//!
+//! **Workers** (`chaos/worker.rs`, 12 threads): in a loop, ask a Sentinel
+//! for the master, `LOCK.ACQUIRE <lock> <owner> <lease> WAIT <t> TOKEN` (in
+//! the synced mode also `SYNC 1 <t>`) on one of two locks, with an owner
+//! unique to the attempt; on a grant, one to two writes to the resource,
+//! each ONE script: `LOCK.FENCE fence:{lock} <token>` then `RPUSH
+//! history:{lock} "<token>:w<worker>:<attempt>"`; then `LOCK.RELEASE`.
+//! Each grant is recorded with its owner, token, node, the client's clock
+//! before sending the acquire (`sent`) and after its reply (`acked`), the
+//! lease, its writes (accepted, refused `STALE`, failed), when its release
+//! was sent and the answer. Connection errors, `READONLY`, timeouts,
+//! `NOSYNC` are counted and the worker carries on. Workers do not renew.
+//!
+//! **Nemesis** (`chaos/nemesis.rs`), seeded (the seed is printed; replay
+//! with `CHAOS_SEED`), one fault at a time, each undone and the cluster
+//! healed (Sentinels agree on a master with two linked replicas) before the
+//! next: SIGSTOP/SIGCONT of the master, shorter than down-after or until
+//! Sentinel promoted a replica (two masters until Sentinel demotes the old
+//! one); SIGKILL of the master and restart from its AOF as a replica of the
+//! new master, or at once as a master for Sentinel to sort out; SIGSTOP of
+//! one replica (or both) then SIGKILL of the master (a promotion that lost
+//! grants); `CLIENT PAUSE WRITE`; `FAILOVER`; `DEBUG SLEEP`; `DEL` of a
+//! token counter; a worker stalled past its lease between grant and write.
+//! The first action is always a kill, so every run fails over. Synced runs
+//! keep to what SYNC 1 with two replicas must survive (see
+//! [`nemesis::actions`]): no two-node faults, no killed master back as a
+//! master, no `FAILOVER` with Sentinel (which then demotes the promoted
+//! node again), and before killing the master with one replica stopped, it
+//! waits until the other replica has what the master wrote before the stop.
+//!
+//! **Checker** (`chaos/checker.rs`), over acknowledged grants only (an
+//! acquire whose reply was lost may have granted; nobody relied on it):
+//!
+//! 1. *No duplicate token*: no token of a lock was acknowledged to two
+//!    grants of that lock. Owners are unique per grant, so a re-entry
+//!    cannot explain one. (Each lock has its own counter, so two locks may
+//!    share a token.)
+//! 2. *Fenced order*: the resource's accepted writes of a lock (its history
+//!    list, in the order it accepted them) have strictly increasing tokens,
+//!    except consecutive writes of one grant, which share a token.
+//! 3. *No silently lost grant* (asserted in the synced mode only; the
+//!    unsynced mode reports it): grant G's holder counts on the lock from
+//!    `acked(G)` until `end(G) = min(release sent(G), sent(G) + lease -
+//!    100 ms)`, its *claim* (empty if `acked(G) >= end(G)`). The server
+//!    started the lease after `sent(G)`, so no correct server lets it end
+//!    before `sent(G) + lease`; the 100 ms is slack for the server's clock
+//!    in whole ms. Two grants of one lock whose claims intersect are a
+//!    violation, and the one acknowledged first was silently lost: the
+//!    other holder was told it holds the lock while the first still did.
+//!    This is sound: if G was granted first, a correct server grants H only
+//!    once G is released (processed after `release sent(G)`) or expired
+//!    (after `sent(G) + lease`), and H's `acked` comes after its grant, so
+//!    after `end(G)`. Times are the client's clock in µs (one machine: the
+//!    servers' clock too). A holder is never told it lost the lock before
+//!    `end(G)`: workers do not renew, and their release, whose nil answer
+//!    would tell, is sent at `end(G)` at the earliest. A stalled worker's
+//!    late write is (2)'s business, not (3)'s.
+//! 4. *No crash*: no server log says `crashed by signal`, `ASSERTION
+//!    FAILED`, `Guru Meditation`, `panicked` or `STACK TRACE`, and every
+//!    server runs at the end (the nemesis restarts those it kills).
+//!
+//! The control run removes `LOCK.FENCE` from the script and makes a worker
+//! stall past its lease until another holder wrote with a newer token,
+//! then write: (2) must find the stale write, every time.
+//!
+//! `CHAOS_SECS` (default 5) sets how long the nemesis acts per run;
+//! `make test-chaos` runs 60 s per server (see the Makefile), and prints
+//! a summary per run.
+
+mod common;
+
+#[path = "chaos/checker.rs"]
+mod checker;
+#[path = "chaos/cluster.rs"]
+mod cluster;
+#[path = "chaos/nemesis.rs"]
+mod nemesis;
+#[path = "chaos/worker.rs"]
+mod worker;
+
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+use checker::Report;
+use cluster::Cluster;
+use common::server_binary;
+use nemesis::Action;
+use worker::{history_key, Shared, WorkerConfig};
+
+const LEASE_MS: i64 = 2000;
+const WAIT_MS: i64 = 1000;
+const SYNC_MS: i64 = 500;
+
+fn env_number(name: &str, default: u64) -> u64 {
+    match std::env::var(name) {
+        Ok(v) => v
+            .parse()
+            .unwrap_or_else(|_| panic!("{name} must be a number: {v:?}")),
+        Err(_) => default,
+    }
+}
+
+struct Spec {
+    label: &'static str,
+    synced: bool,
+    fenced: bool,
+    secs: u64,
+    actions: Vec<Action>,
+    max_actions: usize,
+}
+
+/// One run: the cluster, the workers, the nemesis for `spec.secs`, then the
+/// checker. Panics if the cluster does not heal (with the seed).
+fn run(spec: Spec) -> Report {
+    let seed = std::env::var("CHAOS_SEED")
+        .ok()
+        .map(|s| s.parse().expect("CHAOS_SEED is a number"))
+        .unwrap_or_else(|| rand::thread_rng().gen::<u64>());
+    let label = format!("{} on {}", spec.label, server_binary());
+    println!(
+        "chaos [{label}]: seed {seed} (replay: CHAOS_SEED={seed}), {} s",
+        spec.secs
+    );
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut cluster = Cluster::start();
+    let config = WorkerConfig {
+        workers: env_number("CHAOS_WORKERS", 12) as usize,
+        locks: 2,
+        lease_ms: LEASE_MS,
+        wait_ms: WAIT_MS,
+        sync_ms: spec.synced.then_some(SYNC_MS),
+        fenced: spec.fenced,
+    };
+    let shared = Arc::new(Shared {
+        stop: AtomicBool::new(false),
+        stall: AtomicI64::new(-1),
+        stalls_done: AtomicI64::new(0),
+        sentinel_ports: cluster.sentinels.sentinels.iter().map(|s| s.port).collect(),
+        resource_port: cluster.resource.port,
+        config: config.clone(),
+    });
+    let workers: Vec<_> = (0..config.workers)
+        .map(|i| {
+            let shared = shared.clone();
+            std::thread::spawn(move || worker::run(i, seed, shared))
+        })
+        .collect();
+
+    let until = Instant::now() + Duration::from_secs(spec.secs);
+    let first = if spec.fenced {
+        Action::KillMaster
+    } else {
+        Action::StallWorker
+    };
+    let outcome = nemesis::run(
+        &mut cluster,
+        &shared,
+        &mut rng,
+        &spec.actions,
+        Some(first),
+        until,
+        spec.max_actions,
+    );
+    // A stall asked for is finished before the workers stop.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while shared.stall.load(Ordering::SeqCst) != -1 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    shared.stop.store(true, Ordering::SeqCst);
+    let histories: Vec<_> = workers
+        .into_iter()
+        .map(|w| w.join().expect("a worker panicked"))
+        .collect();
+    let actions = outcome.unwrap_or_else(|e| panic!("chaos [{label}] seed {seed}: {e}"));
+
+    let mut resource = cluster.resource.connection();
+    let lists: Vec<Vec<String>> = (0..config.locks)
+        .map(|lock| {
+            redis::cmd("LRANGE")
+                .arg(history_key(lock))
+                .arg(0)
+                .arg(-1)
+                .query(&mut resource)
+                .expect("LRANGE history")
+        })
+        .collect();
+    let mut report = checker::check(&histories, &lists);
+    report.actions = actions;
+    report.failovers = cluster.failovers();
+    report.crashes = cluster.crashes();
+    println!("{}", report.summary(&format!("{label}, seed {seed}")));
+    report
+}
+
+fn secs() -> u64 {
+    env_number("CHAOS_SECS", 5)
+}
+
+/// Some work was done under the nemesis: the run means something.
+fn assert_meaningful(report: &Report, details: &str) {
+    assert!(
+        report.grants >= 20,
+        "too few grants to mean anything{details}"
+    );
+    assert!(report.writes_accepted >= 10, "too few writes{details}");
+    assert!(
+        report.failovers >= 1,
+        "every run fails over at least once{details}"
+    );
+}
+
+#[test]
+fn chaos_unsynced_never_reissues_a_token_and_the_fence_keeps_writes_in_order() {
+    let report = run(Spec {
+        label: "unsynced",
+        synced: false,
+        fenced: true,
+        secs: secs(),
+        actions: nemesis::actions(false),
+        max_actions: 200,
+    });
+    let details = format!("\n{}{}", report.summary("unsynced"), report.details(10));
+    assert_meaningful(&report, &details);
+    assert!(
+        report.duplicates.is_empty(),
+        "(1) duplicate tokens{details}"
+    );
+    assert!(
+        report.order_violations.is_empty(),
+        "(2) writes out of order{details}"
+    );
+    assert!(report.crashes.is_empty(), "(4) crashes{details}");
+}
+
+/// The control: without the fence, a holder stalled past its lease writes
+/// after a newer holder, and the checker must see it.
+#[test]
+fn chaos_control_without_the_fence_fails_the_checker() {
+    let report = run(Spec {
+        label: "control, no fence",
+        synced: false,
+        fenced: false,
+        secs: 1,
+        actions: vec![Action::StallWorker],
+        max_actions: 2,
+    });
+    let details = format!("\n{}{}", report.summary("control"), report.details(10));
+    assert!(report.stalls >= 1, "the worker stalled{details}");
+    assert!(
+        !report.order_violations.is_empty(),
+        "(2) must catch the stale write without the fence{details}"
+    );
+}

@@ -1,0 +1,236 @@
+//! The chaos test's topology: three data nodes (a master and two replicas,
+//! all with the module and AOF), three Sentinels doing automatic failover,
+//! and an independent resource server (with the module, for `LOCK.FENCE`).
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+use redis::Value;
+
+use crate::common::sentinel::{SentinelConfig, Sentinels};
+use crate::common::*;
+
+/// Sentinel's name for the monitored master.
+pub const MASTER_NAME: &str = "chaos";
+
+pub struct Cluster {
+    /// The data nodes; node 0 starts as the master.
+    pub nodes: Vec<Server>,
+    pub sentinels: Sentinels,
+    pub resource: Server,
+}
+
+/// Sends one command on a fresh connection and reads its reply, every step
+/// bounded by `timeout`. The nemesis and the health checks use this, not a
+/// `redis::Connection`, whose setup (`CLIENT SETINFO`) reads with no
+/// timeout: on a stopped server it would wait until the server resumes,
+/// and the nemesis is what would resume it.
+pub fn probe(port: u16, cmd: &redis::Cmd, timeout: Duration) -> Result<Value, String> {
+    let deadline = Instant::now() + timeout;
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let fail = |e: std::io::Error| format!("port {port}: {e}");
+    let mut stream = TcpStream::connect_timeout(&addr, timeout).map_err(fail)?;
+    stream.set_read_timeout(Some(timeout)).map_err(fail)?;
+    stream.set_write_timeout(Some(timeout)).map_err(fail)?;
+    stream.write_all(&cmd.get_packed_command()).map_err(fail)?;
+    let mut reply = Vec::new();
+    let mut chunk = [0u8; 16 * 1024];
+    loop {
+        let n = stream.read(&mut chunk).map_err(fail)?;
+        if n == 0 {
+            return Err(format!("port {port}: connection closed"));
+        }
+        reply.extend_from_slice(&chunk[..n]);
+        // An incomplete reply does not parse yet.
+        if let Ok(value) = redis::parse_redis_value(&reply) {
+            return value
+                .extract_error()
+                .map_err(|e| format!("port {port}: {e}"));
+        }
+        if Instant::now() > deadline {
+            return Err(format!("port {port}: no complete reply within {timeout:?}"));
+        }
+    }
+}
+
+/// `INFO replication` of a node, `None` if it does not answer within 2 s.
+pub fn replication_info(port: u16) -> Option<String> {
+    let info = probe(
+        port,
+        redis::cmd("INFO").arg("replication"),
+        Duration::from_secs(2),
+    )
+    .ok()?;
+    redis::from_owned_redis_value(info).ok()
+}
+
+fn data_node_options() -> Options {
+    Options::new()
+        .aof()
+        .config("enable-debug-command", &["local"])
+        // A replica that lost its master keeps serving reads (LOCK.INFO),
+        // and refuses writes with READONLY as any replica.
+        .config("replica-serve-stale-data", &["yes"])
+}
+
+impl Cluster {
+    pub fn start() -> Cluster {
+        let nodes: Vec<Server> = (0..3).map(|_| Server::with(data_node_options())).collect();
+        for replica in &nodes[1..] {
+            replica.replicaof(&nodes[0]);
+        }
+        let sentinels = Sentinels::start(
+            SentinelConfig {
+                name: MASTER_NAME.to_string(),
+                ..SentinelConfig::new(nodes[0].port)
+            },
+            3,
+        );
+        sentinels.wait_ready(2);
+        let resource = Server::start();
+        Cluster {
+            nodes,
+            sentinels,
+            resource,
+        }
+    }
+
+    pub fn node_of(&self, port: u16) -> Option<usize> {
+        self.nodes.iter().position(|n| n.port == port)
+    }
+
+    /// The master every Sentinel reports, if they agree and it says it is
+    /// a master.
+    pub fn agreed_master(&self) -> Option<usize> {
+        let ports = self.sentinels.master_ports();
+        let first = ports[0]?;
+        if ports.iter().any(|p| *p != Some(first)) {
+            return None;
+        }
+        let node = self.node_of(first)?;
+        let info = replication_info(first)?;
+        (info_field(&info, "role").as_deref() == Some("master")).then_some(node)
+    }
+
+    /// Waits until the Sentinels agree on a master that has both other
+    /// nodes as online replicas, linked up and following it: one fault at a
+    /// time. The master's index; an error after `timeout`.
+    pub fn healed(&self, timeout: Duration) -> Result<usize, String> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(master) = self.agreed_master() {
+                let port = self.nodes[master].port.to_string();
+                let online = replication_info(self.nodes[master].port)
+                    .map(|info| {
+                        (0..2)
+                            .filter(|i| {
+                                info_field(&info, &format!("slave{i}"))
+                                    .is_some_and(|s| s.contains("state=online"))
+                            })
+                            .count()
+                    })
+                    .unwrap_or(0);
+                let following = self
+                    .nodes
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| *i != master)
+                    .all(|(_, n)| {
+                        replication_info(n.port).is_some_and(|info| {
+                            info_field(&info, "master_port").as_deref() == Some(port.as_str())
+                                && info_field(&info, "master_link_status").as_deref() == Some("up")
+                        })
+                    });
+                if online == 2 && following {
+                    return Ok(master);
+                }
+            }
+            if Instant::now() > deadline {
+                return Err(format!(
+                    "the cluster did not heal within {timeout:?}: sentinels say {:?}; nodes {:?}",
+                    self.sentinels.master_ports(),
+                    self.nodes
+                        .iter()
+                        .map(|n| (
+                            n.port,
+                            replication_info(n.port).map(|i| (
+                                info_field(&i, "role"),
+                                info_field(&i, "master_port"),
+                                info_field(&i, "master_link_status"),
+                                info_field(&i, "connected_slaves")
+                            ))
+                        ))
+                        .collect::<Vec<_>>()
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Waits until the Sentinels agree on a master other than `old`.
+    pub fn failed_over_from(&self, old: usize, timeout: Duration) -> Result<usize, String> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(new) = self.agreed_master().filter(|m| *m != old) {
+                return Ok(new);
+            }
+            if Instant::now() > deadline {
+                return Err(format!(
+                    "no failover away from node {old} within {timeout:?}: sentinels say {:?}",
+                    self.sentinels.master_ports()
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Restarts node `i` from its AOF as a replica of node `master`.
+    pub fn restart_as_replica(&mut self, i: usize, master: usize) -> Result<(), String> {
+        let port = self.nodes[master].port.to_string();
+        self.nodes[i].restart_with(&[("replicaof", &["127.0.0.1", &port])])
+    }
+
+    /// Failovers the Sentinels made: the most `+switch-master` lines any of
+    /// them logged (each logs every switch it learns of).
+    pub fn failovers(&self) -> usize {
+        self.sentinels
+            .sentinels
+            .iter()
+            .map(|s| s.log().matches("+switch-master").count())
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Signs of a crash in any server's logs (across restarts), and servers
+    /// that are not running: the nemesis restarts every node it kills.
+    pub fn crashes(&mut self) -> Vec<String> {
+        let mut found = Vec::new();
+        let mut servers: Vec<&mut Server> = self.nodes.iter_mut().collect();
+        servers.push(&mut self.resource);
+        for server in servers {
+            let log = server.all_logs();
+            for sign in [
+                "crashed by signal",
+                "ASSERTION FAILED",
+                "Guru Meditation",
+                "panicked",
+                "STACK TRACE",
+            ] {
+                if let Some(at) = log.find(sign) {
+                    let line_start = log[..at].rfind('\n').map_or(0, |i| i + 1);
+                    let line_end = log[at..].find('\n').map_or(log.len(), |i| at + i);
+                    found.push(format!(
+                        "port {}: {}",
+                        server.port,
+                        &log[line_start..line_end]
+                    ));
+                }
+            }
+            if !server.is_alive() {
+                found.push(format!("port {}: the server is not running", server.port));
+            }
+        }
+        found
+    }
+}
