@@ -132,7 +132,18 @@ fn run(spec: Spec) -> Report {
         spec.secs
     );
     let mut rng = StdRng::seed_from_u64(seed);
+    let started = Instant::now();
     let mut cluster = Cluster::start();
+    let setup = started.elapsed();
+    // CHAOS_ACTIONS=KillMaster,PauseWrites: only these (for a replay or a hunt).
+    let mut allowed = spec.actions.clone();
+    if let Ok(only) = std::env::var("CHAOS_ACTIONS") {
+        allowed.retain(|a| only.split(',').any(|name| name.trim() == a.name()));
+        assert!(
+            !allowed.is_empty(),
+            "CHAOS_ACTIONS={only:?} leaves no action"
+        );
+    }
     let config = WorkerConfig {
         workers: env_number("CHAOS_WORKERS", 12) as usize,
         locks: 2,
@@ -166,7 +177,7 @@ fn run(spec: Spec) -> Report {
         &mut cluster,
         &shared,
         &mut rng,
-        &spec.actions,
+        &allowed,
         Some(first),
         until,
         spec.max_actions,
@@ -199,7 +210,12 @@ fn run(spec: Spec) -> Report {
     report.actions = actions;
     report.failovers = cluster.failovers();
     report.crashes = cluster.crashes();
-    println!("{}", report.summary(&format!("{label}, seed {seed}")));
+    println!(
+        "{} (setup {:.1} s, run {:.1} s)",
+        report.summary(&format!("{label}, seed {seed}")),
+        setup.as_secs_f64(),
+        (started.elapsed() - setup).as_secs_f64()
+    );
     report
 }
 

@@ -157,8 +157,10 @@ pub fn run(index: usize, seed: u64, shared: Arc<Shared>) -> History {
     let cfg = &shared.config;
     let mut rng = StdRng::seed_from_u64(seed ^ (index as u64 + 1).wrapping_mul(0x9e37_79b9));
     let mut history = History::default();
-    let read_timeout =
-        Duration::from_millis((cfg.wait_ms + cfg.sync_ms.unwrap_or(0) + 2000).max(3000) as u64);
+    // Long enough that a command sent to a master that is then stopped
+    // (until Sentinel promoted a replica) is answered when it resumes: a
+    // client with a stale view of who the master is, the split brain.
+    let read_timeout = Duration::from_secs(10);
     let mut master: Option<(u16, Connection)> = None;
     let mut sentinel: Option<Connection> = None;
     let mut sentinel_next = index;
@@ -169,40 +171,46 @@ pub fn run(index: usize, seed: u64, shared: Arc<Shared>) -> History {
         history.attempts += 1;
         let attempt = history.attempts;
 
-        // The master, per Sentinel (asked every time: that is the client's
-        // only way to follow failovers).
-        if sentinel.is_none() {
-            let port = shared.sentinel_ports[sentinel_next % shared.sentinel_ports.len()];
-            sentinel_next += 1;
-            sentinel = connect(port, Duration::from_secs(2)).ok();
-        }
-        let addr: Option<(String, u16)> = match sentinel.as_mut().map(|s| {
-            redis::cmd("SENTINEL")
-                .arg("get-master-addr-by-name")
-                .arg(super::cluster::MASTER_NAME)
-                .query(s)
-        }) {
-            Some(Ok(addr)) => addr,
-            _ => {
-                sentinel = None;
-                None
+        // The master, per Sentinel. Even workers ask before every acquire;
+        // odd ones keep using the master they found until it answers an
+        // error (as clients that cache it do), so they keep talking to an
+        // old master that resumed after a failover until it is demoted.
+        let caching = index % 2 == 1;
+        if !(caching && master.is_some()) {
+            if sentinel.is_none() {
+                let port = shared.sentinel_ports[sentinel_next % shared.sentinel_ports.len()];
+                sentinel_next += 1;
+                sentinel = connect(port, Duration::from_secs(2)).ok();
             }
-        };
-        let Some((_, port)) = addr else {
-            history.error("no-master");
-            std::thread::sleep(Duration::from_millis(50));
-            continue;
-        };
-        if master.as_ref().map(|(p, _)| *p) != Some(port) {
-            master = match connect(port, read_timeout) {
-                Ok(con) => Some((port, con)),
-                Err(e) => {
-                    history.error(&kind(&e));
-                    std::thread::sleep(Duration::from_millis(50));
-                    continue;
+            let addr: Option<(String, u16)> = match sentinel.as_mut().map(|s| {
+                redis::cmd("SENTINEL")
+                    .arg("get-master-addr-by-name")
+                    .arg(super::cluster::MASTER_NAME)
+                    .query(s)
+            }) {
+                Some(Ok(addr)) => addr,
+                _ => {
+                    sentinel = None;
+                    None
                 }
             };
+            let Some((_, port)) = addr else {
+                history.error("no-master");
+                std::thread::sleep(Duration::from_millis(50));
+                continue;
+            };
+            if master.as_ref().map(|(p, _)| *p) != Some(port) {
+                master = match connect(port, read_timeout) {
+                    Ok(con) => Some((port, con)),
+                    Err(e) => {
+                        history.error(&kind(&e));
+                        std::thread::sleep(Duration::from_millis(50));
+                        continue;
+                    }
+                };
+            }
         }
+        let port = master.as_ref().expect("connected").0;
         let con = &mut master.as_mut().expect("connected").1;
 
         let lock = rng.gen_range(0..cfg.locks);
@@ -228,7 +236,7 @@ pub fn run(index: usize, seed: u64, shared: Arc<Shared>) -> History {
             }
             Err(e) => {
                 history.error(&kind(&e));
-                if e.code().is_none() {
+                if e.code().is_none() || caching {
                     master = None;
                 }
                 std::thread::sleep(Duration::from_millis(20));
@@ -302,7 +310,7 @@ pub fn run(index: usize, seed: u64, shared: Arc<Shared>) -> History {
             Ok(Some(n)) => n.to_string(),
             Ok(None) => "nil".to_string(),
             Err(e) => {
-                if e.code().is_none() {
+                if e.code().is_none() || caching {
                     master = None;
                 }
                 format!("error {}", kind(&e))
