@@ -155,6 +155,7 @@ fn run(spec: Spec) -> Report {
     let shared = Arc::new(Shared {
         stop: AtomicBool::new(false),
         stall: AtomicI64::new(-1),
+        stalls_asked: AtomicI64::new(0),
         stalls_done: AtomicI64::new(0),
         sentinel_ports: cluster.sentinels.sentinels.iter().map(|s| s.port).collect(),
         resource_port: cluster.resource.port,
@@ -182,9 +183,12 @@ fn run(spec: Spec) -> Report {
         until,
         spec.max_actions,
     );
-    // A stall asked for is finished before the workers stop.
+    // The stalls asked for are done before the workers stop: a stalled
+    // worker waits for another one to write.
     let deadline = Instant::now() + Duration::from_secs(30);
-    while shared.stall.load(Ordering::SeqCst) != -1 && Instant::now() < deadline {
+    while shared.stalls_done.load(Ordering::SeqCst) < shared.stalls_asked.load(Ordering::SeqCst)
+        && Instant::now() < deadline
+    {
         std::thread::sleep(Duration::from_millis(20));
     }
     std::thread::sleep(Duration::from_millis(300));
@@ -193,7 +197,15 @@ fn run(spec: Spec) -> Report {
         .into_iter()
         .map(|w| w.join().expect("a worker panicked"))
         .collect();
-    let actions = outcome.unwrap_or_else(|e| panic!("chaos [{label}] seed {seed}: {e}"));
+    let name = format!("{}-{seed}", spec.label.replace([' ', ','], "-"));
+    let actions = outcome.unwrap_or_else(|e| {
+        let kept = cluster.keep_logs(&name);
+        panic!(
+            "chaos [{label}] seed {seed}: {e}\ncrashes: {:?}\nlogs kept in {}",
+            cluster.crashes(),
+            kept.display()
+        )
+    });
 
     let mut resource = cluster.resource.connection();
     let lists: Vec<Vec<String>> = (0..config.locks)
@@ -210,6 +222,13 @@ fn run(spec: Spec) -> Report {
     report.actions = actions;
     report.failovers = cluster.failovers();
     report.crashes = cluster.crashes();
+    let failed = !(report.duplicates.is_empty()
+        && report.order_violations.is_empty()
+        && report.lost_grants.is_empty()
+        && report.crashes.is_empty());
+    if failed && spec.fenced {
+        println!("chaos [{label}]: logs kept in {}", cluster.keep_logs(&name).display());
+    }
     println!(
         "{} (setup {:.1} s, run {:.1} s)",
         report.summary(&format!("{label}, seed {seed}")),
@@ -256,6 +275,24 @@ fn chaos_unsynced_never_reissues_a_token_and_the_fence_keeps_writes_in_order() {
         report.order_violations.is_empty(),
         "(2) writes out of order{details}"
     );
+    assert!(report.crashes.is_empty(), "(4) crashes{details}");
+}
+
+#[test]
+fn chaos_synced_loses_no_acknowledged_grant() {
+    let report = run(Spec {
+        label: "synced",
+        synced: true,
+        fenced: true,
+        secs: secs(),
+        actions: nemesis::actions(true),
+        max_actions: 200,
+    });
+    let details = format!("\n{}{}", report.summary("synced"), report.details(10));
+    assert_meaningful(&report, &details);
+    assert!(report.duplicates.is_empty(), "(1) duplicate tokens{details}");
+    assert!(report.order_violations.is_empty(), "(2) writes out of order{details}");
+    assert!(report.lost_grants.is_empty(), "(3) lost acknowledged grants{details}");
     assert!(report.crashes.is_empty(), "(4) crashes{details}");
 }
 

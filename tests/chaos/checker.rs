@@ -23,6 +23,8 @@ pub struct Report {
     pub write_errors: usize,
     pub stalls: usize,
     pub releases_nil: usize,
+    /// Grants' acquire round trips (acked - sent), ms: median, 99th, max.
+    pub latency_ms: (f64, f64, f64),
     pub failovers: usize,
     pub actions: BTreeMap<String, usize>,
     /// (1) the same token acknowledged to two grants.
@@ -77,6 +79,13 @@ pub fn check(histories: &[History], resource_lists: &[Vec<String>]) -> Report {
         }
         report.stalls += g.stalled as usize;
         report.releases_nil += (g.release_reply == "nil") as usize;
+    }
+
+    let mut rtt: Vec<i64> = grants.iter().map(|g| g.acked_us - g.sent_us).collect();
+    rtt.sort_unstable();
+    if let Some(max) = rtt.last() {
+        let at = |q: f64| rtt[((rtt.len() - 1) as f64 * q) as usize] as f64 / 1000.0;
+        report.latency_ms = (at(0.5), at(0.99), *max as f64 / 1000.0);
     }
 
     // (1) A token of a lock acknowledged to two grants (owners are unique
@@ -153,7 +162,7 @@ impl Report {
         format!(
             "chaos summary [{label}]: {} attempts, {} grants, {} tokens, {} busy, errors {:?}; \
              writes {} accepted, {} refused STALE, {} failed; {} stalls, {} releases answered nil; \
-             {} failovers; nemesis {:?}; violations: {} duplicate tokens, {} out-of-order writes, \
+             acquire ms p50/p99/max {:.1}/{:.1}/{:.1}; {} failovers; nemesis {:?}; violations: {} duplicate tokens, {} out-of-order writes, \
              {} lost acknowledged grants, {} crashes",
             self.attempts,
             self.grants,
@@ -165,6 +174,9 @@ impl Report {
             self.write_errors,
             self.stalls,
             self.releases_nil,
+            self.latency_ms.0,
+            self.latency_ms.1,
+            self.latency_ms.2,
             self.failovers,
             self.actions,
             self.duplicates.len(),

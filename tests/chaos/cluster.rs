@@ -202,6 +202,29 @@ impl Cluster {
             .unwrap_or(0)
     }
 
+    /// Copies every server's and Sentinel's log to `target/chaos-logs/<name>/`
+    /// (the servers' directories go when the test ends); that directory.
+    pub fn keep_logs(&self, name: &str) -> std::path::PathBuf {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("target/chaos-logs")
+            .join(name);
+        let _ = std::fs::create_dir_all(&dir);
+        for (i, node) in self.nodes.iter().enumerate() {
+            let _ = std::fs::write(
+                dir.join(format!("node{i}-{}.log", node.port)),
+                node.all_logs(),
+            );
+        }
+        let _ = std::fs::write(
+            dir.join(format!("resource-{}.log", self.resource.port)),
+            self.resource.all_logs(),
+        );
+        for (i, s) in self.sentinels.sentinels.iter().enumerate() {
+            let _ = std::fs::write(dir.join(format!("sentinel{i}-{}.log", s.port)), s.log());
+        }
+        dir
+    }
+
     /// Signs of a crash in any server's logs (across restarts), and servers
     /// that are not running: the nemesis restarts every node it kills.
     pub fn crashes(&mut self) -> Vec<String> {

@@ -228,6 +228,7 @@ fn perform(
                 sleep_ms(20);
             }
             let worker = rng.gen_range(0..shared.config.workers) as i64;
+            shared.stalls_asked.fetch_add(1, Ordering::SeqCst);
             shared.stall.store(worker, Ordering::SeqCst);
         }
     }

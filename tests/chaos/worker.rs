@@ -97,7 +97,9 @@ pub struct Shared {
     /// A worker the nemesis asks to stall past its lease after its next
     /// grant (-1: none); the worker takes it back to -1.
     pub stall: AtomicI64,
-    /// Stalls done (the control counts them).
+    /// Stalls the nemesis asked for, and stalls done: the run lets the
+    /// workers run until they are equal.
+    pub stalls_asked: AtomicI64,
     pub stalls_done: AtomicI64,
     pub sentinel_ports: Vec<u16>,
     pub resource_port: u16,
