@@ -5,34 +5,49 @@
 //! (down-after 1 s, failover-timeout 3 s) doing automatic failover; an
 //! independent resource server with the module, for `LOCK.FENCE`.
 //!
-//! **Workers** (`chaos/worker.rs`, 12 threads): in a loop, ask a Sentinel
-//! for the master, `LOCK.ACQUIRE <lock> <owner> <lease> WAIT <t> TOKEN` (in
-//! the synced mode also `SYNC 1 <t>`) on one of two locks, with an owner
-//! unique to the attempt; on a grant, one to two writes to the resource,
-//! each ONE script: `LOCK.FENCE fence:{lock} <token>` then `RPUSH
-//! history:{lock} "<token>:w<worker>:<attempt>"`; then `LOCK.RELEASE`.
-//! Each grant is recorded with its owner, token, node, the client's clock
-//! before sending the acquire (`sent`) and after its reply (`acked`), the
-//! lease, its writes (accepted, refused `STALE`, failed), when its release
-//! was sent and the answer. Connection errors, `READONLY`, timeouts,
-//! `NOSYNC` are counted and the worker carries on. Workers do not renew.
+//! **Workers** (`chaos/worker.rs`, 12 threads, `CHAOS_WORKERS`): in a
+//! loop, find the master through Sentinel (even workers ask before every
+//! acquire; odd ones keep the master they found until it answers an error,
+//! as caching clients do, so they keep talking to an old master that
+//! resumed after a failover), `LOCK.ACQUIRE <lock> <owner> 2000 WAIT 1000
+//! TOKEN` (in the synced mode also `SYNC 1 500`) on one of two locks, with
+//! an owner unique to the attempt; on a grant, one or two writes to the
+//! resource, each ONE script: `LOCK.FENCE fence:{lock} <token>` then
+//! `RPUSH history:{lock} "<token>:w<worker>:<attempt>"`; hold a little
+//! (5% of holds: 50-800 ms); then `LOCK.RELEASE`. Each grant is recorded
+//! with its owner, token, node, the client's clock before sending the
+//! acquire (`sent`) and after its reply (`acked`), in µs, the lease, its
+//! writes (accepted, refused `STALE`, failed), when its release was sent
+//! and the answer. Connection errors, `READONLY`, timeouts, `NOSYNC` are
+//! counted and the worker carries on. Workers do not renew. Reads wait
+//! 10 s, so a command sent to a master that is then stopped is answered
+//! when it resumes.
 //!
 //! **Nemesis** (`chaos/nemesis.rs`), seeded (the seed is printed; replay
-//! with `CHAOS_SEED`), one fault at a time, each undone and the cluster
-//! healed (Sentinels agree on a master with two linked replicas) before the
-//! next: SIGSTOP/SIGCONT of the master, shorter than down-after or until
-//! Sentinel promoted a replica (two masters until Sentinel demotes the old
-//! one); SIGKILL of the master and restart from its AOF as a replica of the
-//! new master, or at once as a master for Sentinel to sort out; SIGSTOP of
-//! one replica (or both) then SIGKILL of the master (a promotion that lost
-//! grants); `CLIENT PAUSE WRITE`; `FAILOVER`; `DEBUG SLEEP`; `DEL` of a
-//! token counter; a worker stalled past its lease between grant and write.
-//! The first action is always a kill, so every run fails over. Synced runs
-//! keep to what SYNC 1 with two replicas must survive (see
-//! [`nemesis::actions`]): no two-node faults, no killed master back as a
-//! master, no `FAILOVER` with Sentinel (which then demotes the promoted
-//! node again), and before killing the master with one replica stopped, it
-//! waits until the other replica has what the master wrote before the stop.
+//! the choices with `CHAOS_SEED`, restrict them with `CHAOS_ACTIONS`), one
+//! fault at a time, each undone and the cluster healed (the Sentinels agree
+//! on a master with two linked replicas) before the next: SIGSTOP/SIGCONT
+//! of the master, under down-after, or until Sentinel promoted a replica
+//! (then two masters for 0.2-1.5 s until the nemesis demotes the old one
+//! with `REPLICAOF`, sooner than Sentinel's next INFO would); SIGKILL of
+//! the master and restart from its AOF as a replica of the new master, or
+//! at once as a master for Sentinel to sort out; SIGSTOP of one replica (or
+//! both) then SIGKILL of the master (a promotion that lost grants); `CLIENT
+//! PAUSE WRITE`; `FAILOVER`; `DEBUG SLEEP` under down-after; `DEL` of a
+//! token counter; a worker stalled past its lease between its grant and
+//! its write, until another holder wrote with a newer token. The first
+//! action fails over (a kill; a stop past the failover in the synced
+//! mode), so every run fails over; slow actions start only with 5 s of the
+//! run left. Synced runs keep to what SYNC 1 with two replicas must survive
+//! (see [`nemesis::actions`]): one node failing at a time, Sentinel
+//! promoting a replica that has every acknowledged grant. So no two-node
+//! faults, no killed master back as a master, no `FAILOVER`; before a kill
+//! or a stop past the failover the master is stopped until both replicas
+//! report the same offset (Sentinel compares offsets it read up to seconds
+//! earlier); with one replica stopped, the master is killed only once the
+//! other has what the master wrote before the stop. `FAILOVER` (Redis's,
+//! which Sentinel then undoes, 20-30 s of READONLY) only in runs of 30 s
+//! or more.
 //!
 //! **Checker** (`chaos/checker.rs`), over acknowledged grants only (an
 //! acquire whose reply was lost may have granted; nobody relied on it):
@@ -116,6 +131,8 @@ struct Spec {
     fenced: bool,
     secs: u64,
     actions: Vec<Action>,
+    /// The first action: fenced runs start with a failover.
+    first: Action,
     max_actions: usize,
 }
 
@@ -169,17 +186,12 @@ fn run(spec: Spec) -> Report {
         .collect();
 
     let until = Instant::now() + Duration::from_secs(spec.secs);
-    let first = if spec.fenced {
-        Action::KillMaster
-    } else {
-        Action::StallWorker
-    };
     let outcome = nemesis::run(
         &mut cluster,
         &shared,
         &mut rng,
         &allowed,
-        Some(first),
+        Some(spec.first),
         until,
         spec.max_actions,
     );
@@ -227,7 +239,10 @@ fn run(spec: Spec) -> Report {
         && report.lost_grants.is_empty()
         && report.crashes.is_empty());
     if failed && spec.fenced {
-        println!("chaos [{label}]: logs kept in {}", cluster.keep_logs(&name).display());
+        println!(
+            "chaos [{label}]: logs kept in {}",
+            cluster.keep_logs(&name).display()
+        );
     }
     println!(
         "{} (setup {:.1} s, run {:.1} s)",
@@ -262,7 +277,8 @@ fn chaos_unsynced_never_reissues_a_token_and_the_fence_keeps_writes_in_order() {
         synced: false,
         fenced: true,
         secs: secs(),
-        actions: nemesis::actions(false),
+        actions: nemesis::actions(false, secs() >= 30),
+        first: Action::KillMaster,
         max_actions: 200,
     });
     let details = format!("\n{}{}", report.summary("unsynced"), report.details(10));
@@ -285,14 +301,24 @@ fn chaos_synced_loses_no_acknowledged_grant() {
         synced: true,
         fenced: true,
         secs: secs(),
-        actions: nemesis::actions(true),
+        actions: nemesis::actions(true, secs() >= 30),
+        first: Action::StopMasterPastFailover,
         max_actions: 200,
     });
     let details = format!("\n{}{}", report.summary("synced"), report.details(10));
     assert_meaningful(&report, &details);
-    assert!(report.duplicates.is_empty(), "(1) duplicate tokens{details}");
-    assert!(report.order_violations.is_empty(), "(2) writes out of order{details}");
-    assert!(report.lost_grants.is_empty(), "(3) lost acknowledged grants{details}");
+    assert!(
+        report.duplicates.is_empty(),
+        "(1) duplicate tokens{details}"
+    );
+    assert!(
+        report.order_violations.is_empty(),
+        "(2) writes out of order{details}"
+    );
+    assert!(
+        report.lost_grants.is_empty(),
+        "(3) lost acknowledged grants{details}"
+    );
     assert!(report.crashes.is_empty(), "(4) crashes{details}");
 }
 
@@ -306,6 +332,7 @@ fn chaos_control_without_the_fence_fails_the_checker() {
         fenced: false,
         secs: 1,
         actions: vec![Action::StallWorker],
+        first: Action::StallWorker,
         max_actions: 2,
     });
     let details = format!("\n{}{}", report.summary("control"), report.details(10));

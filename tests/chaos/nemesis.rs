@@ -55,15 +55,36 @@ impl Action {
     pub fn name(self) -> String {
         format!("{self:?}")
     }
+
+    /// A failover and a heal follow: several seconds.
+    fn slow(self) -> bool {
+        use Action::*;
+        matches!(
+            self,
+            StopMasterPastFailover
+                | KillMaster
+                | KillMasterQuickRestart
+                | LagReplicaThenKill
+                | LagReplicasThenKill
+                | Failover
+        )
+    }
 }
+
+/// A slow action is only started with this much of the run left, so that
+/// a short run ends on time.
+const SLOW_ACTION_TIME: Duration = Duration::from_secs(5);
 
 /// The actions of a run. Synced runs keep to faults SYNC 1 with two
 /// replicas must survive: one node failing at a time, failovers by Sentinel
 /// after the old master is unreachable. An uncoordinated promotion with the
 /// old master still reachable (`SENTINEL FAILOVER`), two nodes failing, a
 /// killed master back as a master (it may be one next to a promoted
-/// replica) are outside it.
-pub fn actions(synced: bool) -> Vec<Action> {
+/// replica), `FAILOVER` (Sentinel then turns the promoted replica back into
+/// a replica of the old master, losing what it took) are outside it.
+/// `FAILOVER` also leaves the unsynced cluster answering READONLY for 20-30
+/// s until Sentinel sorts it out, so only long runs (`long`) do it.
+pub fn actions(synced: bool, long: bool) -> Vec<Action> {
     use Action::*;
     let mut all = vec![
         StopMaster,
@@ -76,7 +97,10 @@ pub fn actions(synced: bool) -> Vec<Action> {
         StallWorker,
     ];
     if !synced {
-        all.extend([KillMasterQuickRestart, LagReplicasThenKill, Failover]);
+        all.extend([KillMasterQuickRestart, LagReplicasThenKill]);
+        if long {
+            all.push(Failover);
+        }
     }
     all
 }
@@ -87,6 +111,22 @@ fn sleep_ms(ms: u64) {
 
 fn master_offset(port: u16) -> Option<i64> {
     replication_info(port).and_then(|i| info_field(&i, "master_repl_offset")?.parse().ok())
+}
+
+/// Waits (up to 2 s) until the replicas report the same offset, once the
+/// master is stopped: they have read everything it sent them.
+fn replicas_converge(cluster: &Cluster, replicas: &[usize]) {
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < deadline {
+        let offsets: Vec<Option<i64>> = replicas
+            .iter()
+            .map(|r| master_offset(cluster.nodes[*r].port))
+            .collect();
+        if offsets[0].is_some() && offsets.iter().all(|o| *o == offsets[0]) {
+            return;
+        }
+        sleep_ms(5);
+    }
 }
 
 /// Runs the nemesis until `until` or `max_actions`; the first action is
@@ -106,9 +146,16 @@ pub fn run(
     while Instant::now() < until && done.values().sum::<usize>() < max_actions {
         let master = cluster.healed(HEAL_TIMEOUT)?;
         sleep_ms(rng.gen_range(100..600));
-        let action = next
-            .take()
-            .unwrap_or_else(|| *allowed.choose(rng).expect("some action"));
+        let left = until.saturating_duration_since(Instant::now());
+        let fits: Vec<Action> = allowed
+            .iter()
+            .copied()
+            .filter(|a| !a.slow() || left >= SLOW_ACTION_TIME)
+            .collect();
+        let Some(action) = next.take().or_else(|| fits.choose(rng).copied()) else {
+            sleep_ms(100);
+            continue;
+        };
         perform(cluster, shared, rng, action, master, synced)?;
         *done.entry(action.name()).or_default() += 1;
     }
@@ -129,17 +176,40 @@ fn perform(
     match action {
         Action::StopMaster => {
             cluster.nodes[master].signal("STOP");
-            sleep_ms(rng.gen_range(100..600));
+            // Well under down-after (1 s), even with a slow Sentinel.
+            sleep_ms(rng.gen_range(100..400));
             cluster.nodes[master].signal("CONT");
         }
         Action::StopMasterPastFailover => {
             cluster.nodes[master].signal("STOP");
+            if synced {
+                replicas_converge(cluster, &replicas);
+            }
             let promoted = cluster.failed_over_from(master, FAILOVER_TIMEOUT);
             sleep_ms(rng.gen_range(0..300));
             cluster.nodes[master].signal("CONT");
-            promoted?;
+            let promoted = promoted?;
+            // Sentinel demotes the old master only once its next INFO (every
+            // 10 s) shows it: do it sooner, as an operator would, leaving
+            // two masters for a while.
+            sleep_ms(rng.gen_range(200..1500));
+            let new_port = cluster.nodes[promoted].port.to_string();
+            probe(
+                port,
+                redis::cmd("REPLICAOF").arg("127.0.0.1").arg(&new_port),
+                SHORT,
+            )
+            .map_err(|e| format!("REPLICAOF the new master: {e}"))?;
         }
         Action::KillMaster => {
+            if synced {
+                // Sentinel promotes the replica with the greatest offset as
+                // it last saw it, which may be a second old: stop the
+                // master and let both replicas read all it sent, so that
+                // whichever is promoted has every acknowledged grant.
+                cluster.nodes[master].signal("STOP");
+                replicas_converge(cluster, &replicas);
+            }
             cluster.nodes[master].crash();
             let new = cluster.failed_over_from(master, FAILOVER_TIMEOUT)?;
             cluster.restart_as_replica(master, new)?;
@@ -208,7 +278,7 @@ fn perform(
             sleep_ms(1000);
         }
         Action::DebugSleep => {
-            let secs = format!("{:.2}", rng.gen_range(0.1..0.6));
+            let secs = format!("{:.2}", rng.gen_range(0.1..0.4));
             probe(port, redis::cmd("DEBUG").arg(&["SLEEP", &secs]), SHORT * 3)
                 .map_err(|e| format!("DEBUG SLEEP: {e}"))?;
         }

@@ -299,7 +299,11 @@ pub fn run(index: usize, seed: u64, shared: Arc<Shared>) -> History {
                 Err(e) => Write::Error(format!("{e}")),
             });
         }
-        if rng.gen_bool(0.3) {
+        // Most holds are short; some last a good part of the lease, so that
+        // failovers happen while holders count on their grants (check 3).
+        if rng.gen_bool(0.05) {
+            std::thread::sleep(Duration::from_millis(rng.gen_range(50..800)));
+        } else if rng.gen_bool(0.3) {
             std::thread::sleep(Duration::from_millis(rng.gen_range(1..20)));
         }
 
