@@ -113,7 +113,7 @@ test-chaos: build servers
 	    echo; echo "=== chaos run $$run/$(CHAOS_RUNS) on $$label: $$($$server --version)"; \
 	    REDIS_SERVER=$$server CHAOS_SECS=$(CHAOS_SECS) \
 	      cargo test --release --test chaos -- --nocapture 2>&1 \
-	      | grep -E '^chaos |^test |^test result|panicked|violations|^  ' \
+	      | grep --line-buffered -E '^chaos |^test |^test result|panicked|violations|^  ' \
 	      ; [ $${PIPESTATUS[0]} -eq 0 ] || failed="$$failed $$label#$$run"; \
 	  done; \
 	done; \
