@@ -342,3 +342,69 @@ fn chaos_control_without_the_fence_fails_the_checker() {
         "(2) must catch the stale write without the fence{details}"
     );
 }
+
+/// The checker on made-up histories: each check flags what it must, and
+/// nothing more (so the chaos runs' zeros mean something).
+#[test]
+fn the_checker_flags_duplicates_disorder_and_overlapping_claims() {
+    use worker::{Grant, History, Write};
+    let grant = |owner: &str, token: i64, sent_ms: i64, acked_ms: i64, release_ms: i64| Grant {
+        lock: 0,
+        owner: owner.to_string(),
+        token,
+        port: 1,
+        sent_us: sent_ms * 1000,
+        acked_us: acked_ms * 1000,
+        lease_ms: 2000,
+        writes: vec![Write::Accepted],
+        release_sent_us: Some(release_ms * 1000),
+        release_reply: "1".to_string(),
+        stalled: false,
+    };
+    let history = |grants: Vec<Grant>| {
+        vec![History {
+            grants,
+            ..History::default()
+        }]
+    };
+    let list = |entries: &[&str]| vec![entries.iter().map(|e| e.to_string()).collect()];
+
+    // A clean history: one grant after the other, writes in order (a grant
+    // may write twice with its token).
+    let clean = history(vec![
+        grant("w0-1", 10, 0, 1, 5),
+        grant("w1-1", 20, 2, 6, 9),
+        // Acknowledged after the first's lease (from its send) less 100 ms.
+        grant("w2-1", 30, 1000, 1901, 1950),
+    ]);
+    let writes = list(&["10:w0:1", "10:w0:1", "20:w1:1", "30:w2:1"]);
+    let report = checker::check(&clean, &writes);
+    assert!(report.duplicates.is_empty() && report.order_violations.is_empty());
+    assert!(report.lost_grants.is_empty(), "{:?}", report.lost_grants);
+
+    // (1) one token, two grants; (2) the same token from two grants, and a
+    // lower token after a higher one.
+    let report = checker::check(
+        &history(vec![grant("w0-1", 10, 0, 1, 5), grant("w1-1", 10, 2, 6, 9)]),
+        &list(&["10:w0:1", "10:w1:1", "20:w2:1", "15:w3:1"]),
+    );
+    assert_eq!(report.duplicates.len(), 1, "{:?}", report.duplicates);
+    assert_eq!(
+        report.order_violations.len(),
+        2,
+        "{:?}",
+        report.order_violations
+    );
+
+    // (3) a grant acknowledged while another holder still counted on its
+    // own (not released, lease not over): whichever was acknowledged first.
+    let report = checker::check(
+        &history(vec![
+            grant("w0-1", 10, 0, 1, 1500),
+            grant("w1-1", 20, 1000, 1001, 1010),
+        ]),
+        &list(&[]),
+    );
+    assert_eq!(report.lost_grants.len(), 1, "{:?}", report.lost_grants);
+    assert!(report.lost_grants[0].contains("w0-1"));
+}

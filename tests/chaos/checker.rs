@@ -134,10 +134,15 @@ pub fn check(histories: &[History], resource_lists: &[Vec<String>]) -> Report {
         gs.sort_by_key(|g| g.acked_us);
         for (i, g) in gs.iter().enumerate() {
             let end = claim_end(g);
-            for h in gs[i + 1..].iter().take_while(|h| h.acked_us < end) {
+            let overlapping: Vec<&&Grant> = gs[i + 1..]
+                .iter()
+                .take_while(|h| h.acked_us < end)
+                .collect();
+            if let Some(h) = overlapping.first() {
                 report.lost_grants.push(format!(
                     "lock {}: {} (token {}, node {}, sent {} µs, acked {}, claim until {}, \
-                     release answered {}) overlapped by {} (token {}, node {}, acked {})",
+                     release answered {}) overlapped by {} (token {}, node {}, acked {}) \
+                     and {} more",
                     g.lock,
                     g.owner,
                     g.token,
@@ -149,7 +154,8 @@ pub fn check(histories: &[History], resource_lists: &[Vec<String>]) -> Report {
                     h.owner,
                     h.token,
                     h.port,
-                    h.acked_us
+                    h.acked_us,
+                    overlapping.len() - 1
                 ));
             }
         }
