@@ -3,6 +3,8 @@
 //! Every error names the argument it is about, and parsing happens before any
 //! key is touched, so bad input changes nothing.
 
+use crate::errors::{self, Refusal};
+
 /// A command argument: anything that reads as bytes. Commands parse
 /// `&[A]` for any `A: Arg`, so their parsers are unit-tested on `&[u8]`
 /// while the module hands them Redis's own strings (no copy).
@@ -44,10 +46,10 @@ pub fn strict_i64(raw: &[u8]) -> Option<i64> {
 }
 
 /// A lease length in milliseconds: a positive integer.
-pub fn lease_ms(raw: &[u8]) -> Result<i64, String> {
+pub fn lease_ms(raw: &[u8]) -> Result<i64, Refusal> {
     match strict_i64(raw) {
         Some(ms) if ms > 0 => Ok(ms),
-        _ => Err("ERR lease-ms must be a positive integer (milliseconds)".to_string()),
+        _ => Err(errors::LEASE_NOT_POSITIVE),
     }
 }
 
@@ -55,15 +57,11 @@ pub fn lease_ms(raw: &[u8]) -> Result<i64, String> {
 ///
 /// Refuses leases above `max_lease_ms` (0 = no limit) and ones whose deadline
 /// would not fit an absolute millisecond timestamp.
-pub fn deadline(now_ms: i64, lease_ms: i64, max_lease_ms: i64) -> Result<i64, String> {
+pub fn deadline(now_ms: i64, lease_ms: i64, max_lease_ms: i64) -> Result<i64, Refusal> {
     if max_lease_ms > 0 && lease_ms > max_lease_ms {
-        return Err(format!(
-            "ERR lease-ms {lease_ms} exceeds lock.max-lease-ms ({max_lease_ms})"
-        ));
+        return Err(errors::lease_above_cap(lease_ms, max_lease_ms));
     }
-    now_ms
-        .checked_add(lease_ms)
-        .ok_or_else(|| "ERR lease-ms is too large: the deadline would overflow".to_string())
+    now_ms.checked_add(lease_ms).ok_or(errors::LEASE_OVERFLOWS)
 }
 
 /// The lease a release resets a still-held lock to: `lease_ms`, but never
@@ -81,57 +79,50 @@ pub fn release_lease_ms(lease_ms: i64, max_lease_ms: i64) -> i64 {
 }
 
 /// An owner id: opaque bytes, not empty.
-pub fn owner(raw: &[u8]) -> Result<&[u8], String> {
+pub fn owner(raw: &[u8]) -> Result<&[u8], Refusal> {
     if raw.is_empty() {
-        Err("ERR owner must not be empty".to_string())
+        Err(errors::OWNER_EMPTY)
     } else {
         Ok(raw)
     }
 }
 
 /// How long `WAIT` may block, in ms; 0 means forever.
-pub fn wait_timeout_ms(raw: &[u8]) -> Result<i64, String> {
+pub fn wait_timeout_ms(raw: &[u8]) -> Result<i64, Refusal> {
     match strict_i64(raw) {
         Some(ms) if ms >= 0 => Ok(ms),
-        _ => Err(
-            "ERR WAIT timeout-ms must be a non-negative integer (milliseconds, 0 = forever)"
-                .to_string(),
-        ),
+        _ => Err(errors::WAIT_NOT_NON_NEGATIVE),
     }
 }
 
 /// Checks that a `WAIT` of `timeout_ms` (0 = forever) ends at a representable
 /// unix-ms time: Redis adds it to the current time, as for `BLPOP`.
-pub fn wait_fits(now_ms: i64, timeout_ms: i64) -> Result<(), String> {
+pub fn wait_fits(now_ms: i64, timeout_ms: i64) -> Result<(), Refusal> {
     match now_ms.checked_add(timeout_ms) {
         Some(_) => Ok(()),
-        None => Err("ERR WAIT timeout-ms is out of range".to_string()),
+        None => Err(errors::WAIT_OUT_OF_RANGE),
     }
 }
 
 /// `SYNC numreplicas timeout-ms`: how many replicas must acknowledge a
 /// grant (0 = none), and within how long (a positive number of ms, at most
 /// a day, when `numreplicas` > 0).
-pub fn sync_spec(replicas: &[u8], timeout: &[u8]) -> Result<(i64, i64), String> {
+pub fn sync_spec(replicas: &[u8], timeout: &[u8]) -> Result<(i64, i64), Refusal> {
     const MAX_SYNC_MS: i64 = 86_400_000;
     let replicas = match strict_i64(replicas) {
         Some(n) if (0..=i64::from(i32::MAX)).contains(&n) => n,
-        _ => {
-            return Err("ERR SYNC numreplicas must be a non-negative integer".to_string());
-        }
+        _ => return Err(errors::SYNC_REPLICAS_INVALID),
     };
     match strict_i64(timeout) {
         Some(ms) if ms > 0 && ms <= MAX_SYNC_MS => Ok((replicas, ms)),
         Some(0) if replicas == 0 => Ok((0, 0)),
-        _ => Err(format!(
-            "ERR SYNC timeout-ms must be a positive integer of at most {MAX_SYNC_MS} (milliseconds)"
-        )),
+        _ => Err(errors::sync_timeout_invalid(MAX_SYNC_MS)),
     }
 }
 
 /// The standard arity error, worded as Redis words it.
-pub fn arity_error(command: &str) -> String {
-    format!("ERR wrong number of arguments for '{command}' command")
+pub fn arity_error(command: &str) -> Refusal {
+    errors::arity(command)
 }
 
 /// Helpers for the command parsers' unit tests.
@@ -145,7 +136,7 @@ pub(crate) mod testing {
     /// Each argument list must be refused with an `ERR ...` that contains
     /// its needle (the argument's name, or the command's for arity).
     pub fn assert_refused<T: std::fmt::Debug>(
-        parse: impl Fn(&[&'static [u8]]) -> Result<T, String>,
+        parse: impl Fn(&[&'static [u8]]) -> Result<T, crate::errors::Refusal>,
         cases: &[(&[&'static str], &str)],
     ) {
         for (args, needle) in cases {
@@ -248,7 +239,7 @@ mod tests {
     #[test]
     fn arity_errors_name_the_command() {
         assert_eq!(
-            arity_error("lock.renew"),
+            arity_error("lock.renew").text(),
             "ERR wrong number of arguments for 'lock.renew' command"
         );
     }

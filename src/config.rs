@@ -19,16 +19,9 @@
 //! ... CONFIG` still overrides them, as it overrides any default, and
 //! `CONFIG REWRITE` keeps working across restarts.
 //!
-//! | config               | default                  | meaning |
-//! |----------------------|--------------------------|---------|
-//! | `lock.channel-prefix`| `redisson_lock__channel` | unlock messages go to `<prefix>:{<key>}` |
-//! | `lock.publish`       | `auto`                   | `auto` (sharded in cluster mode, classic otherwise), `classic`, `sharded`, `off` |
-//! | `lock.max-lease-ms`  | `0`                      | longest lease acquire/renew may ask for (a release's is clamped to it); 0 = no limit |
-//! | `lock.notify`        | `yes`                    | emit `lock.*` keyspace notifications |
-//! | `lock.token-retention-ms` | `86400000` (1 day)  | a token counter expires this long after its lock's lease (and its token's time); 0 = never (see `fencing.rs`) |
-//! | `lock.node-id`       | `-1`                     | this node's number in the low 4 bits of its fencing tokens, `0..15`; -1 = derived from the replication ID (see `fencing.rs`) |
-//! | `lock.sync-replicas` | `0`                      | grants are answered only once this many replicas acknowledged them (see `replica_sync.rs`); 0 = off |
-//! | `lock.sync-timeout-ms` | `1000`                 | how long a grant waits for `lock.sync-replicas` before it is undone |
+//! The configs are the rows of [`CONFIGS`]: name, what a valid value is,
+//! kind, default and bounds; `README.md` ("Configuration") says what each
+//! one does, and a test checks that it lists every row.
 
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, Ordering};
 use std::sync::{LazyLock, Mutex};
@@ -114,29 +107,146 @@ impl ConfigurationValue<PublishMode> for PublishSetting {
 
 pub static PUBLISH: PublishSetting = PublishSetting(AtomicI32::new(PublishMode::auto as i32));
 
-/// `lock.max-lease-ms`: 0 = no limit.
-pub static MAX_LEASE_MS: AtomicI64 = AtomicI64::new(0);
+/// Every `PublishMode`, for parsing.
+const PUBLISH_MODES: [PublishMode; 4] = [
+    PublishMode::auto,
+    PublishMode::classic,
+    PublishMode::sharded,
+    PublishMode::off,
+];
 
-/// `lock.notify`: keyspace notifications on/off.
-pub static NOTIFY: AtomicBool = AtomicBool::new(true);
+static MAX_LEASE_MS: AtomicI64 = AtomicI64::new(0);
+static NOTIFY: AtomicBool = AtomicBool::new(true);
+static TOKEN_RETENTION_MS: AtomicI64 = AtomicI64::new(0);
+static NODE_ID: AtomicI64 = AtomicI64::new(-1);
+static SYNC_REPLICAS: AtomicI64 = AtomicI64::new(0);
+static SYNC_TIMEOUT_MS: AtomicI64 = AtomicI64::new(0);
 
-/// `lock.token-retention-ms`: how long a fencing-token counter outlives its
-/// lock's lease; 0 = forever.
-pub static TOKEN_RETENTION_MS: AtomicI64 = AtomicI64::new(DEFAULT_TOKEN_RETENTION_MS);
+/// What kind of value a config holds, where it lives, and its default.
+pub enum Kind {
+    /// Non-empty text without NUL bytes.
+    Text {
+        value: &'static LazyLock<ChannelPrefix>,
+        default: &'static str,
+    },
+    Publish {
+        value: &'static PublishSetting,
+        default: PublishMode,
+    },
+    Bool {
+        value: &'static AtomicBool,
+        default: bool,
+    },
+    /// An integer in `min..=max`.
+    Int {
+        value: &'static AtomicI64,
+        default: i64,
+        min: i64,
+        max: i64,
+    },
+}
 
-pub const DEFAULT_TOKEN_RETENTION_MS: i64 = 86_400_000;
+/// One config: its name (Redis shows it as `lock.<name>`), what a valid
+/// value is (for refusals), and its kind. Adding a config is adding a row to
+/// [`CONFIGS`] (and reading it through a getter below).
+pub struct Config {
+    pub name: &'static str,
+    pub valid: &'static str,
+    pub kind: Kind,
+}
 
-/// `lock.node-id`: -1 = derived from the replication ID.
-pub static NODE_ID: AtomicI64 = AtomicI64::new(-1);
+/// Every config, in the order refusals list them.
+pub static CONFIGS: [Config; 8] = [
+    Config {
+        name: "channel-prefix",
+        valid: "non-empty text",
+        kind: Kind::Text {
+            value: &CHANNEL_PREFIX,
+            default: DEFAULT_CHANNEL_PREFIX,
+        },
+    },
+    Config {
+        name: "publish",
+        valid: "auto|classic|sharded|off",
+        kind: Kind::Publish {
+            value: &PUBLISH,
+            default: PublishMode::auto,
+        },
+    },
+    Config {
+        name: "max-lease-ms",
+        valid: "milliseconds, 0 = no limit",
+        kind: Kind::Int {
+            value: &MAX_LEASE_MS,
+            default: 0,
+            min: 0,
+            max: i64::MAX,
+        },
+    },
+    Config {
+        name: "notify",
+        valid: "yes|no",
+        kind: Kind::Bool {
+            value: &NOTIFY,
+            default: true,
+        },
+    },
+    Config {
+        name: "token-retention-ms",
+        valid: "milliseconds, 0 = never expire",
+        kind: Kind::Int {
+            value: &TOKEN_RETENTION_MS,
+            default: 86_400_000,
+            min: 0,
+            max: i64::MAX,
+        },
+    },
+    Config {
+        name: "node-id",
+        valid: "0..15, or -1 = from the replication ID",
+        kind: Kind::Int {
+            value: &NODE_ID,
+            default: -1,
+            min: -1,
+            max: crate::fencing::NODES - 1,
+        },
+    },
+    Config {
+        name: "sync-replicas",
+        valid: "a number of replicas, 0 = off",
+        kind: Kind::Int {
+            value: &SYNC_REPLICAS,
+            default: 0,
+            min: 0,
+            max: i32::MAX as i64,
+        },
+    },
+    Config {
+        name: "sync-timeout-ms",
+        valid: "milliseconds, at least 1",
+        kind: Kind::Int {
+            value: &SYNC_TIMEOUT_MS,
+            default: 1000,
+            min: 1,
+            max: i32::MAX as i64,
+        },
+    },
+];
 
-/// `lock.sync-replicas`: 0 = grants do not wait for replicas.
-pub static SYNC_REPLICAS: AtomicI64 = AtomicI64::new(0);
+pub fn max_lease_ms() -> i64 {
+    MAX_LEASE_MS.load(Ordering::Relaxed)
+}
 
-/// `lock.sync-timeout-ms`.
-pub static SYNC_TIMEOUT_MS: AtomicI64 = AtomicI64::new(DEFAULT_SYNC_TIMEOUT_MS);
+pub fn notify() -> bool {
+    NOTIFY.load(Ordering::Relaxed)
+}
 
-pub const DEFAULT_SYNC_TIMEOUT_MS: i64 = 1000;
+/// How long a fencing-token counter outlives its lock's lease; 0 = forever.
+pub fn token_retention_ms() -> i64 {
+    TOKEN_RETENTION_MS.load(Ordering::Relaxed)
+}
 
+/// -1 = derived from the replication ID.
 pub fn node_id() -> i64 {
     NODE_ID.load(Ordering::Relaxed)
 }
@@ -151,58 +261,73 @@ pub fn sync_default() -> Option<SyncSpec> {
     })
 }
 
-pub fn token_retention_ms() -> i64 {
-    TOKEN_RETENTION_MS.load(Ordering::Relaxed)
+/// A config value as a module argument gave it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Value {
+    Text(String),
+    Publish(PublishMode),
+    Bool(bool),
+    Int(i64),
 }
 
-pub fn max_lease_ms() -> i64 {
-    MAX_LEASE_MS.load(Ordering::Relaxed)
-}
+impl Kind {
+    /// Reads `raw` as `CONFIG SET` reads it: yes/no and the `publish` names
+    /// in any case, a strict integer within the bounds.
+    fn parse(&self, raw: &[u8]) -> Option<Value> {
+        match *self {
+            Kind::Text { .. } => std::str::from_utf8(raw)
+                .ok()
+                // Registered as a C string: no NUL, and text for the crate's API.
+                .filter(|text| !text.is_empty() && !text.contains('\0'))
+                .map(|text| Value::Text(text.to_string())),
+            Kind::Publish { .. } => PUBLISH_MODES
+                .into_iter()
+                .find(|mode| format!("{mode:?}").as_bytes().eq_ignore_ascii_case(raw))
+                .map(Value::Publish),
+            Kind::Bool { .. } => {
+                if raw.eq_ignore_ascii_case(b"yes") {
+                    Some(Value::Bool(true))
+                } else if raw.eq_ignore_ascii_case(b"no") {
+                    Some(Value::Bool(false))
+                } else {
+                    None
+                }
+            }
+            Kind::Int { min, max, .. } => strict_i64(raw)
+                .filter(|v| (min..=max).contains(v))
+                .map(Value::Int),
+        }
+    }
 
-pub fn notify() -> bool {
-    NOTIFY.load(Ordering::Relaxed)
-}
-
-/// The configs' defaults, or the values module arguments gave them.
-#[derive(Debug, PartialEq)]
-pub struct Defaults {
-    pub channel_prefix: String,
-    pub publish: PublishMode,
-    pub max_lease_ms: i64,
-    pub notify: bool,
-    pub token_retention_ms: i64,
-    pub node_id: i64,
-    pub sync_replicas: i64,
-    pub sync_timeout_ms: i64,
-}
-
-impl Default for Defaults {
-    fn default() -> Self {
-        Defaults {
-            channel_prefix: DEFAULT_CHANNEL_PREFIX.to_string(),
-            publish: PublishMode::auto,
-            max_lease_ms: 0,
-            notify: true,
-            token_retention_ms: DEFAULT_TOKEN_RETENTION_MS,
-            node_id: -1,
-            sync_replicas: 0,
-            sync_timeout_ms: DEFAULT_SYNC_TIMEOUT_MS,
+    fn default_value(&self) -> Value {
+        match *self {
+            Kind::Text { default, .. } => Value::Text(default.to_string()),
+            Kind::Publish { default, .. } => Value::Publish(default),
+            Kind::Bool { default, .. } => Value::Bool(default),
+            Kind::Int { default, .. } => Value::Int(default),
         }
     }
 }
 
-/// Every config as a module argument takes it: its name (Redis shows it as
-/// `lock.<name>`) and what its value must be. Refusals list them all.
-const ARGUMENTS: [(&str, &str); 8] = [
-    ("channel-prefix", "non-empty text"),
-    ("publish", "auto|classic|sharded|off"),
-    ("max-lease-ms", "milliseconds, 0 = no limit"),
-    ("notify", "yes|no"),
-    ("token-retention-ms", "milliseconds, 0 = never expire"),
-    ("node-id", "0..15, or -1 = from the replication ID"),
-    ("sync-replicas", "a number of replicas, 0 = off"),
-    ("sync-timeout-ms", "milliseconds, at least 1"),
-];
+/// The configs' defaults, one per row of [`CONFIGS`], or the values module
+/// arguments gave them.
+#[derive(Debug, PartialEq)]
+pub struct Defaults(Vec<Value>);
+
+impl Default for Defaults {
+    fn default() -> Self {
+        Defaults(CONFIGS.iter().map(|c| c.kind.default_value()).collect())
+    }
+}
+
+impl Defaults {
+    /// The value of the config `name`.
+    #[cfg(test)]
+    pub fn get(&self, name: &str) -> Option<&Value> {
+        let index = CONFIGS.iter().position(|c| c.name == name)?;
+        self.0.get(index)
+    }
+}
 
 /// An argument as the log shows it: quoted, control characters escaped.
 fn shown(raw: &[u8]) -> String {
@@ -211,9 +336,9 @@ fn shown(raw: &[u8]) -> String {
 
 /// The log line of a refusal: what is wrong, then every valid argument.
 fn refusal(problem: String) -> String {
-    let valid: Vec<String> = ARGUMENTS
+    let valid: Vec<String> = CONFIGS
         .iter()
-        .map(|(name, value)| format!("{name} <{value}>"))
+        .map(|c| format!("{} <{}>", c.name, c.valid))
         .collect();
     format!(
         "lock module: refusing {problem}. Module arguments are name/value pairs, \
@@ -228,61 +353,15 @@ fn config_index(name: &[u8]) -> Option<usize> {
         Some(prefix) if prefix.eq_ignore_ascii_case(b"lock.") => &name[5..],
         _ => name,
     };
-    ARGUMENTS
+    CONFIGS
         .iter()
-        .position(|(known, _)| known.as_bytes().eq_ignore_ascii_case(bare))
-}
-
-/// One value, read as `CONFIG SET` reads it: yes/no and the `publish` names
-/// in any case, a non-negative strict integer.
-fn set_value(defaults: &mut Defaults, index: usize, value: &[u8]) -> Result<(), ()> {
-    let in_range = |low: i64, high: i64| {
-        strict_i64(value)
-            .filter(|v| (low..=high).contains(v))
-            .ok_or(())
-    };
-    match ARGUMENTS[index].0 {
-        "channel-prefix" => {
-            // Registered as a C string: no NUL, and text for the crate's API.
-            let text = std::str::from_utf8(value).map_err(|_| ())?;
-            if text.is_empty() || text.contains('\0') {
-                return Err(());
-            }
-            defaults.channel_prefix = text.to_string();
-        }
-        "publish" => {
-            defaults.publish = [
-                PublishMode::auto,
-                PublishMode::classic,
-                PublishMode::sharded,
-                PublishMode::off,
-            ]
-            .into_iter()
-            .find(|mode| format!("{mode:?}").as_bytes().eq_ignore_ascii_case(value))
-            .ok_or(())?;
-        }
-        "max-lease-ms" => defaults.max_lease_ms = in_range(0, i64::MAX)?,
-        "token-retention-ms" => defaults.token_retention_ms = in_range(0, i64::MAX)?,
-        "node-id" => defaults.node_id = in_range(-1, crate::fencing::NODES - 1)?,
-        "sync-replicas" => defaults.sync_replicas = in_range(0, i64::from(i32::MAX))?,
-        "sync-timeout-ms" => defaults.sync_timeout_ms = in_range(1, i64::from(i32::MAX))?,
-        _ => {
-            defaults.notify = if value.eq_ignore_ascii_case(b"yes") {
-                true
-            } else if value.eq_ignore_ascii_case(b"no") {
-                false
-            } else {
-                return Err(());
-            };
-        }
-    }
-    Ok(())
+        .position(|c| c.name.as_bytes().eq_ignore_ascii_case(bare))
 }
 
 /// Checks the module arguments; the error is the whole log line.
 pub fn parse_module_args(args: &[&[u8]]) -> Result<Defaults, String> {
     let mut defaults = Defaults::default();
-    let mut given = [false; ARGUMENTS.len()];
+    let mut given = [false; CONFIGS.len()];
     for pair in args.chunks(2) {
         let name = pair[0];
         let Some(index) = config_index(name) else {
@@ -304,95 +383,61 @@ pub fn parse_module_args(args: &[&[u8]]) -> Result<Defaults, String> {
             )));
         }
         given[index] = true;
-        if set_value(&mut defaults, index, value).is_err() {
-            let (_, valid) = ARGUMENTS[index];
+        let config = &CONFIGS[index];
+        let Some(parsed) = config.kind.parse(value) else {
             return Err(refusal(format!(
-                "module argument {} {}: the value must be {valid}",
+                "module argument {} {}: the value must be {}",
                 String::from_utf8_lossy(name).escape_debug(),
-                shown(value)
+                shown(value),
+                config.valid
             )));
-        }
+        };
+        defaults.0[index] = parsed;
     }
     Ok(defaults)
 }
 
-/// Registers the configs with `defaults`, then has Redis apply the `lock.*`
-/// config-file lines and `MODULE LOADEX ... CONFIG` values over them.
+/// Registers every config with its default from `defaults`, then has Redis
+/// apply the `lock.*` config-file lines and `MODULE LOADEX ... CONFIG`
+/// values over them.
 pub fn register(ctx: &Context, defaults: &Defaults) -> Result<(), String> {
-    register_string_configuration(
-        ctx,
-        "channel-prefix",
-        &*CHANNEL_PREFIX,
-        &defaults.channel_prefix,
-        ConfigurationFlags::DEFAULT,
-        None,
-    );
-    register_enum_configuration(
-        ctx,
-        "publish",
-        &PUBLISH,
-        defaults.publish,
-        ConfigurationFlags::DEFAULT,
-        None,
-    );
-    register_i64_configuration(
-        ctx,
-        "max-lease-ms",
-        &MAX_LEASE_MS,
-        defaults.max_lease_ms,
-        0,
-        i64::MAX,
-        ConfigurationFlags::DEFAULT,
-        None,
-    );
-    register_i64_configuration(
-        ctx,
-        "token-retention-ms",
-        &TOKEN_RETENTION_MS,
-        defaults.token_retention_ms,
-        0,
-        i64::MAX,
-        ConfigurationFlags::DEFAULT,
-        None,
-    );
-    register_i64_configuration(
-        ctx,
-        "node-id",
-        &NODE_ID,
-        defaults.node_id,
-        -1,
-        crate::fencing::NODES - 1,
-        ConfigurationFlags::DEFAULT,
-        None,
-    );
-    register_i64_configuration(
-        ctx,
-        "sync-replicas",
-        &SYNC_REPLICAS,
-        defaults.sync_replicas,
-        0,
-        i64::from(i32::MAX),
-        ConfigurationFlags::DEFAULT,
-        None,
-    );
-    register_i64_configuration(
-        ctx,
-        "sync-timeout-ms",
-        &SYNC_TIMEOUT_MS,
-        defaults.sync_timeout_ms,
-        1,
-        i64::from(i32::MAX),
-        ConfigurationFlags::DEFAULT,
-        None,
-    );
-    register_bool_configuration(
-        ctx,
-        "notify",
-        &NOTIFY,
-        defaults.notify,
-        ConfigurationFlags::DEFAULT,
-        None,
-    );
+    for (config, default) in CONFIGS.iter().zip(&defaults.0) {
+        let flags = ConfigurationFlags::DEFAULT;
+        match (&config.kind, default) {
+            (Kind::Text { value, .. }, Value::Text(text)) => {
+                register_string_configuration(ctx, config.name, &***value, text, flags, None);
+            }
+            (Kind::Publish { value, .. }, Value::Publish(mode)) => {
+                register_enum_configuration(ctx, config.name, *value, *mode, flags, None);
+            }
+            (Kind::Bool { value, .. }, Value::Bool(on)) => {
+                register_bool_configuration(ctx, config.name, *value, *on, flags, None);
+            }
+            (
+                Kind::Int {
+                    value, min, max, ..
+                },
+                Value::Int(number),
+            ) => {
+                register_i64_configuration(
+                    ctx,
+                    config.name,
+                    *value,
+                    *number,
+                    *min,
+                    *max,
+                    flags,
+                    None,
+                );
+            }
+            _ => {
+                return Err(format!(
+                    "lock module: config {} has a value of another kind",
+                    config.name
+                ))
+            }
+        }
+    }
     let ctx = crate::ffi::Ctx::of(ctx).ok_or("lock module: no module context at load")?;
     crate::ffi::server::load_configs(ctx)
 }
@@ -434,23 +479,27 @@ mod tests {
         .expect("valid arguments");
         assert_eq!(
             got,
-            Defaults {
-                channel_prefix: "app".to_string(),
-                publish: PublishMode::classic,
-                max_lease_ms: 5000,
-                notify: false,
-                token_retention_ms: 0,
-                node_id: 7,
-                sync_replicas: 1,
-                sync_timeout_ms: 250,
-            }
+            Defaults(vec![
+                Value::Text("app".to_string()),
+                Value::Publish(PublishMode::classic),
+                Value::Int(5000),
+                Value::Bool(false),
+                Value::Int(0),
+                Value::Int(7),
+                Value::Int(1),
+                Value::Int(250),
+            ])
         );
+        let one = |args: &[&str], name| parse(args).unwrap().get(name).cloned();
         assert_eq!(
-            parse(&["publish", "SHARDED"]).unwrap().publish,
-            PublishMode::sharded
+            one(&["publish", "SHARDED"], "publish"),
+            Some(Value::Publish(PublishMode::sharded))
         );
-        assert!(parse(&["notify", "YES"]).unwrap().notify);
-        assert_eq!(parse(&["max-lease-ms", "0"]).unwrap().max_lease_ms, 0);
+        assert_eq!(one(&["notify", "YES"], "notify"), Some(Value::Bool(true)));
+        assert_eq!(
+            one(&["max-lease-ms", "0"], "max-lease-ms"),
+            Some(Value::Int(0))
+        );
     }
 
     /// Every refusal names the argument and lists every valid one.
@@ -468,6 +517,33 @@ mod tests {
             "token-retention-ms",
         ]) {
             assert!(err.contains(needle), "{args:?}: {needle:?} in {err}");
+        }
+    }
+
+    #[test]
+    fn every_default_is_a_valid_value_of_its_config() {
+        for config in &CONFIGS {
+            let shown = match config.kind.default_value() {
+                Value::Text(text) => text,
+                Value::Publish(mode) => format!("{mode:?}"),
+                Value::Bool(on) => if on { "yes" } else { "no" }.to_string(),
+                Value::Int(n) => n.to_string(),
+            };
+            assert_eq!(
+                config.kind.parse(shown.as_bytes()),
+                Some(config.kind.default_value()),
+                "{}",
+                config.name
+            );
+        }
+    }
+
+    #[test]
+    fn the_readme_lists_every_config() {
+        let readme = include_str!("../README.md");
+        for config in &CONFIGS {
+            let row = format!("| `lock.{}` |", config.name);
+            assert!(readme.contains(&row), "README has no row {row}");
         }
     }
 

@@ -9,13 +9,13 @@
 //! expiry). A replica with or without the module, and an AOF reload, hold
 //! the same counter with the same deadline.
 
+use crate::errors::{self, Refusal};
 use std::cell::{Cell, RefCell};
 
 use crate::fencing::{self, Expiry, Issued, TokenError};
 use crate::ffi::key::{Key, KeyKind};
 use crate::ffi::server;
 use crate::ffi::{Ctx, OwnedStr, RStr};
-use crate::lock_key::WRONGTYPE;
 use crate::{config, stats};
 
 /// An open integer string key (or no key); closed on drop.
@@ -30,29 +30,24 @@ pub struct CounterKey<'a> {
 impl<'a> CounterKey<'a> {
     /// Opens `name` for writing. Refuses a key that is not a string
     /// (`WRONGTYPE`) or whose value is not a decimal integer.
-    pub fn open_write(ctx: Ctx<'a>, name: RStr<'a>) -> Result<CounterKey<'a>, String> {
+    pub fn open_write(ctx: Ctx<'a>, name: RStr<'a>) -> Result<CounterKey<'a>, Refusal> {
         Self::open(ctx, name, true)
     }
 
     /// Opens `name` for reading only, with the same checks.
-    pub fn open_read(ctx: Ctx<'a>, name: RStr<'a>) -> Result<CounterKey<'a>, String> {
+    pub fn open_read(ctx: Ctx<'a>, name: RStr<'a>) -> Result<CounterKey<'a>, Refusal> {
         Self::open(ctx, name, false)
     }
 
-    fn open(ctx: Ctx<'a>, name: RStr<'a>, write: bool) -> Result<CounterKey<'a>, String> {
+    fn open(ctx: Ctx<'a>, name: RStr<'a>, write: bool) -> Result<CounterKey<'a>, Refusal> {
         let key = Key::open(ctx, name, write);
         let value = match key.kind() {
             KeyKind::Empty => None,
             KeyKind::String => match key.string_get(crate::args::strict_i64) {
                 Some(Some(value)) => Some(value),
-                _ => {
-                    return Err(format!(
-                        "ERR key '{}' does not hold an integer",
-                        String::from_utf8_lossy(name.as_bytes()).escape_debug()
-                    ))
-                }
+                _ => return Err(errors::not_an_integer(name.as_bytes())),
             },
-            KeyKind::Hash | KeyKind::Other => return Err(WRONGTYPE.to_string()),
+            KeyKind::Hash | KeyKind::Other => return Err(errors::WRONGTYPE),
         };
         let expiry = match value {
             None => Expiry::Absent,
@@ -123,13 +118,13 @@ pub struct NextToken<'a> {
 impl<'a> NextToken<'a> {
     /// Opens the counter `name` (see [`fencing::counter_key`]) and computes
     /// the token a grant made now gets (the rule at the top of `fencing.rs`).
-    pub fn prepare(ctx: Ctx<'a>, name: RStr<'a>) -> Result<NextToken<'a>, String> {
+    pub fn prepare(ctx: Ctx<'a>, name: RStr<'a>) -> Result<NextToken<'a>, Refusal> {
         let counter = CounterKey::open_write(ctx, name)?;
         let slot = seq_slot(ctx.selected_db(), name.as_bytes());
         let last_seq = LAST_SEQ.with(|marks| marks.borrow()[slot]);
         let issued = fencing::next_token(counter.value(), ctx.now_ms(), last_seq, node_id(ctx))
             .map_err(|e| match e {
-                TokenError::Overflow => "ERR the lock's token counter would overflow".to_string(),
+                TokenError::Overflow => errors::TOKEN_OVERFLOWS,
             })?;
         Ok(NextToken {
             counter,
@@ -159,7 +154,7 @@ impl<'a> NextToken<'a> {
 }
 
 /// How many high-water marks [`LAST_SEQ`] keeps.
-const SEQ_SLOTS: usize = 4096;
+const SEQ_SLOTS: usize = 256;
 
 thread_local! {
     // The highest `seq` this process has issued for the locks of each slot:
@@ -208,12 +203,12 @@ thread_local! {
 }
 
 /// Whether `lock` can have a counter in its cluster slot (nothing allocated).
-pub fn check_name(lock: RStr) -> Result<(), String> {
+pub fn check_name(lock: RStr) -> Result<(), Refusal> {
     NAME.with(|name| fencing::counter_key(lock.as_bytes(), &mut name.borrow_mut()))
 }
 
 /// The name of `lock`'s counter as a Redis string, or why it has none.
-pub fn counter_name(lock: RStr) -> Result<OwnedStr, String> {
+pub fn counter_name(lock: RStr) -> Result<OwnedStr, Refusal> {
     NAME.with(|name| {
         let mut name = name.borrow_mut();
         fencing::counter_key(lock.as_bytes(), &mut name)?;

@@ -24,7 +24,7 @@
 //! seq   = max(counter / 16 + 1,        the lock's counter, whoever wrote it
 //!             now_ms * 128,            a floor taken from the server's clock
 //!             last_seq[lock] + 1)      the highest seq this process issued
-//!                                      for this lock (kept in 4,096 slots)
+//!                                      for this lock (kept in 256 slots)
 //! ```
 //!
 //! **Why no two grants of a lock share a token.**
@@ -32,7 +32,7 @@
 //!   (`DEL`, `FLUSHALL`, expiry, a script that does all that in one frozen
 //!   millisecond): `seq` is above the process's high-water mark for the lock,
 //!   so one node's `seq`s for a lock strictly increase for as long as the
-//!   process runs. The marks live in 4,096 slots chosen by a hash of the
+//!   process runs. The marks live in 256 slots chosen by a hash of the
 //!   counter's name and database: locks that share a slot only make each
 //!   other's tokens larger. Across a restart the process is down for more
 //!   than a millisecond, so the clock floor alone is above every `seq` it
@@ -103,6 +103,7 @@
 //! never shortens a counter's life: one without expiry (Redisson's) keeps
 //! none, and a later expiry someone set stays.
 
+use crate::errors::{self, Refusal};
 /// Redisson's prefix for a fenced lock's counter key.
 pub const COUNTER_PREFIX: &[u8] = b"redisson_lock_token";
 
@@ -126,7 +127,7 @@ pub const NODES: i64 = 1 << NODE_BITS;
 /// `{` without a closing `}`, an empty `{}`, a `}` without `{`) would put the
 /// counter in another slot, as would the empty key: refused, even outside a cluster, so a key that
 /// works on one server works on a cluster too.
-pub fn counter_key(lock: &[u8], name: &mut Vec<u8>) -> Result<(), String> {
+pub fn counter_key(lock: &[u8], name: &mut Vec<u8>) -> Result<(), Refusal> {
     let valid_tag = match lock.iter().position(|&b| b == b'{') {
         // `{}` would be an empty hash tag.
         None if lock.is_empty() => return Err(refused(lock, "is empty")),
@@ -151,12 +152,8 @@ pub fn counter_key(lock: &[u8], name: &mut Vec<u8>) -> Result<(), String> {
     Ok(())
 }
 
-fn refused(lock: &[u8], why: &str) -> String {
-    format!(
-        "ERR TOKEN needs the token counter in the lock's cluster slot, and key '{}' {why}: \
-         use a key without braces or with a non-empty hash tag such as '{{orders}}:42'",
-        String::from_utf8_lossy(lock).escape_debug()
-    )
+fn refused(lock: &[u8], why: &str) -> Refusal {
+    errors::counter_elsewhere(lock, why)
 }
 
 /// Why a token cannot be issued; nothing is written.
@@ -330,7 +327,7 @@ pub fn fence(seen: Option<i64>, token: i64) -> Fence {
 mod tests {
     use super::*;
 
-    fn counter_key(lock: &[u8]) -> Result<Vec<u8>, String> {
+    fn counter_key(lock: &[u8]) -> Result<Vec<u8>, Refusal> {
         let mut name = Vec::new();
         super::counter_key(lock, &mut name).map(|()| name)
     }

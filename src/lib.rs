@@ -10,7 +10,8 @@
 //! * `fencing.rs`: fencing tokens (why they never go backwards) and the
 //!   fence check, pure; `counter_key.rs`: their integer keys, read, written
 //!   and replicated;
-//! * `wait_queue.rs`: who waits for which lock (pure FIFO queues, one timer each);
+//! * `wait_queue.rs`: who waits for which lock (pure FIFO queues, one timer
+//!   each); `grant_policy.rs`: who a pass grants, per kind of object (pure);
 //! * `handoff.rs`: the waiting policy: granting a freed lock to the first
 //!   waiter, timers, pauses;
 //! * `replica_sync.rs`: grants answered only once replicas acknowledged
@@ -20,7 +21,7 @@
 //! * `events.rs`: unlock messages and keyspace notifications;
 //! * `config.rs`: the `lock.*` configs and module arguments; `stats.rs`:
 //!   `INFO lock`; `eviction.rs`: warning about evicting `maxmemory-policy`s;
-//! * `args.rs`: argument validation;
+//! * `args.rs`: argument validation; `errors.rs`: every error reply's text;
 //! * `ffi/`: every call into Redis, behind wrappers with lifetimes: the only
 //!   place with raw pointers.
 
@@ -33,15 +34,18 @@ mod args;
 mod commands;
 mod config;
 mod counter_key;
+mod errors;
 mod events;
 mod eviction;
 mod fencing;
 mod ffi;
+mod grant_policy;
 mod handoff;
 mod lock;
 mod lock_key;
 mod replica_sync;
 mod replicas;
+mod replies;
 mod stats;
 mod wait_queue;
 

@@ -16,6 +16,7 @@
 //! command exclude each other and each side can re-enter and release what the
 //! other wrote. Keeping them free of Redis makes them testable in isolation.
 
+use crate::errors::{self, Refusal};
 /// What a command saw in the lock's hash before deciding.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LockView {
@@ -94,12 +95,11 @@ pub enum LockError {
 }
 
 impl LockError {
-    pub fn message(self) -> &'static str {
+    /// The error reply.
+    pub fn refusal(self) -> Refusal {
         match self {
-            LockError::CountNotInteger => {
-                "ERR the owner's hold count in the lock hash is not an integer"
-            }
-            LockError::CountOverflow => "ERR the owner's hold count would overflow",
+            LockError::CountNotInteger => errors::COUNT_NOT_INTEGER,
+            LockError::CountOverflow => errors::COUNT_OVERFLOWS,
         }
     }
 }
@@ -204,26 +204,39 @@ pub fn release<O>(owner: O, view: LockView, expire_at: Option<i64>) -> Decision<
     }
 }
 
-/// Delete the lock whoever holds it. Replies whether there was one.
-pub fn force<O>(view: LockView) -> Decision<bool, O> {
+/// `LOCK.FORCE`'s outcome.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Forced {
+    /// A lock existed and was deleted.
+    Deleted,
+    /// There was none.
+    NoLock,
+}
+
+/// Delete the lock whoever holds it.
+pub fn force<O>(view: LockView) -> Decision<Forced, O> {
     match view {
-        LockView::Free => Decision::new(false, Write::None, None),
+        LockView::Free => Decision::new(Forced::NoLock, Write::None, None),
         LockView::Held | LockView::Mine(_) => {
-            Decision::new(true, Write::Delete, Some(Event::Forced))
+            Decision::new(Forced::Deleted, Write::Delete, Some(Event::Forced))
         }
     }
 }
 
+/// A hand-off's outcome: the waiter holds the lock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HandedOff;
+
 /// Hand a lock that has just been freed to the waiter `owner`: it becomes the
 /// only owner with one hold and a fresh lease. (The waiter's queue position,
 /// not a race, decides who gets it: that is what makes waiting fair.)
-pub fn hand_off<O>(owner: O, expire_at: i64) -> Decision<(), O> {
+pub fn hand_off<O>(owner: O, expire_at: i64) -> Decision<HandedOff, O> {
     let write = Write::SetCount {
         owner,
         count: 1,
         expire_at: Some(expire_at),
     };
-    Decision::new((), write, Some(Event::Acquired))
+    Decision::new(HandedOff, write, Some(Event::Acquired))
 }
 
 #[cfg(test)]
@@ -329,12 +342,12 @@ mod tests {
         for view in [LockView::Held, LockView::Mine(4)] {
             assert_eq!(
                 force::<&str>(view),
-                Decision::new(true, Write::Delete, Some(Event::Forced))
+                Decision::new(Forced::Deleted, Write::Delete, Some(Event::Forced))
             );
         }
         assert_eq!(
             force::<&str>(LockView::Free),
-            Decision::new(false, Write::None, None)
+            Decision::new(Forced::NoLock, Write::None, None)
         );
     }
 

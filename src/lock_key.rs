@@ -20,11 +20,10 @@
 //! why both are done explicitly here and in `events.rs`. Likewise the module
 //! signals a key as modified itself, and only when it writes (see `apply`).
 
+use crate::errors::{self, Refusal};
 use crate::ffi::key::{Key, KeyKind};
 use crate::ffi::{with_decimal, Ctx, RStr};
 use crate::lock::{parse_hold_count, LockView, Write};
-
-pub const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
 
 /// An open lock key (a hash, or no key); closed on drop.
 pub struct LockKey<'a> {
@@ -34,20 +33,20 @@ pub struct LockKey<'a> {
 
 impl<'a> LockKey<'a> {
     /// Opens `name` for writing. Refuses a key that exists and is not a hash.
-    pub fn open_write(ctx: Ctx<'a>, name: RStr<'a>) -> Result<LockKey<'a>, String> {
+    pub fn open_write(ctx: Ctx<'a>, name: RStr<'a>) -> Result<LockKey<'a>, Refusal> {
         Self::open(ctx, name, true)
     }
 
     /// Opens `name` for reading only.
-    pub fn open_read(ctx: Ctx<'a>, name: RStr<'a>) -> Result<LockKey<'a>, String> {
+    pub fn open_read(ctx: Ctx<'a>, name: RStr<'a>) -> Result<LockKey<'a>, Refusal> {
         Self::open(ctx, name, false)
     }
 
-    fn open(ctx: Ctx<'a>, name: RStr<'a>, write: bool) -> Result<LockKey<'a>, String> {
+    fn open(ctx: Ctx<'a>, name: RStr<'a>, write: bool) -> Result<LockKey<'a>, Refusal> {
         let key = Key::open(ctx, name, write);
         match key.kind() {
             KeyKind::Empty | KeyKind::Hash => Ok(LockKey { ctx, key }),
-            KeyKind::String | KeyKind::Other => Err(WRONGTYPE.to_string()),
+            KeyKind::String | KeyKind::Other => Err(errors::WRONGTYPE),
         }
     }
 
@@ -70,14 +69,14 @@ impl<'a> LockKey<'a> {
     }
 
     /// What the state machine needs to decide for `owner`.
-    pub fn view(&self, owner: RStr) -> Result<LockView, String> {
+    pub fn view(&self, owner: RStr) -> Result<LockView, Refusal> {
         if !self.exists() {
             return Ok(LockView::Free);
         }
         match self.key.hash_get(owner, parse_hold_count) {
             None => Ok(LockView::Held),
             Some(Ok(count)) => Ok(LockView::Mine(count)),
-            Some(Err(e)) => Err(e.message().to_string()),
+            Some(Err(e)) => Err(e.refusal()),
         }
     }
 

@@ -20,6 +20,7 @@
 //! the replicas acknowledged (`INFO replication`), and stops when none is
 //! pending. The glue is in `handoff.rs`; replica offsets in `replicas.rs`.
 
+use crate::errors::{self, Refusal};
 /// How often pending grants look at the replicas' acknowledgements.
 pub const LOOK_EVERY_MS: i64 = 1;
 
@@ -88,12 +89,10 @@ pub enum Outcome {
     TimedOut { acked: i64 },
 }
 
-/// The `NOSYNC` error of a grant that was undone.
-pub fn nosync_message(spec: SyncSpec, acked: i64) -> String {
-    format!(
-        "NOSYNC the grant was undone: {acked} of {} replicas acknowledged it within {} ms",
-        spec.replicas, spec.timeout_ms
-    )
+/// The `NOSYNC` error of a grant that was undone; `why` (may be empty) says
+/// what ended the wait early.
+pub fn nosync(spec: SyncSpec, acked: i64, why: &str) -> Refusal {
+    errors::nosync(acked, spec.replicas, spec.timeout_ms, why)
 }
 
 /// What one look decided.
@@ -242,7 +241,7 @@ mod tests {
         let look = table.look(&acks(10, &[10]), NOW + 100);
         assert_eq!(look.ended[0].1, Outcome::TimedOut { acked: 1 });
         assert_eq!(
-            nosync_message(look.ended[0].0.spec, 1),
+            nosync(look.ended[0].0.spec, 1, "").text(),
             "NOSYNC the grant was undone: 1 of 2 replicas acknowledged it within 100 ms"
         );
     }

@@ -5,6 +5,8 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::lock::{Acquired, Forced, HandedOff, Released};
+
 #[derive(Default)]
 pub struct Counter(AtomicU64);
 
@@ -28,7 +30,8 @@ pub static ACQUIRED: Counter = Counter::new();
 pub static REENTERED: Counter = Counter::new();
 /// Acquires that found the lock held by someone else.
 pub static CONTENDED: Counter = Counter::new();
-/// Last holds released by `LOCK.RELEASE`.
+/// Last holds released (by `LOCK.RELEASE`, or a grant undone for want of
+/// replica acknowledgements).
 pub static RELEASED: Counter = Counter::new();
 /// Locks deleted by `LOCK.FORCE`.
 pub static FORCED: Counter = Counter::new();
@@ -56,21 +59,50 @@ pub static FENCES_REFUSED: Counter = Counter::new();
 /// stays 0, for modules that do not declare async-load support).
 pub static SWAPDB_LOADS: Counter = Counter::new();
 
-/// Counts an acquire's outcome, as the state machine decided it.
-pub fn acquired(outcome: crate::lock::Acquired) {
-    use crate::lock::Acquired;
-    match outcome {
-        Acquired::Taken => ACQUIRED.incr(),
-        Acquired::Reentered => REENTERED.incr(),
-        Acquired::Busy => CONTENDED.incr(),
+/// A decision's outcome, counted where it is carried out (`handoff::carry_out`):
+/// the one place the lock counters move.
+pub trait Counted {
+    fn count(&self);
+}
+
+impl Counted for Acquired {
+    fn count(&self) {
+        match self {
+            Acquired::Taken => ACQUIRED.incr(),
+            Acquired::Reentered => REENTERED.incr(),
+            Acquired::Busy => CONTENDED.incr(),
+        }
     }
 }
 
-/// Counts a lock handed from a freeing event straight to its first waiter.
-pub fn handed_off() {
-    ACQUIRED.incr();
-    HANDOFFS.incr();
-    WAITS_GRANTED.incr();
+impl Counted for Released {
+    fn count(&self) {
+        if *self == Released::Freed {
+            RELEASED.incr();
+        }
+    }
+}
+
+impl Counted for Forced {
+    fn count(&self) {
+        if *self == Forced::Deleted {
+            FORCED.incr();
+        }
+    }
+}
+
+/// A lock handed from a freeing event straight to its first waiter.
+impl Counted for HandedOff {
+    fn count(&self) {
+        ACQUIRED.incr();
+        HANDOFFS.incr();
+        WAITS_GRANTED.incr();
+    }
+}
+
+/// A renewal (whether the owner held the lock): not counted.
+impl Counted for bool {
+    fn count(&self) {}
 }
 
 /// Every counter with its `INFO` field name, in display order.

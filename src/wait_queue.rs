@@ -1,10 +1,12 @@
 //! The wait queues: who waits for which lock, in arrival order. No FFI.
 //!
-//! One FIFO queue per (database, key). A waiter is a client blocked in
+//! One FIFO queue per (database, key), for every kind of object: what a
+//! pass grants is the kind's policy (`grant_policy.rs`). A waiter is a client blocked in
 //! `LOCK.ACQUIRE ... WAIT`, identified by its blocked-client handle (an opaque
 //! `usize` here). Waiters leave a queue in exactly one of three ways, each of
 //! which removes them at once:
-//! * granted: popped from the front when the lock frees (`pop_next`);
+//! * granted: popped from the front when the object frees, as many as its
+//!   grant policy serves in one pass (`pop_run`; the lock's is `pop_next`);
 //! * timed out or disconnected: removed by handle (`remove_client`);
 //! * the server became a replica: everything is drained (`drain_all`).
 //!
@@ -25,6 +27,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::hash::Hash;
 
+use crate::grant_policy::{grant_run, Exclusive, GrantPolicy};
 use crate::replica_sync::SyncSpec;
 
 /// How long after a WAIT deadline the queue keeps waking up for a waiter
@@ -139,24 +142,44 @@ impl<C: Copy + Eq + Hash, T: Copy> WaitQueues<C, T> {
             .push_back(waiter);
     }
 
-    /// Takes the first waiter of a key's queue: the one to grant the lock to.
-    pub fn pop_next(&mut self, db: i32, key: &[u8]) -> Option<Waiter<C>> {
-        let queue = self.queues.get_mut(&db)?.get_mut(key)?;
-        let waiter = queue.waiters.pop_front()?;
-        self.index.remove(&waiter.client);
+    /// Takes the waiters a grant policy serves in one pass from the head of
+    /// a key's queue, given what the object has `free` (see
+    /// `grant_policy.rs`); `ask_of` says what each waiter asks for.
+    pub fn pop_run<P: GrantPolicy>(
+        &mut self,
+        db: i32,
+        key: &[u8],
+        free: P::Free,
+        ask_of: impl Fn(&Waiter<C>) -> &P::Ask,
+    ) -> Vec<Waiter<C>> {
+        let Some(queue) = self.queues.get_mut(&db).and_then(|keys| keys.get_mut(key)) else {
+            return Vec::new();
+        };
+        let granted = grant_run::<P>(free, queue.waiters.iter().map(ask_of));
+        let run: Vec<Waiter<C>> = queue.waiters.drain(..granted).collect();
+        for waiter in &run {
+            self.index.remove(&waiter.client);
+        }
         self.drop_if_empty(db, key);
-        Some(waiter)
+        run
     }
 
-    /// Removes a client wherever it waits (timeout, disconnect). `None` if it
-    /// is not waiting any more (already granted).
-    pub fn remove_client(&mut self, client: C) -> Option<Waiter<C>> {
+    /// Takes the first waiter of a free lock's queue: the one to grant it to
+    /// (the lock's policy, [`Exclusive`]).
+    pub fn pop_next(&mut self, db: i32, key: &[u8]) -> Option<Waiter<C>> {
+        self.pop_run::<Exclusive>(db, key, true, |_| &()).pop()
+    }
+
+    /// Removes a client wherever it waits (timeout, disconnect), with the
+    /// key it waited for. `None` if it is not waiting any more (already
+    /// granted).
+    pub fn remove_client(&mut self, client: C) -> Option<(Vec<u8>, Waiter<C>)> {
         let (db, key) = self.index.remove(&client)?;
         let queue = self.queues.get_mut(&db)?.get_mut(&key)?;
         let position = queue.waiters.iter().position(|w| w.client == client)?;
-        let waiter = queue.waiters.remove(position);
+        let waiter = queue.waiters.remove(position)?;
         self.drop_if_empty(db, &key);
-        waiter
+        Some((key, waiter))
     }
 
     /// Removes every waiter of every queue.
@@ -332,7 +355,10 @@ mod tests {
         for c in 1..=3 {
             q.push(0, b"k", waiter(c));
         }
-        assert_eq!(q.remove_client(2).map(|w| w.client), Some(2));
+        assert_eq!(
+            q.remove_client(2).map(|(key, w)| (key, w.client)),
+            Some((b"k".to_vec(), 2))
+        );
         assert_eq!(q.remove_client(2), None, "removing twice finds nothing");
         assert_eq!(q.pop_next(0, b"k").map(|w| w.client), Some(1));
         assert_eq!(q.pop_next(0, b"k").map(|w| w.client), Some(3));
@@ -507,5 +533,27 @@ mod tests {
         );
         assert_eq!(q.timeout_wake(0, b"k", 200), None);
         assert_eq!(q.timeout_wake(1, b"k", 100), None, "another db");
+    }
+
+    #[test]
+    fn a_pass_takes_the_run_its_policy_grants_and_leaves_the_rest_queued() {
+        use crate::grant_policy::{Mode, ReadWrite, RwHolders};
+        let mut q: Queues = WaitQueues::default();
+        for client in 1..=5 {
+            q.push(0, b"k", waiter(client));
+        }
+        fn mode(w: &Waiter<usize>) -> &Mode {
+            if w.client == 4 {
+                &Mode::Write
+            } else {
+                &Mode::Read
+            }
+        }
+        let run = q.pop_run::<ReadWrite>(0, b"k", RwHolders::default(), mode);
+        assert_eq!(run.iter().map(|w| w.client).collect::<Vec<_>>(), [1, 2, 3]);
+        assert_eq!(q.total(), 2, "the writer and the reader behind it wait");
+        assert_eq!(q.remove_client(2), None, "granted clients left the index");
+        let run = q.pop_run::<ReadWrite>(0, b"k", RwHolders::default(), mode);
+        assert_eq!(run.iter().map(|w| w.client).collect::<Vec<_>>(), [4]);
     }
 }

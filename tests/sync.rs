@@ -30,6 +30,27 @@ fn group(replicas: usize, plain_first: bool) -> (Server, Vec<Server>) {
         .collect();
     let refs: Vec<&Server> = replicas.iter().collect();
     wait_for_replicas(&master, &refs);
+    // After a diskless full sync the master streams writes to a replica only
+    // once it has acknowledged the sync (its first ACK comes within a
+    // second): until then no grant can be acknowledged by it. Write once and
+    // wait until every replica acknowledged that write.
+    run(&mut master.connection(), &["SET", "warm-up", "1"]);
+    let target = repl_offset(&master);
+    poll_until(STARTUP_TIMEOUT, "every replica acknowledged", || {
+        let info: String = redis::cmd("INFO")
+            .arg("replication")
+            .query(&mut master.connection())
+            .expect("INFO");
+        (0..refs.len()).all(|i| {
+            info_field(&info, &format!("slave{i}"))
+                .and_then(|line| {
+                    line.split(',')
+                        .find_map(|p| p.strip_prefix("offset=").map(str::to_string))
+                })
+                .and_then(|offset| offset.parse::<i64>().ok())
+                .is_some_and(|offset| offset >= target)
+        })
+    });
     (master, replicas)
 }
 

@@ -43,14 +43,14 @@
 //! with `TOKEN`, `SET redisson_lock_token:{key} <token> PXAT <deadline>` too.
 
 use crate::args::{self, Arg};
-use crate::commands::announce;
 use crate::counter_key::{self, NextToken};
+use crate::errors::{self, Refusal};
 use crate::ffi::command::{ArgDoc, ArgKind, Command, CommandResult, CommandSpec, KeyFlags};
 use crate::ffi::{Ctx, RStr};
 use crate::lock::{self, Acquired};
 use crate::lock_key::LockKey;
 use crate::replica_sync::SyncSpec;
-use crate::{config, handoff, stats};
+use crate::{config, handoff, replies};
 
 /// `LOCK.ACQUIRE`, as registered.
 pub struct LockAcquire;
@@ -70,7 +70,7 @@ pub struct Acquire<A> {
 }
 
 impl<'a, A: Arg<'a>> Acquire<A> {
-    pub fn parse(argv: &[A]) -> Result<Self, String> {
+    pub fn parse(argv: &[A]) -> Result<Self, Refusal> {
         let [_, key, owner, lease, ref options @ ..] = *argv else {
             return Err(args::arity_error(LockAcquire::SPEC.name()));
         };
@@ -100,11 +100,7 @@ impl<'a, A: Arg<'a>> Acquire<A> {
                 });
                 rest = tail;
             } else {
-                return Err(
-                    "ERR syntax error: the options are WAIT timeout-ms, TOKEN and \
-                     SYNC numreplicas timeout-ms, each at most once"
-                        .to_string(),
-                );
+                return Err(errors::SYNTAX_ACQUIRE);
             }
         }
         Ok(Acquire {
@@ -166,16 +162,11 @@ impl Command for LockAcquire {
             // has it now, and this caller queues behind the others.
             view = key.view(cmd.owner)?;
         }
-        let decision =
-            lock::acquire(cmd.owner, view, expire_at).map_err(|e| e.message().to_string())?;
+        let decision = lock::acquire(cmd.owner, view, expire_at).map_err(|e| e.refusal())?;
         let sync = SyncSpec::effective(cmd.sync, config::sync_default());
         let granted = matches!(decision.reply, Acquired::Taken | Acquired::Reentered);
         if granted && sync.is_some() && !ctx.can_block() {
-            return Err(
-                "ERR SYNC: a grant that waits for replicas cannot be made inside \
-                 MULTI, a script or a module call; use SYNC 0 0 there and WAIT after it"
-                    .to_string(),
-            );
+            return Err(errors::SYNC_CANNOT_BLOCK);
         }
         // A grant with TOKEN reads the counter before anything is written,
         // so a counter that cannot be raised refuses the whole acquire.
@@ -189,19 +180,14 @@ impl Command for LockAcquire {
             Some(name) => Some(NextToken::prepare(ctx, name.borrow())?),
             None => None,
         };
-        key.apply(decision.write);
-        handoff::lease_changed(ctx, &key, &decision.write);
-        stats::acquired(decision.reply);
-        match decision.reply {
+        match handoff::carry_out(ctx, &key, decision) {
             Acquired::Taken | Acquired::Reentered => {
                 let token = next_token.map(|next| next.issue(expire_at));
-                announce(ctx, &key, decision.event);
-                match (sync, token) {
-                    (Some(spec), _) => {
+                match sync {
+                    Some(spec) => {
                         handoff::await_replicas(ctx, &key, cmd.owner.as_bytes(), token, spec);
                     }
-                    (None, Some(token)) => reply_pair(ctx, -1, token),
-                    (None, None) => ctx.reply_null(),
+                    None => replies::granted(ctx, token),
                 }
             }
             Acquired::Busy => match cmd.wait_ms {
@@ -215,27 +201,10 @@ impl Command for LockAcquire {
                     };
                     handoff::wait(ctx, &key, waiter);
                 }
-                _ => reply_busy(ctx, key.ttl_ms(), cmd.token),
+                _ => replies::busy(ctx, key.ttl_ms(), cmd.token),
             },
         }
         Ok(())
-    }
-}
-
-/// `[first, second]`: Redisson `RFencedLock`'s reply shape.
-pub fn reply_pair(ctx: Ctx, first: i64, second: i64) {
-    ctx.reply_array(2);
-    ctx.reply_integer(first);
-    ctx.reply_integer(second);
-}
-
-/// The lock is someone else's, for `ttl_ms` more: the integer, or with
-/// `TOKEN` the pair `[ttl_ms, -1]`.
-pub fn reply_busy(ctx: Ctx, ttl_ms: i64, token: bool) {
-    if token {
-        reply_pair(ctx, ttl_ms, -1);
-    } else {
-        ctx.reply_integer(ttl_ms);
     }
 }
 
@@ -245,7 +214,7 @@ mod tests {
 
     use crate::args::testing::{argv, assert_refused};
 
-    fn parse(args: &[&'static str]) -> Result<Acquire<&'static [u8]>, String> {
+    fn parse(args: &[&'static str]) -> Result<Acquire<&'static [u8]>, Refusal> {
         Acquire::parse(&argv(args))
     }
 

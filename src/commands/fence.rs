@@ -28,6 +28,7 @@
 
 use crate::args;
 use crate::counter_key::CounterKey;
+use crate::errors::{self, Refusal};
 use crate::fencing::{self, Expiry, Fence};
 use crate::ffi::command::{ArgDoc, ArgKind, Command, CommandResult, CommandSpec, KeyFlags};
 use crate::ffi::{Ctx, RStr};
@@ -44,13 +45,13 @@ pub struct FenceCheck<A> {
 }
 
 impl<'a, A: args::Arg<'a>> FenceCheck<A> {
-    pub fn parse(argv: &[A]) -> Result<Self, String> {
+    pub fn parse(argv: &[A]) -> Result<Self, Refusal> {
         let [_, key, token] = *argv else {
             return Err(args::arity_error(LockFence::SPEC.name()));
         };
         match args::strict_i64(token.bytes()) {
             Some(token) if token > 0 => Ok(FenceCheck { key, token }),
-            _ => Err("ERR token must be a positive integer (a fencing token)".to_string()),
+            _ => Err(errors::FENCE_TOKEN_INVALID),
         }
     }
 }
@@ -79,11 +80,7 @@ impl Command for LockFence {
         match fencing::fence(fence.value(), cmd.token) {
             Fence::Stale { seen } => {
                 stats::FENCES_REFUSED.incr();
-                return Err(format!(
-                    "STALE fencing token {} is older than {seen}, the newest '{}' has seen",
-                    cmd.token,
-                    String::from_utf8_lossy(cmd.key.as_bytes()).escape_debug()
-                ));
+                return Err(errors::stale(cmd.token, seen, cmd.key.as_bytes()));
             }
             Fence::Pass { record } => {
                 if record {

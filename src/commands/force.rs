@@ -11,12 +11,12 @@
 //! Effects (replicated): `DEL key`.
 
 use crate::args;
-use crate::commands::announce;
+use crate::errors::Refusal;
 use crate::ffi::command::{ArgDoc, ArgKind, Command, CommandResult, CommandSpec, KeyFlags};
 use crate::ffi::{Ctx, RStr};
-use crate::lock;
+use crate::handoff;
+use crate::lock::{self, Forced};
 use crate::lock_key::LockKey;
-use crate::stats;
 
 /// `LOCK.FORCE`, as registered.
 pub struct LockForce;
@@ -28,7 +28,7 @@ pub struct Force<A> {
 }
 
 impl<A: Copy> Force<A> {
-    pub fn parse(argv: &[A]) -> Result<Self, String> {
+    pub fn parse(argv: &[A]) -> Result<Self, Refusal> {
         match *argv {
             [_, key] => Ok(Force { key }),
             _ => Err(args::arity_error(LockForce::SPEC.name())),
@@ -52,13 +52,8 @@ impl Command for LockForce {
     fn run(ctx: Ctx, argv: &[RStr]) -> CommandResult {
         let cmd = Force::parse(argv)?;
         let key = LockKey::open_write(ctx, cmd.key)?;
-        let decision = lock::force(key.presence());
-        key.apply(decision.write);
-        if decision.reply {
-            stats::FORCED.incr();
-            announce(ctx, &key, decision.event);
-        }
-        ctx.reply_integer(i64::from(decision.reply));
+        let forced = handoff::carry_out(ctx, &key, lock::force(key.presence()));
+        ctx.reply_integer(i64::from(forced == Forced::Deleted));
         Ok(())
     }
 }

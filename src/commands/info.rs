@@ -19,6 +19,7 @@
 
 use crate::args;
 use crate::counter_key::{self, CounterKey};
+use crate::errors::Refusal;
 use crate::ffi::command::{ArgDoc, ArgKind, Command, CommandResult, CommandSpec, KeyFlags};
 use crate::ffi::{Ctx, RStr};
 use crate::handoff;
@@ -35,7 +36,7 @@ pub struct Info<A> {
 }
 
 impl<A: Copy> Info<A> {
-    pub fn parse(argv: &[A]) -> Result<Self, String> {
+    pub fn parse(argv: &[A]) -> Result<Self, Refusal> {
         match *argv {
             [_, key] => Ok(Info { key }),
             _ => Err(args::arity_error(LockInfo::SPEC.name())),

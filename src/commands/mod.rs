@@ -1,8 +1,9 @@
 //! The `LOCK.*` commands: one file each. Each file starts with the command's
 //! reply contract, parses its arguments into a typed struct (unit-tested
 //! without Redis), declares its spec (name, flags, ACL categories, key spec,
-//! docs) and runs it: open the key, ask the state machine (`lock.rs`), carry
-//! out its decision.
+//! docs) and runs it: open the key, ask the state machine (`lock.rs`), and
+//! carry out its decision with `handoff::carry_out`, the one way a decision
+//! becomes effects.
 
 pub mod acquire;
 pub mod fence;
@@ -11,12 +12,8 @@ pub mod info;
 pub mod release;
 pub mod renew;
 
-use crate::events;
 use crate::ffi::command::{self, Registration};
 use crate::ffi::Ctx;
-use crate::handoff;
-use crate::lock::Event;
-use crate::lock_key::LockKey;
 
 /// Every command, registered in this order.
 const COMMANDS: [Registration; 6] = [
@@ -32,14 +29,4 @@ const COMMANDS: [Registration; 6] = [
 /// categories.
 pub fn register(ctx: Ctx) -> Result<(), String> {
     command::register(ctx, &COMMANDS)
-}
-
-/// After a decision's write: emit its keyspace notification and, when the lock
-/// was left free, hand it to the first waiter or announce that it is free.
-pub fn announce(ctx: Ctx, key: &LockKey, event: Option<Event>) {
-    let Some(event) = event else { return };
-    events::notify(ctx, key.name(), event);
-    if event.frees_lock() {
-        handoff::grant_or_announce(ctx, key);
-    }
 }

@@ -22,12 +22,12 @@
 //! or `DEL key`.
 
 use crate::args::{self, Arg};
-use crate::commands::announce;
+use crate::errors::Refusal;
 use crate::ffi::command::{ArgDoc, ArgKind, Command, CommandResult, CommandSpec, KeyFlags};
 use crate::ffi::{Ctx, RStr};
 use crate::lock::{self, Released};
 use crate::lock_key::LockKey;
-use crate::{config, handoff, stats};
+use crate::{config, handoff};
 
 /// `LOCK.RELEASE`, as registered.
 pub struct LockRelease;
@@ -42,7 +42,7 @@ pub struct Release<A> {
 }
 
 impl<'a, A: Arg<'a>> Release<A> {
-    pub fn parse(argv: &[A]) -> Result<Self, String> {
+    pub fn parse(argv: &[A]) -> Result<Self, Refusal> {
         let (key, owner, lease) = match *argv {
             [_, key, owner] => (key, owner, None),
             [_, key, owner, lease] => (key, owner, Some(lease)),
@@ -90,16 +90,10 @@ impl Command for LockRelease {
         };
         let key = LockKey::open_write(ctx, cmd.key)?;
         let decision = lock::release(cmd.owner, key.view(cmd.owner)?, expire_at);
-        key.apply(decision.write);
-        handoff::lease_changed(ctx, &key, &decision.write);
-        match decision.reply {
+        match handoff::carry_out(ctx, &key, decision) {
             Released::NotHeld => ctx.reply_null(),
             Released::StillHeld => ctx.reply_integer(0),
-            Released::Freed => {
-                stats::RELEASED.incr();
-                announce(ctx, &key, decision.event);
-                ctx.reply_integer(1);
-            }
+            Released::Freed => ctx.reply_integer(1),
         }
         Ok(())
     }
@@ -111,7 +105,7 @@ mod tests {
 
     use crate::args::testing::{argv, assert_refused};
 
-    fn parse(args: &[&'static str]) -> Result<Release<&'static [u8]>, String> {
+    fn parse(args: &[&'static str]) -> Result<Release<&'static [u8]>, Refusal> {
         Release::parse(&argv(args))
     }
 

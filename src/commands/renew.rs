@@ -11,6 +11,7 @@
 //! Effects (replicated): `PEXPIREAT key <deadline>`.
 
 use crate::args::{self, Arg};
+use crate::errors::Refusal;
 use crate::ffi::command::{ArgDoc, ArgKind, Command, CommandResult, CommandSpec, KeyFlags};
 use crate::ffi::{Ctx, RStr};
 use crate::lock_key::LockKey;
@@ -28,7 +29,7 @@ pub struct Renew<A> {
 }
 
 impl<'a, A: Arg<'a>> Renew<A> {
-    pub fn parse(argv: &[A]) -> Result<Self, String> {
+    pub fn parse(argv: &[A]) -> Result<Self, Refusal> {
         let [_, key, owner, lease] = *argv else {
             return Err(args::arity_error(LockRenew::SPEC.name()));
         };
@@ -63,10 +64,8 @@ impl Command for LockRenew {
         let cmd = Renew::parse(argv)?;
         let expire_at = args::deadline(ctx.now_ms(), cmd.lease_ms, config::max_lease_ms())?;
         let key = LockKey::open_write(ctx, cmd.key)?;
-        let decision = lock::renew(key.view(cmd.owner)?, expire_at);
-        key.apply(decision.write);
-        handoff::lease_changed(ctx, &key, &decision.write);
-        ctx.reply_integer(i64::from(decision.reply));
+        let renewed = handoff::carry_out(ctx, &key, lock::renew(key.view(cmd.owner)?, expire_at));
+        ctx.reply_integer(i64::from(renewed));
         Ok(())
     }
 }
@@ -77,7 +76,7 @@ mod tests {
 
     use crate::args::testing::{argv, assert_refused};
 
-    fn parse(args: &[&'static str]) -> Result<Renew<&'static [u8]>, String> {
+    fn parse(args: &[&'static str]) -> Result<Renew<&'static [u8]>, Refusal> {
         Renew::parse(&argv(args))
     }
 

@@ -5,7 +5,8 @@
 use std::os::raw::{c_int, c_void};
 use std::ptr::NonNull;
 
-use super::{api, guarded, raw, Ctx, RStr, OK};
+use super::{api, guarded, raw, Ctx, OK};
+use crate::errors::Refusal;
 
 /// A blocked client's handle: valid from [`block`] until it is unblocked
 /// (exactly once, by [`unblock`]); hashable, so queues can find it.
@@ -20,17 +21,16 @@ pub enum Wake {
     /// The server became a replica: reply an error.
     Demoted,
     /// It cannot be granted the lock: reply this error.
-    Refused(String),
+    Refused(Refusal),
 }
 
 /// What happens to a blocked client, implemented by the wait queues.
 pub trait WaitHandler {
     /// We woke the client with `wake`: reply to it.
     fn reply(ctx: Ctx, wake: &Wake);
-    /// Its timeout passed (`argv` is its command): reply, and unblock it if
-    /// it is still waiting. `woken` is what it was woken with, if we did
-    /// wake it just before.
-    fn timed_out(ctx: Ctx, client: BlockedClient, argv: &[RStr], woken: Option<&Wake>);
+    /// Its timeout passed: reply, and unblock it if it is still waiting.
+    /// `woken` is what it was woken with, if we did wake it just before.
+    fn timed_out(ctx: Ctx, client: BlockedClient, woken: Option<&Wake>);
     /// It went away (QUIT, CLIENT KILL, network): forget it, unblocking it if
     /// it is still waiting.
     fn disconnected(ctx: Ctx, client: BlockedClient);
@@ -102,8 +102,8 @@ extern "C" fn on_reply<H: WaitHandler>(
 
 extern "C" fn on_timeout<H: WaitHandler>(
     ctx: *mut raw::RedisModuleCtx,
-    argv: *mut *mut raw::RedisModuleString,
-    argc: c_int,
+    _argv: *mut *mut raw::RedisModuleString,
+    _argc: c_int,
 ) -> c_int {
     // SAFETY: Redis passes the timeout callback's context and the command's argv.
     if let Some(ctx) = unsafe { Ctx::from_raw(ctx) } {
@@ -112,10 +112,9 @@ extern "C" fn on_timeout<H: WaitHandler>(
             let Some(client) = NonNull::new(handle).map(BlockedClient) else {
                 return;
             };
-            let args = unsafe { super::command::args(argv, argc) };
             // SAFETY: the timeout callback's context.
             let wake = unsafe { woken(&ctx) };
-            H::timed_out(ctx, client, args, wake);
+            H::timed_out(ctx, client, wake);
         });
     }
     OK

@@ -15,6 +15,7 @@
 //!   through `SetCommandACLCategories` / `AddACLCategory`, which Redis 7.0
 //!   lacks: used where present, so loading never fails on 7.0.
 
+use crate::errors::{self, Refusal};
 use std::ffi::{CStr, CString};
 use std::os::raw::c_int;
 use std::ptr;
@@ -120,8 +121,8 @@ impl CommandSpec {
 }
 
 /// What a command handler returns: `Ok` once it has replied, or the error
-/// message to reply with (in which case it has not replied and changed nothing).
-pub type CommandResult = Result<(), String>;
+/// to reply with (in which case it has not replied and changed nothing).
+pub type CommandResult = Result<(), Refusal>;
 
 /// A `LOCK.*` command.
 pub trait Command {
@@ -177,10 +178,10 @@ extern "C" fn entry<C: Command>(
     let args = unsafe { args(argv, argc) };
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| C::run(ctx, args))) {
         Ok(Ok(())) => {}
-        Ok(Err(message)) => ctx.reply_error(&message),
+        Ok(Err(refusal)) => ctx.reply_error(refusal.text()),
         Err(_) => {
             ctx.log_warning("lock module: a command handler panicked; replied with an error");
-            ctx.reply_error("ERR internal error in the lock module (see the server log)");
+            ctx.reply_error(errors::INTERNAL.text());
         }
     }
     OK

@@ -1,0 +1,229 @@
+//! Every error the module answers a client with, in one place: the kinds
+//! (`ERR`, `WRONGTYPE`, `STALE`, `NOSYNC`) and their texts. No FFI.
+//!
+//! A command, a parser or a decision returns a [`Refusal`]; the command
+//! trampoline (`ffi/command.rs`) sends it as the error reply, and nothing was
+//! changed (the module checks everything before it writes). Texts name the
+//! argument they are about. `README.md` ("Commands") lists them; a test
+//! checks that it lists every one ([`CATALOGUE`]).
+
+use std::borrow::Cow;
+
+/// An error reply, its whole line: the code (`ERR`, `WRONGTYPE`...) first.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Refusal(Cow<'static, str>);
+
+impl Refusal {
+    const fn fixed(text: &'static str) -> Refusal {
+        Refusal(Cow::Borrowed(text))
+    }
+
+    /// The reply line.
+    pub fn text(&self) -> &str {
+        &self.0
+    }
+}
+
+/// Read as its text (`starts_with`, `contains`...).
+impl std::ops::Deref for Refusal {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A key or value as an error shows it: lossy UTF-8, control characters escaped.
+fn shown(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).escape_debug().to_string()
+}
+
+// ---- arguments -------------------------------------------------------------
+
+/// Redis's own wording.
+pub fn arity(command: &str) -> Refusal {
+    Refusal(format!("ERR wrong number of arguments for '{command}' command").into())
+}
+
+pub const SYNTAX_ACQUIRE: Refusal = Refusal::fixed(
+    "ERR syntax error: the options are WAIT timeout-ms, TOKEN and SYNC numreplicas timeout-ms, \
+     each at most once",
+);
+pub const LEASE_NOT_POSITIVE: Refusal =
+    Refusal::fixed("ERR lease-ms must be a positive integer (milliseconds)");
+pub const LEASE_OVERFLOWS: Refusal =
+    Refusal::fixed("ERR lease-ms is too large: the deadline would overflow");
+pub const OWNER_EMPTY: Refusal = Refusal::fixed("ERR owner must not be empty");
+pub const WAIT_NOT_NON_NEGATIVE: Refusal = Refusal::fixed(
+    "ERR WAIT timeout-ms must be a non-negative integer (milliseconds, 0 = forever)",
+);
+pub const WAIT_OUT_OF_RANGE: Refusal = Refusal::fixed("ERR WAIT timeout-ms is out of range");
+pub const SYNC_REPLICAS_INVALID: Refusal =
+    Refusal::fixed("ERR SYNC numreplicas must be a non-negative integer");
+pub const FENCE_TOKEN_INVALID: Refusal =
+    Refusal::fixed("ERR token must be a positive integer (a fencing token)");
+
+pub fn lease_above_cap(lease_ms: i64, cap_ms: i64) -> Refusal {
+    Refusal(format!("ERR lease-ms {lease_ms} exceeds lock.max-lease-ms ({cap_ms})").into())
+}
+
+pub fn sync_timeout_invalid(max_ms: i64) -> Refusal {
+    Refusal(
+        format!(
+            "ERR SYNC timeout-ms must be a positive integer of at most {max_ms} (milliseconds)"
+        )
+        .into(),
+    )
+}
+
+// ---- keys ------------------------------------------------------------------
+
+/// Redis's own wording.
+pub const WRONGTYPE: Refusal =
+    Refusal::fixed("WRONGTYPE Operation against a key holding the wrong kind of value");
+pub const COUNT_NOT_INTEGER: Refusal =
+    Refusal::fixed("ERR the owner's hold count in the lock hash is not an integer");
+pub const COUNT_OVERFLOWS: Refusal = Refusal::fixed("ERR the owner's hold count would overflow");
+pub const TOKEN_OVERFLOWS: Refusal = Refusal::fixed("ERR the lock's token counter would overflow");
+
+pub fn not_an_integer(key: &[u8]) -> Refusal {
+    Refusal(format!("ERR key '{}' does not hold an integer", shown(key)).into())
+}
+
+/// `why` completes "key '...' ...".
+pub fn counter_elsewhere(lock: &[u8], why: &str) -> Refusal {
+    Refusal(
+        format!(
+            "ERR TOKEN needs the token counter in the lock's cluster slot, and key '{}' {why}: \
+             use a key without braces or with a non-empty hash tag such as '{{orders}}:42'",
+            shown(lock)
+        )
+        .into(),
+    )
+}
+
+// ---- fencing and replicas -----------------------------------------------------
+
+pub fn stale(token: i64, seen: i64, fence: &[u8]) -> Refusal {
+    Refusal(
+        format!(
+            "STALE fencing token {token} is older than {seen}, the newest '{}' has seen",
+            shown(fence)
+        )
+        .into(),
+    )
+}
+
+pub const SYNC_CANNOT_BLOCK: Refusal = Refusal::fixed(
+    "ERR SYNC: a grant that waits for replicas cannot be made inside MULTI, a script or a \
+     module call; use SYNC 0 0 there and WAIT after it",
+);
+
+/// A grant undone for want of replica acknowledgements; `why` (may be
+/// empty) says what ended the wait early.
+pub fn nosync(acked: i64, replicas: i64, timeout_ms: i64, why: &str) -> Refusal {
+    let why = if why.is_empty() {
+        String::new()
+    } else {
+        format!(" ({why})")
+    };
+    Refusal(
+        format!(
+            "NOSYNC the grant was undone: {acked} of {replicas} replicas acknowledged it within \
+             {timeout_ms} ms{why}"
+        )
+        .into(),
+    )
+}
+
+// ---- the server ------------------------------------------------------------
+
+pub const WAIT_ABORTED_DEMOTED: Refusal =
+    Refusal::fixed("ERR lock wait aborted: this server became a replica");
+pub const INTERNAL: Refusal =
+    Refusal::fixed("ERR internal error in the lock module (see the server log)");
+
+/// The fixed beginning of every error, for the README check.
+#[cfg(test)]
+pub const CATALOGUE: &[&str] = &[
+    "ERR wrong number of arguments for '",
+    "ERR syntax error: the options are WAIT timeout-ms, TOKEN and SYNC numreplicas timeout-ms",
+    "ERR lease-ms must be a positive integer (milliseconds)",
+    "ERR lease-ms is too large: the deadline would overflow",
+    "ERR lease-ms ",
+    "ERR owner must not be empty",
+    "ERR WAIT timeout-ms must be a non-negative integer (milliseconds, 0 = forever)",
+    "ERR WAIT timeout-ms is out of range",
+    "ERR SYNC numreplicas must be a non-negative integer",
+    "ERR SYNC timeout-ms must be a positive integer of at most ",
+    "ERR token must be a positive integer (a fencing token)",
+    "WRONGTYPE",
+    "ERR the owner's hold count in the lock hash is not an integer",
+    "ERR the owner's hold count would overflow",
+    "ERR the lock's token counter would overflow",
+    "ERR key '",
+    "ERR TOKEN needs the token counter in the lock's cluster slot",
+    "STALE fencing token ",
+    "ERR SYNC: a grant that waits for replicas cannot be made inside MULTI",
+    "NOSYNC the grant was undone: ",
+    "ERR lock wait aborted: this server became a replica",
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_readme_lists_every_error() {
+        let readme = include_str!("../README.md");
+        for start in CATALOGUE {
+            assert!(readme.contains(start), "README does not list {start:?}");
+        }
+    }
+
+    #[test]
+    fn every_error_starts_with_its_catalogued_beginning() {
+        let samples = [
+            arity("lock.acquire"),
+            SYNTAX_ACQUIRE,
+            LEASE_NOT_POSITIVE,
+            LEASE_OVERFLOWS,
+            lease_above_cap(90_000, 60_000),
+            OWNER_EMPTY,
+            WAIT_NOT_NON_NEGATIVE,
+            WAIT_OUT_OF_RANGE,
+            SYNC_REPLICAS_INVALID,
+            sync_timeout_invalid(5),
+            FENCE_TOKEN_INVALID,
+            WRONGTYPE,
+            COUNT_NOT_INTEGER,
+            COUNT_OVERFLOWS,
+            TOKEN_OVERFLOWS,
+            not_an_integer(b"k"),
+            counter_elsewhere(b"a{b", "has a '{' without a closing '}'"),
+            stale(1, 2, b"f"),
+            SYNC_CANNOT_BLOCK,
+            nosync(0, 1, 100, ""),
+            WAIT_ABORTED_DEMOTED,
+        ];
+        assert_eq!(samples.len(), CATALOGUE.len());
+        for (sample, start) in samples.iter().zip(CATALOGUE) {
+            assert!(sample.text().starts_with(start), "{sample} / {start}");
+        }
+        assert_eq!(
+            nosync(1, 2, 100, "the WAIT timeout came first").text(),
+            "NOSYNC the grant was undone: 1 of 2 replicas acknowledged it within 100 ms \
+             (the WAIT timeout came first)"
+        );
+        assert_eq!(
+            not_an_integer(b"a\nb").text(),
+            "ERR key 'a\\nb' does not hold an integer"
+        );
+    }
+}

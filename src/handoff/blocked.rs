@@ -1,0 +1,62 @@
+//! Blocked clients: what a waiter hears when it is granted, times out,
+//! disconnects, or the server is demoted; and a grant waiting for replicas
+//! whose client times out or leaves.
+
+use super::queues_then_stop_timers;
+use super::synced::{syncs, undo_later};
+use crate::errors;
+use crate::ffi::blocking::{self, BlockedClient, WaitHandler, Wake};
+use crate::ffi::{Ctx, OwnedStr};
+use crate::lock_key::LockKey;
+use crate::{replica_sync, replies, stats};
+
+/// What happens to a blocked waiter.
+pub(super) struct Waiting;
+
+impl WaitHandler for Waiting {
+    fn reply(ctx: Ctx, wake: &Wake) {
+        match wake {
+            Wake::Granted { token } => replies::granted(ctx, *token),
+            Wake::Demoted => ctx.reply_error(errors::WAIT_ABORTED_DEMOTED.text()),
+            Wake::Refused(refusal) => ctx.reply_error(refusal.text()),
+        }
+    }
+
+    /// The WAIT timeout passed: leave the queue, reply the holder's remaining
+    /// lease (with `TOKEN`, as the pair `[ttl, -1]`).
+    fn timed_out(ctx: Ctx, client: BlockedClient, woken: Option<&Wake>) {
+        if let Some(grant) = syncs(|t| t.remove_client(client)) {
+            // Granted, but the WAIT timeout came before the replicas did.
+            let refusal = replica_sync::nosync(grant.spec, 0, "the WAIT timeout came first");
+            stats::GRANTS_UNDONE.incr();
+            undo_later(ctx, grant);
+            ctx.reply_error(refusal.text());
+            blocking::unblock(client, None);
+            return;
+        }
+        let Some((key, waiter)) = queues_then_stop_timers(ctx, |q| q.remove_client(client)) else {
+            // Woken just before the timeout fired (granted, say): answer that.
+            if let Some(wake) = woken {
+                Self::reply(ctx, wake);
+            }
+            return;
+        };
+        stats::WAITS_TIMED_OUT.incr();
+        let key = OwnedStr::new(&key);
+        let ttl = LockKey::open_read(ctx, key.borrow()).map_or(-2, |lock| lock.ttl_ms());
+        replies::busy(ctx, ttl, waiter.token);
+        blocking::unblock(client, None);
+    }
+
+    /// The waiting client went away (QUIT, CLIENT KILL, network): leave the
+    /// queue; a grant it was still to be told about is undone.
+    fn disconnected(ctx: Ctx, client: BlockedClient) {
+        if let Some(grant) = syncs(|t| t.remove_client(client)) {
+            stats::GRANTS_UNDONE.incr();
+            undo_later(ctx, grant);
+            blocking::unblock(client, None);
+        } else if queues_then_stop_timers(ctx, |q| q.remove_client(client)).is_some() {
+            blocking::unblock(client, None);
+        }
+    }
+}

@@ -1,0 +1,279 @@
+//! Server-side waiting and the fair hand-off: what happens when a lock frees.
+//!
+//! `LOCK.ACQUIRE ... WAIT` blocks the client in the key's FIFO queue
+//! (`wait_queue.rs`). Whenever the lock frees, the first waiter is granted it
+//! **in that same event**: the hash and lease are written and replicated as
+//! effects, then the waiter is unblocked with reply nil. No other client can
+//! slip in between, so waiting is fair and nobody barges.
+//!
+//! Why not Redis's `RedisModule_BlockClientOnKeys`? It wakes clients when a
+//! key is *signalled ready*, and a freed lock is a *deleted* hash: on Redis
+//! 7.0.15 the reply callback is never called once the key is gone, and a
+//! deleted key never signals readiness on any version. Even where it works,
+//! readiness wakes waiters to retry later in the event loop, when another
+//! client may already have taken the lock; granting inside the freeing event
+//! from our own queue is what makes the hand-off fair.
+//!
+//! How each way a lock can free reaches [`grant_next`]:
+//! * `LOCK.RELEASE` (last hold) and `LOCK.FORCE`: directly, in the command.
+//! * Lease expiry: the queue's timer, due just after the lock's deadline,
+//!   opens the key (which makes Redis expire it) and hands it on. Redis's own
+//!   active expiry can notice 100+ ms late; the timer makes it a few ms.
+//!   Every way a deadline is set re-aims the timer ([`lease_changed`]): a
+//!   re-entry, renewal or release with a shorter lease, a `PEXPIRE` by anyone.
+//! * `DEL`/`UNLINK`/`HDEL` of the last field/`RENAME`/`MOVE`, eviction, expiry
+//!   noticed by Redis, `FLUSHDB`/`FLUSHALL`: keyspace notifications and the
+//!   flush server event set the queue's timer to "now". Writing keys inside a
+//!   notification callback can corrupt Redis 7.0's state, hence the timer. Until it
+//!   runs, any `LOCK.ACQUIRE` of that key first hands the free lock to the
+//!   queue ([`settle`]), so the gap cannot be used to barge.
+//!
+//! Each queue has **at most one timer**, stopped as soon as its last waiter
+//! leaves (see `wait_queue.rs`), so nothing piles up and `MODULE UNLOAD`
+//! works as soon as nobody waits.
+//!
+//! **Nothing is written while writes are paused** (`CLIENT PAUSE`, `FAILOVER`,
+//! `SHUTDOWN` waiting for replicas, `CLUSTER FAILOVER`). Redis promises
+//! replicas that no write happens then, and it holds expired keys back, so a
+//! write would either be lost by a failover after the waiter was told "yours"
+//! (two holders) or abort the server. A timer that finds writes paused looks
+//! again every [`PAUSE_POLL_MS`]; when the pause ends the hand-offs happen,
+//! in FIFO order. Commands cannot barge meanwhile: Redis holds back every
+//! write command during the pause, and afterwards `LOCK.ACQUIRE` settles the
+//! queue first.
+//!
+//! Waiters that time out or disconnect (also `CLIENT KILL`) leave the queue at
+//! once. Where blocking is not allowed (MULTI, Lua, a replica) WAIT acts as a
+//! plain acquire. When the server becomes a replica, waiters get an error
+//! (usually Redis's own, which it sends before telling modules; see README).
+//!
+//! Every blocked client is unblocked exactly once by us (grant, timeout,
+//! disconnect or demotion), which is what frees Redis's handle for it.
+//!
+//! Where things are: this file holds the queues and what happens when a
+//! lock frees ([`carry_out`], the hand-off); `timers.rs` the queues' timers
+//! and when writes are held back; `blocked.rs` what a blocked client is
+//! answered; `synced.rs` grants that wait for replicas; `listeners.rs`
+//! keyspace notifications and server events.
+
+mod blocked;
+mod listeners;
+mod synced;
+mod timers;
+
+use std::cell::RefCell;
+
+// The module entry point uses these; unit-test builds leave it out.
+#[cfg_attr(test, allow(unused_imports))]
+pub use listeners::subscribe;
+#[cfg_attr(test, allow(unused_imports))]
+pub use synced::grants_awaiting_replicas;
+
+use blocked::Waiting;
+use synced::hold_reply_for_replicas;
+use timers::{after, look_at, wake_for_timeouts, writes_held_back, LookAt, PAUSE_POLL_MS};
+
+use crate::counter_key::{self, NextToken};
+use crate::events;
+use crate::ffi::blocking::{self, BlockedClient, Wake};
+use crate::ffi::timer::{self, TimerId};
+use crate::ffi::{Ctx, OwnedStr, RStr};
+use crate::lock::{self, Decision, Write};
+use crate::lock_key::LockKey;
+use crate::replica_sync::SyncSpec;
+use crate::stats::{self, Counted};
+use crate::wait_queue::{WaitQueues, Waiter, WaiterInfo};
+
+type Queues = WaitQueues<BlockedClient, TimerId<LookAt>>;
+
+thread_local! {
+    // Redis calls commands, callbacks, timers and notifications on its main
+    // thread only. Borrows are never held across a call into Redis, since a
+    // call (opening a key) can fire a notification that comes back here.
+    static QUEUES: RefCell<Queues> = RefCell::new(Queues::default());
+}
+
+fn queues<T>(f: impl FnOnce(&mut Queues) -> T) -> T {
+    QUEUES.with(|q| f(&mut q.borrow_mut()))
+}
+
+/// Like [`queues`], for changes that may drop a queue: then stops the
+/// dropped queues' timers, so none outlives its waiters.
+fn queues_then_stop_timers<T>(ctx: Ctx, f: impl FnOnce(&mut Queues) -> T) -> T {
+    let (result, orphaned) = queues(|q| {
+        let result = f(q);
+        (result, q.take_orphaned_timers())
+    });
+    for id in orphaned {
+        timer::stop(ctx, id);
+    }
+    result
+}
+
+/// Number of clients waiting, all locks together (`INFO lock`).
+pub fn waiting_clients() -> usize {
+    queues(|q| q.total())
+}
+
+/// Number of live hand-off timers (`INFO lock`): at most one per waited-for lock.
+pub fn live_timers() -> usize {
+    queues(|q| q.live_timers())
+}
+
+/// The waiters of `key` in queue order, for `LOCK.INFO`.
+pub fn snapshot(ctx: Ctx, key: RStr) -> Vec<WaiterInfo> {
+    let (db, now) = (ctx.selected_db(), ctx.now_ms());
+    queues(|q| q.snapshot(db, key.as_bytes(), now))
+}
+
+/// What a client that starts waiting asks for.
+pub struct Wants<'a> {
+    pub owner: &'a [u8],
+    /// The lease it gets from the moment it is granted the lock.
+    pub lease_ms: i64,
+    /// How long it waits at most (0 = forever).
+    pub timeout_ms: i64,
+    /// A fencing token with the grant.
+    pub token: bool,
+    /// The grant is answered only once replicas acknowledged it.
+    pub sync: Option<SyncSpec>,
+}
+
+/// Blocks the calling client until it is granted `lock` or its timeout passes.
+pub fn wait(ctx: Ctx, lock: &LockKey, wants: Wants) {
+    let client = blocking::block::<Waiting>(ctx, wants.timeout_ms);
+    let db = ctx.selected_db();
+    let key = lock.name().as_bytes();
+    let waiter = Waiter {
+        client,
+        owner: wants.owner.to_vec(),
+        lease_ms: wants.lease_ms,
+        since_ms: ctx.now_ms(),
+        timeout_ms: wants.timeout_ms,
+        token: wants.token,
+        sync: wants.sync,
+    };
+    queues(|q| q.push(db, key, waiter));
+    stats::WAITS_STARTED.incr();
+    if let Some(deadline) = lock.deadline_ms() {
+        look_at(ctx, db, key, after(deadline));
+    }
+    wake_for_timeouts(ctx, db, key);
+}
+
+/// `write` was just made to `lock`: if it set a deadline and clients wait
+/// for the lock, make sure the queue's timer is due by then. (A lease made
+/// shorter by re-entry, renewal or release must still be handed on when it
+/// ends, not when Redis's background expiry gets to it.)
+fn lease_changed(ctx: Ctx, lock: &LockKey, write: &Write<RStr>) {
+    let Some(deadline) = write.deadline() else {
+        return;
+    };
+    if waiting_clients() == 0 {
+        return;
+    }
+    look_at(
+        ctx,
+        ctx.selected_db(),
+        lock.name().as_bytes(),
+        after(deadline),
+    );
+}
+
+/// A command granted `lock` to its caller, who asked for `spec`: the reply
+/// waits for the replicas (see `replica_sync.rs`). The caller is blocked
+/// without a Redis timeout: the sync timer answers it by its deadline.
+pub fn await_replicas(ctx: Ctx, lock: &LockKey, owner: &[u8], token: Option<i64>, spec: SyncSpec) {
+    let client = blocking::block::<Waiting>(ctx, 0);
+    hold_reply_for_replicas(ctx, client, lock, owner, token, spec);
+}
+
+/// Before deciding on `lock`: if it is free but clients queue for it (it was
+/// freed by DEL, expiry... and the hand-off timer has not run yet), hand it to
+/// them first. Returns whether it did.
+pub fn settle(ctx: Ctx, lock: &LockKey) -> bool {
+    // Nobody waits anywhere (the usual case): no call into Redis at all.
+    if waiting_clients() == 0 || lock.exists() {
+        return false;
+    }
+    let db = ctx.selected_db();
+    if !queues(|q| q.has_waiters(db, lock.name().as_bytes())) {
+        return false;
+    }
+    grant_next(ctx, lock, db)
+}
+
+/// Carries out a decision on `lock`, the one way every command and every
+/// hand-off does it:
+/// 1. apply its write to the key and replicate the effect (`lock_key.rs`);
+/// 2. if the write set a deadline, make sure the queue's timer is due by then;
+/// 3. count its outcome (`INFO lock`, [`Counted`]);
+/// 4. emit its keyspace notification, and when the lock is left free, hand
+///    it to the first waiter or, when nobody waits, publish the unlock message.
+///
+/// Returns the decision's reply, for the caller to answer.
+pub fn carry_out<R: Counted>(ctx: Ctx, lock: &LockKey, decision: Decision<R, RStr>) -> R {
+    lock.apply(decision.write);
+    lease_changed(ctx, lock, &decision.write);
+    decision.reply.count();
+    if let Some(event) = decision.event {
+        events::notify(ctx, lock.name(), event);
+        if event.frees_lock() {
+            hand_on_or_publish(ctx, lock);
+        }
+    }
+    decision.reply
+}
+
+/// `lock` was just left free: grant it to the first waiter, or, when nobody
+/// waits, publish the unlock message.
+fn hand_on_or_publish(ctx: Ctx, lock: &LockKey) {
+    if !grant_next(ctx, lock, ctx.selected_db()) {
+        events::publish_unlock(ctx, lock.name());
+    }
+}
+
+/// Grants the free `lock` to the first waiter of its queue. False if none.
+///
+/// A waiter that asked for a token but whose counter cannot be raised (it
+/// was overwritten with a non-integer, say) gets that error instead of the
+/// lock, which goes to the next waiter.
+fn grant_next(ctx: Ctx, lock: &LockKey, db: i32) -> bool {
+    let key = lock.name().as_bytes();
+    loop {
+        let Some(waiter) = queues_then_stop_timers(ctx, |q| q.pop_next(db, key)) else {
+            return false;
+        };
+        let counter_name = match waiter.token {
+            true => match counter_key::counter_name(lock.name()) {
+                Ok(name) => Some(name),
+                Err(e) => {
+                    blocking::unblock(waiter.client, Some(Wake::Refused(e)));
+                    continue;
+                }
+            },
+            false => None,
+        };
+        let next_token = match &counter_name {
+            Some(name) => match NextToken::prepare(ctx, name.borrow()) {
+                Ok(next) => Some(next),
+                Err(e) => {
+                    blocking::unblock(waiter.client, Some(Wake::Refused(e)));
+                    continue;
+                }
+            },
+            None => None,
+        };
+        let expire_at = ctx.now_ms().saturating_add(waiter.lease_ms);
+        let owner = OwnedStr::new(&waiter.owner);
+        carry_out(ctx, lock, lock::hand_off(owner.borrow(), expire_at));
+        let token = next_token.map(|next| next.issue(expire_at));
+        match waiter.sync {
+            Some(spec) => {
+                hold_reply_for_replicas(ctx, waiter.client, lock, &waiter.owner, token, spec)
+            }
+            None => blocking::unblock(waiter.client, Some(Wake::Granted { token })),
+        }
+        return true;
+    }
+}
