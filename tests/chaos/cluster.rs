@@ -185,6 +185,42 @@ impl Cluster {
         }
     }
 
+    /// Waits until every Sentinel flags replica `i` down (`s_down`).
+    pub fn sentinels_see_down(&self, i: usize, timeout: Duration) -> Result<(), String> {
+        let port = self.nodes[i].port.to_string();
+        let deadline = Instant::now() + timeout;
+        let sees_down = |sentinel: u16| {
+            let cmd = redis::cmd("SENTINEL")
+                .arg("REPLICAS")
+                .arg(MASTER_NAME)
+                .clone();
+            let Ok(Value::Array(replicas)) = probe(sentinel, &cmd, Duration::from_secs(2)) else {
+                return false;
+            };
+            replicas.iter().any(|r| {
+                let fields: Vec<(Option<String>, Option<String>)> = map_pairs(r)
+                    .iter()
+                    .map(|(k, v)| (as_string(k), as_string(v)))
+                    .collect();
+                let get = |name: &str| {
+                    fields
+                        .iter()
+                        .find(|(k, _)| k.as_deref() == Some(name))
+                        .and_then(|(_, v)| v.clone())
+                        .unwrap_or_default()
+                };
+                get("port") == port && get("flags").contains("s_down")
+            })
+        };
+        while !self.sentinels.sentinels.iter().all(|s| sees_down(s.port)) {
+            if Instant::now() > deadline {
+                return Err(format!("the sentinels did not see replica {port} down"));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Ok(())
+    }
+
     /// Restarts node `i` from its AOF as a replica of node `master`.
     pub fn restart_as_replica(&mut self, i: usize, master: usize) -> Result<(), String> {
         let port = self.nodes[master].port.to_string();

@@ -34,7 +34,8 @@ pub enum Action {
     KillMasterQuickRestart,
     /// SIGSTOP one replica, let the master write, kill the master; the
     /// other replica is promoted. Synced runs first wait until the other
-    /// replica has everything the master wrote before the stop.
+    /// replica has everything the master wrote before the stop, and until
+    /// every Sentinel flags the stopped one down.
     LagReplicaThenKill,
     /// SIGSTOP both replicas, let the master write, kill it, SIGCONT them:
     /// the promoted replica misses the master's last grants.
@@ -238,6 +239,13 @@ fn perform(
                         return Err("the running replica did not catch up".to_string());
                     }
                     sleep_ms(5);
+                }
+                // Sentinel must not promote the stopped replica, which
+                // lacks what `other` acknowledged since: it skips replicas
+                // it sees down, whatever offsets it last read.
+                if let Err(e) = cluster.sentinels_see_down(stopped, Duration::from_secs(10)) {
+                    cluster.nodes[stopped].signal("CONT");
+                    return Err(e);
                 }
             }
             sleep_ms(rng.gen_range(100..500));
