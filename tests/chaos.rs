@@ -2,7 +2,7 @@
 //!
 //! **Topology** (`chaos/cluster.rs`): three data nodes with the module and
 //! AOF (`appendfsync always`), a master and two replicas; three Sentinels
-//! (down-after 1 s, failover-timeout 3 s) doing automatic failover; an
+//! (down-after 2 s, failover-timeout 6 s) doing automatic failover; an
 //! independent resource server with the module, for `LOCK.FENCE`.
 //!
 //! **Workers** (`chaos/worker.rs`, 12 threads, `CHAOS_WORKERS`): in a
@@ -23,8 +23,9 @@
 //! 10 s, so a command sent to a master that is then stopped is answered
 //! when it resumes.
 //!
-//! **Nemesis** (`chaos/nemesis.rs`), seeded (the seed is printed; replay
-//! the choices with `CHAOS_SEED`, restrict them with `CHAOS_ACTIONS`), one
+//! **Nemesis** (`chaos/nemesis.rs`), seeded (the seed is printed;
+//! `CHAOS_SEED` replays the nemesis's and the workers' random choices, not
+//! the machine's timing; `CHAOS_ACTIONS` restricts the choices), one
 //! fault at a time, each undone and the cluster healed (the Sentinels agree
 //! on a master with two linked replicas) before the next: SIGSTOP/SIGCONT
 //! of the master, under down-after, or until Sentinel promoted a replica

@@ -80,11 +80,18 @@ impl Cluster {
         for replica in &nodes[1..] {
             replica.replicaof(&nodes[0]);
         }
+        // down-after 1 s made Sentinel flag a just-promoted, healthy master
+        // down now and then (a PING unanswered for a second on a loaded
+        // machine) and fail it over while it kept serving: two masters, the
+        // one thing SYNC 1 cannot survive. failover-timeout 3 s left one
+        // Sentinel stuck in its own aborted failover for 30 s.
         let sentinels = Sentinels::start(
             SentinelConfig {
                 name: MASTER_NAME.to_string(),
                 ..SentinelConfig::new(nodes[0].port)
-            },
+            }
+            .down_after_ms(2000)
+            .failover_timeout_ms(6000),
             3,
         );
         sentinels.wait_ready(2);

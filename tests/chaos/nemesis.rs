@@ -14,7 +14,7 @@ use super::worker::{lock_name, Shared};
 use crate::common::info_field;
 
 /// How long Sentinel may take to fail over, and the cluster to heal.
-const FAILOVER_TIMEOUT: Duration = Duration::from_secs(30);
+const FAILOVER_TIMEOUT: Duration = Duration::from_secs(45);
 const HEAL_TIMEOUT: Duration = Duration::from_secs(60);
 /// A command to a running server.
 const SHORT: Duration = Duration::from_secs(3);
@@ -177,7 +177,7 @@ fn perform(
     match action {
         Action::StopMaster => {
             cluster.nodes[master].signal("STOP");
-            // Well under down-after (1 s), even with a slow Sentinel.
+            // Well under down-after (2 s), even with a slow Sentinel.
             sleep_ms(rng.gen_range(100..400));
             cluster.nodes[master].signal("CONT");
         }
