@@ -214,8 +214,9 @@ fn run(spec: Spec) -> Report {
     let name = format!("{}-{seed}", spec.label.replace([' ', ','], "-"));
     let actions = outcome.unwrap_or_else(|e| {
         let kept = cluster.keep_logs(&name);
+        let nodes = cluster.diagnose(&kept);
         panic!(
-            "chaos [{label}] seed {seed}: {e}\ncrashes: {:?}\nlogs kept in {}",
+            "chaos [{label}] seed {seed}: {e}\n  nodes: {nodes:?}\n  crashes: {:?}\n  logs kept in {}",
             cluster.crashes(),
             kept.display()
         )

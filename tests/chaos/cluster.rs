@@ -268,6 +268,44 @@ impl Cluster {
         dir
     }
 
+    /// For a failure report: each data node's process state (`R` running,
+    /// `S` sleeping, `T` stopped) and whether it answers PING within 1 s;
+    /// for one that does not, its threads' stacks (`gdb`, when installed)
+    /// go to `dir`/node<i>-stacks.txt.
+    pub fn diagnose(&self, dir: &std::path::Path) -> Vec<String> {
+        let mut out = Vec::new();
+        for (i, node) in self.nodes.iter().enumerate() {
+            let Some(pid) = node.is_running_pid() else {
+                out.push(format!("node {i} (port {}): not running", node.port));
+                continue;
+            };
+            let state = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|s| s.rsplit_once(") ").map(|(_, rest)| rest[..1].to_string()))
+                .unwrap_or_default();
+            let ping = probe(node.port, &redis::cmd("PING"), Duration::from_secs(1));
+            out.push(format!(
+                "node {i} (port {}, pid {pid}): state {state}, PING {ping:?}",
+                node.port
+            ));
+            if ping.is_err() {
+                if let Ok(stacks) = std::process::Command::new("gdb")
+                    .args([
+                        "-batch",
+                        "-p",
+                        &pid.to_string(),
+                        "-ex",
+                        "thread apply all bt 30",
+                    ])
+                    .output()
+                {
+                    let _ = std::fs::write(dir.join(format!("node{i}-stacks.txt")), stacks.stdout);
+                }
+            }
+        }
+        out
+    }
+
     /// Signs of a crash in any server's logs (across restarts), and servers
     /// that are not running: the nemesis restarts every node it kills.
     pub fn crashes(&mut self) -> Vec<String> {

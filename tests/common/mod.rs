@@ -442,6 +442,11 @@ impl Server {
         }
     }
 
+    /// The server's process id if it was started and not crashed or reaped.
+    pub fn is_running_pid(&self) -> Option<u32> {
+        self.child.as_ref().map(|c| c.id())
+    }
+
     /// The server's process id.
     pub fn pid(&self) -> u32 {
         self.child
