@@ -121,8 +121,9 @@ impl Cluster {
     }
 
     /// Waits until the Sentinels agree on a master that has both other
-    /// nodes as online replicas, linked up and following it: one fault at a
-    /// time. The master's index; an error after `timeout`.
+    /// nodes as online replicas, linked up and following it, and each
+    /// Sentinel has finished any failover and sees both replicas up: one
+    /// fault at a time. The master's index; an error after `timeout`.
     pub fn healed(&self, timeout: Duration) -> Result<usize, String> {
         let deadline = Instant::now() + timeout;
         loop {
@@ -149,7 +150,10 @@ impl Cluster {
                                 && info_field(&info, "master_link_status").as_deref() == Some("up")
                         })
                     });
-                if online == 2 && following {
+                // The Sentinels done with their failover too: killing a
+                // master whose promotion one of them is still finishing
+                // left that one stuck on the dead master.
+                if online == 2 && following && self.sentinels.ready(2) {
                     return Ok(master);
                 }
             }

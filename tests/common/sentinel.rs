@@ -265,39 +265,43 @@ impl Sentinels {
             .collect()
     }
 
-    /// Waits until every sentinel knows all the others and `replicas`
-    /// replicas of the master, sees nothing down, and agrees on the master:
-    /// from then on a failover can be authorized.
+    /// Waits until [`Sentinels::ready`]: from then on a failover can be
+    /// authorized.
     pub fn wait_ready(&self, replicas: usize) {
-        let others = (self.sentinels.len() - 1).to_string();
-        let replicas = replicas.to_string();
-        let name = self.config.name.clone();
         poll_until(
             Duration::from_secs(30),
             "every sentinel sees the other sentinels and the replicas",
-            || {
-                let ports = self.master_ports();
-                if ports[0].is_none() || ports.iter().any(|p| *p != ports[0]) {
-                    return false;
-                }
-                self.sentinels.iter().all(|s| {
-                    let Ok(state) = s.master_state(&name) else {
-                        return false;
-                    };
-                    let get = |k: &str| {
-                        state
-                            .iter()
-                            .find(|(f, _)| f == k)
-                            .map(|(_, v)| v.as_str())
-                            .unwrap_or("")
-                    };
-                    get("num-other-sentinels") == others
-                        && get("num-slaves") == replicas
-                        && get("flags") == "master"
-                        && s.replicas_up(&name) == replicas
-                })
-            },
+            || self.ready(replicas),
         );
+    }
+
+    /// Whether every sentinel knows all the others and `replicas` replicas
+    /// of the master, sees nothing down, has no failover in progress (its
+    /// flags are just `master`), and all agree on the master.
+    pub fn ready(&self, replicas: usize) -> bool {
+        let others = (self.sentinels.len() - 1).to_string();
+        let replicas = replicas.to_string();
+        let name = &self.config.name;
+        let ports = self.master_ports();
+        if ports[0].is_none() || ports.iter().any(|p| *p != ports[0]) {
+            return false;
+        }
+        self.sentinels.iter().all(|s| {
+            let Ok(state) = s.master_state(name) else {
+                return false;
+            };
+            let get = |k: &str| {
+                state
+                    .iter()
+                    .find(|(f, _)| f == k)
+                    .map(|(_, v)| v.as_str())
+                    .unwrap_or("")
+            };
+            get("num-other-sentinels") == others
+                && get("num-slaves") == replicas
+                && get("flags") == "master"
+                && s.replicas_up(name) == replicas
+        })
     }
 }
 
