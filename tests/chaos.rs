@@ -86,7 +86,7 @@
 //! stall past its lease until another holder wrote with a newer token,
 //! then write: (2) must find the stale write, every time.
 //!
-//! `CHAOS_SECS` (default 5) sets how long the nemesis acts per run;
+//! `CHAOS_SECS` (default 4) sets how long the nemesis acts per run;
 //! `make test-chaos` runs 60 s per server (see the Makefile), and prints
 //! a summary per run.
 
@@ -257,7 +257,7 @@ fn run(spec: Spec) -> Report {
 }
 
 fn secs() -> u64 {
-    env_number("CHAOS_SECS", 5)
+    env_number("CHAOS_SECS", 4)
 }
 
 /// Some work was done under the nemesis: the run means something.
