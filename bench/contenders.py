@@ -32,40 +32,21 @@ CONTENDERS = ("module", "redisson", "redis-py", "python-redis-lock")
 # the same in both).
 CONN = {"host": "127.0.0.1", "protocol": 2, "socket_timeout": None}
 
-# Redisson's RedissonLock.tryLockInnerAsync (KEYS[1] = lock, ARGV[1] = lease ms,
-# ARGV[2] = "<client uuid>:<thread id>"), verbatim.
-REDISSON_ACQUIRE = (
-    "if (redis.call('exists', KEYS[1]) == 0) then "
-    "redis.call('hincrby', KEYS[1], ARGV[2], 1); "
-    "redis.call('pexpire', KEYS[1], ARGV[1]); "
-    "return nil; "
-    "end; "
-    "if (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then "
-    "redis.call('hincrby', KEYS[1], ARGV[2], 1); "
-    "redis.call('pexpire', KEYS[1], ARGV[1]); "
-    "return nil; "
-    "end; "
-    "return redis.call('pttl', KEYS[1]);"
-)
+# Redisson's scripts, from redisson/ (the one copy; see its README):
+# RedissonLock.tryLockInnerAsync (KEYS[1] = lock, ARGV[1] = lease ms,
+# ARGV[2] = "<client uuid>:<thread id>") and RedissonLock.unlockInnerAsync
+# (KEYS[1] = lock, KEYS[2] = channel, ARGV[1] = LockPubSub.UNLOCK_MESSAGE "0",
+# ARGV[2] = lease ms, ARGV[3] = owner).
+REDISSON_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "redisson")
 
-# Redisson's RedissonLock.unlockInnerAsync (KEYS[1] = lock, KEYS[2] = channel,
-# ARGV[1] = LockPubSub.UNLOCK_MESSAGE "0", ARGV[2] = lease ms, ARGV[3] = owner),
-# verbatim.
-REDISSON_RELEASE = (
-    "if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then "
-    "return nil;"
-    "end; "
-    "local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1); "
-    "if (counter > 0) then "
-    "redis.call('pexpire', KEYS[1], ARGV[2]); "
-    "return 0; "
-    "else "
-    "redis.call('del', KEYS[1]); "
-    "redis.call('publish', KEYS[2], ARGV[1]); "
-    "return 1; "
-    "end; "
-    "return nil;"
-)
+
+def _redisson_script(name):
+    with open(os.path.join(REDISSON_DIR, name), encoding="utf-8") as f:
+        return f.read()
+
+
+REDISSON_ACQUIRE = _redisson_script("try-lock-hincrby.lua")
+REDISSON_RELEASE = _redisson_script("unlock.lua")
 REDISSON_CHANNEL = "redisson_lock__channel:{%s}" % LOCK
 REDISSON_UNLOCK_MESSAGE = "0"
 

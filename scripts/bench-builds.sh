@@ -29,8 +29,8 @@ n=${BENCH_N:-100000}
 keyspace=${BENCH_KEYSPACE:-1000000}
 bench_opts=(-P 16 -c 50 -n "$n" -r "$keyspace" -q)
 
-# Redisson's RedissonLock.tryLockInnerAsync, as in scripts/bench-acquire.sh.
-script="if (redis.call('exists', KEYS[1]) == 0) then redis.call('hincrby', KEYS[1], ARGV[2], 1); redis.call('pexpire', KEYS[1], ARGV[1]); return nil; end; if (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then redis.call('hincrby', KEYS[1], ARGV[2], 1); redis.call('pexpire', KEYS[1], ARGV[1]); return nil; end; return redis.call('pttl', KEYS[1]);"
+# Redisson's RedissonLock.tryLockInnerAsync (redisson/, the one copy).
+script=$(<redisson/try-lock-hincrby.lua)
 
 tmp=$(mktemp -d)
 pids=()

@@ -46,8 +46,8 @@ profile() {
   echo "$((total / n)) $(( ${replicate:-0} / n ))"
 }
 
-# Redisson's RedissonLock.tryLockInnerAsync, as in scripts/bench-acquire.sh.
-script="if (redis.call('exists', KEYS[1]) == 0) then redis.call('hincrby', KEYS[1], ARGV[2], 1); redis.call('pexpire', KEYS[1], ARGV[1]); return nil; end; if (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then redis.call('hincrby', KEYS[1], ARGV[2], 1); redis.call('pexpire', KEYS[1], ARGV[1]); return nil; end; return redis.call('pttl', KEYS[1]);"
+# Redisson's RedissonLock.tryLockInnerAsync (redisson/, the one copy).
+script=$(<redisson/try-lock-hincrby.lua)
 
 echo "# callgrind-acquire: $("$server" --version)"
 echo "each: redis-benchmark -P 16 -c 1 -n $n -r 100000000 (fresh keys), instructions inside call()"

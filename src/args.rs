@@ -45,23 +45,38 @@ pub fn strict_i64(raw: &[u8]) -> Option<i64> {
     }
 }
 
-/// A lease length in milliseconds: a positive integer.
+/// The longest lease any command accepts: 100 years of 365.25 days, in ms.
+///
+/// Longer ones are mistakes (a deadline of 285,000 years was accepted
+/// before), and the bound keeps every deadline, now + lease, far inside what
+/// a unix-ms time holds. `errors::LEASE_TOO_LONG` spells this number.
+pub const MAX_LEASE_MS: i64 = 36_525 * 86_400_000;
+
+/// A lease length in milliseconds: a positive integer of at most
+/// [`MAX_LEASE_MS`]. Every lease too long, whether it fits an `i64` or not,
+/// gets the same refusal.
 pub fn lease_ms(raw: &[u8]) -> Result<i64, Refusal> {
     match strict_i64(raw) {
+        Some(ms) if ms > MAX_LEASE_MS => Err(errors::LEASE_TOO_LONG),
         Some(ms) if ms > 0 => Ok(ms),
+        // Decimal digits without a leading zero that overflow an i64.
+        None if matches!(raw, [b'1'..=b'9', rest @ ..] if rest.iter().all(u8::is_ascii_digit)) => {
+            Err(errors::LEASE_TOO_LONG)
+        }
         _ => Err(errors::LEASE_NOT_POSITIVE),
     }
 }
 
 /// The absolute deadline (unix ms) of a lease starting `now`.
 ///
-/// Refuses leases above `max_lease_ms` (0 = no limit) and ones whose deadline
-/// would not fit an absolute millisecond timestamp.
+/// Refuses leases above `max_lease_ms` (0 = no limit). A lease from
+/// [`lease_ms`] always fits (at most 100 years); one that would not fit an
+/// absolute millisecond timestamp is refused as too long.
 pub fn deadline(now_ms: i64, lease_ms: i64, max_lease_ms: i64) -> Result<i64, Refusal> {
     if max_lease_ms > 0 && lease_ms > max_lease_ms {
         return Err(errors::lease_above_cap(lease_ms, max_lease_ms));
     }
-    now_ms.checked_add(lease_ms).ok_or(errors::LEASE_OVERFLOWS)
+    now_ms.checked_add(lease_ms).ok_or(errors::LEASE_TOO_LONG)
 }
 
 /// The lease a release resets a still-held lock to: `lease_ms`, but never
@@ -157,7 +172,23 @@ mod tests {
     fn leases_are_positive_strict_integers() {
         assert_eq!(lease_ms(b"30000"), Ok(30000));
         assert_eq!(lease_ms(b"1"), Ok(1));
-        assert_eq!(lease_ms(b"9223372036854775807"), Ok(i64::MAX));
+        assert_eq!(lease_ms(b"3155760000000"), Ok(MAX_LEASE_MS), "100 years");
+        // Too long, however many digits: one refusal, which spells the bound.
+        assert!(errors::LEASE_TOO_LONG.contains(&format!(" {MAX_LEASE_MS} ")));
+        for too_long in [
+            &b"3155760000001"[..],
+            b"9000000000000000",
+            b"9223372036854775807",
+            b"9223372036854775808",
+            b"99999999999999999999",
+            b"123456789012345678901234567890",
+        ] {
+            assert_eq!(
+                lease_ms(too_long),
+                Err(errors::LEASE_TOO_LONG),
+                "{too_long:?}"
+            );
+        }
         for bad in [
             &b"0"[..],
             b"-1",
@@ -169,7 +200,8 @@ mod tests {
             b"1.5",
             b"1e3",
             b"abc",
-            b"9223372036854775808",
+            b"-9223372036854775809",
+            b"012345678901234567890",
             b"-",
             b"\xff\xfe",
         ] {
@@ -190,10 +222,9 @@ mod tests {
             err.contains("lock.max-lease-ms") && err.contains("lease-ms"),
             "{err}"
         );
-        let err = deadline(1_700_000_000_000, i64::MAX, 0).unwrap_err();
-        assert!(
-            err.contains("lease-ms") && err.contains("overflow"),
-            "{err}"
+        assert_eq!(
+            deadline(1_700_000_000_000, i64::MAX, 0),
+            Err(errors::LEASE_TOO_LONG)
         );
     }
 

@@ -207,6 +207,16 @@ pub fn check_name(lock: RStr) -> Result<(), Refusal> {
     NAME.with(|name| fencing::counter_key(lock.as_bytes(), &mut name.borrow_mut()))
 }
 
+/// Whether `key` is a fenced lock's key: its token counter exists. A key
+/// that cannot have a counter in its slot never had one. One key lookup.
+pub fn has_counter(ctx: Ctx, key: RStr) -> bool {
+    let Ok(name) = counter_name(key) else {
+        return false;
+    };
+    let counter = Key::open(ctx, name.borrow(), false);
+    counter.kind() != KeyKind::Empty
+}
+
 /// The name of `lock`'s counter as a Redis string, or why it has none.
 pub fn counter_name(lock: RStr) -> Result<OwnedStr, Refusal> {
     NAME.with(|name| {

@@ -57,8 +57,9 @@ pub const SYNTAX_ACQUIRE: Refusal = Refusal::fixed(
 );
 pub const LEASE_NOT_POSITIVE: Refusal =
     Refusal::fixed("ERR lease-ms must be a positive integer (milliseconds)");
-pub const LEASE_OVERFLOWS: Refusal =
-    Refusal::fixed("ERR lease-ms is too large: the deadline would overflow");
+/// Spells `args::MAX_LEASE_MS` (a unit test checks it).
+pub const LEASE_TOO_LONG: Refusal =
+    Refusal::fixed("ERR lease-ms must be at most 3155760000000 (milliseconds, 100 years)");
 pub const OWNER_EMPTY: Refusal = Refusal::fixed("ERR owner must not be empty");
 pub const WAIT_NOT_NON_NEGATIVE: Refusal = Refusal::fixed(
     "ERR WAIT timeout-ms must be a non-negative integer (milliseconds, 0 = forever)",
@@ -110,6 +111,18 @@ pub fn counter_elsewhere(lock: &[u8], why: &str) -> Refusal {
 
 // ---- fencing and replicas -----------------------------------------------------
 
+/// `LOCK.FENCE` given a lock's key where the fence key belongs.
+pub fn fence_on_lock_key(key: &[u8]) -> Refusal {
+    Refusal(
+        format!(
+            "ERR LOCK.FENCE key '{}' is a fenced lock's key (its token counter exists): \
+             pass the resource's fence key, such as '{{resource}}:fence', not the lock's",
+            shown(key)
+        )
+        .into(),
+    )
+}
+
 pub fn stale(token: i64, seen: i64, fence: &[u8]) -> Refusal {
     Refusal(
         format!(
@@ -155,7 +168,7 @@ pub const CATALOGUE: &[&str] = &[
     "ERR wrong number of arguments for '",
     "ERR syntax error: the options are WAIT timeout-ms, TOKEN and SYNC numreplicas timeout-ms",
     "ERR lease-ms must be a positive integer (milliseconds)",
-    "ERR lease-ms is too large: the deadline would overflow",
+    "ERR lease-ms must be at most 3155760000000 (milliseconds, 100 years)",
     "ERR lease-ms ",
     "ERR owner must not be empty",
     "ERR WAIT timeout-ms must be a non-negative integer (milliseconds, 0 = forever)",
@@ -169,6 +182,7 @@ pub const CATALOGUE: &[&str] = &[
     "ERR the lock's token counter would overflow",
     "ERR key '",
     "ERR TOKEN needs the token counter in the lock's cluster slot",
+    "ERR LOCK.FENCE key '",
     "STALE fencing token ",
     "ERR SYNC: a grant that waits for replicas cannot be made inside MULTI",
     "NOSYNC the grant was undone: ",
@@ -193,7 +207,7 @@ mod tests {
             arity("lock.acquire"),
             SYNTAX_ACQUIRE,
             LEASE_NOT_POSITIVE,
-            LEASE_OVERFLOWS,
+            LEASE_TOO_LONG,
             lease_above_cap(90_000, 60_000),
             OWNER_EMPTY,
             WAIT_NOT_NON_NEGATIVE,
@@ -207,6 +221,7 @@ mod tests {
             TOKEN_OVERFLOWS,
             not_an_integer(b"k"),
             counter_elsewhere(b"a{b", "has a '{' without a closing '}'"),
+            fence_on_lock_key(b"lk"),
             stale(1, 2, b"f"),
             SYNC_CANNOT_BLOCK,
             nosync(0, 1, 100, ""),

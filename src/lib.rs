@@ -12,8 +12,11 @@
 //!   and replicated;
 //! * `wait_queue.rs`: who waits for which lock (pure FIFO queues, one timer
 //!   each); `grant_policy.rs`: who a pass grants, per kind of object (pure);
-//! * `handoff.rs`: the waiting policy: granting a freed lock to the first
-//!   waiter, timers, pauses;
+//! * `handoff/`: what happens after a decision and when a lock frees
+//!   (`carry_out`, the hand-off to the first waiter), the queues' timers,
+//!   held-back writes (pauses, too few good replicas), blocked clients,
+//!   grants that wait for replicas, keyspace and server events;
+//! * `replies.rs`: reply shapes a command and its waiters share;
 //! * `replica_sync.rs`: grants answered only once replicas acknowledged
 //!   them (`SYNC`), the decisions, pure;
 //! * `replicas.rs`: replica health (`min-replicas-to-write`) and replica
@@ -70,21 +73,22 @@ pub const MODULE_VERSION: i32 = {
 
 #[cfg(not(test))]
 mod module {
-    use redis_module::{redis_module, Context, RedisString, Status};
+    use redis_module::{Context, RedisString, Status};
 
     use crate::ffi::events::{self, ServerEvent, ServerEventKind, ServerEventListener};
     use crate::ffi::server::{self, InfoProvider, InfoWriter, ModuleOptions};
     use crate::ffi::Ctx;
     use crate::{commands, config, eviction, handoff, replicas, stats};
 
-    /// Runs last in `RedisModule_OnLoad`: the configs, the commands, the
-    /// event subscriptions.
+    /// Runs last in `RedisModule_OnLoad` (`ffi/load.rs`, which initialises
+    /// the module API first): the configs, the commands, the event
+    /// subscriptions.
     ///
     /// Module arguments are checked first: when they are refused, nothing may
     /// have been subscribed yet, because Redis undoes a failed load's commands
     /// and configs but not its event subscriptions, which would then call
     /// into an unloaded library.
-    fn init(context: &Context, args: &[RedisString]) -> Status {
+    pub(crate) fn init(context: &Context, args: &[RedisString]) -> Status {
         let Some(ctx) = Ctx::of(context) else {
             return Status::Err;
         };
@@ -121,7 +125,7 @@ mod module {
             ctx,
             ModuleOptions::NO_IMPLICIT_SIGNAL_MODIFIED.and(ModuleOptions::HANDLE_REPL_ASYNC_LOAD),
         );
-        // Replaces the crate's default INFO callback (registered just before).
+        // The module's INFO callback (`INFO lock`).
         server::register_info::<Info>(ctx);
         Status::Ok
     }
@@ -162,16 +166,10 @@ mod module {
         }
     }
 
-    redis_module! {
-        name: "lock",
-        version: crate::MODULE_VERSION,
-        allocator: (redis_module::alloc::RedisAlloc, redis_module::alloc::RedisAlloc),
-        data_types: [],
-        init: init,
-        // The configs are registered by `init` (config::register), which
-        // checks the module arguments first.
-        commands: [],
-    }
+    /// Every allocation of the module goes through Redis's allocator, so
+    /// `INFO memory` and `maxmemory` count it.
+    #[global_allocator]
+    static ALLOCATOR: redis_module::alloc::RedisAlloc = redis_module::alloc::RedisAlloc;
 }
 
 #[cfg(test)]

@@ -958,6 +958,62 @@ fn max_lease_refuses_longer_leases() {
     assert!(bad.is_err(), "a negative lock.max-lease-ms must be refused");
 }
 
+#[test]
+fn leases_longer_than_100_years_are_refused_alike() {
+    const TOO_LONG: &str = "ERR lease-ms must be at most 3155760000000 (milliseconds, 100 years)";
+    let server = Server::start();
+    let mut con = server.connection();
+    assert_eq!(acquire(&mut con, b"held", b"A", LEASE), None);
+    assert_eq!(acquire(&mut con, b"held", b"A", LEASE), None, "count 2");
+    let deadline = pexpiretime(&mut con, b"held");
+
+    // 100 years and 1 ms; 285,000 years (fits an i64 deadline); i64::MAX
+    // (overflows one); 20 digits (overflows an i64).
+    for lease in [
+        "3155760000001",
+        "9000000000000000",
+        "9223372036854775807",
+        "99999999999999999999",
+    ] {
+        for args in [
+            &["LOCK.ACQUIRE", "free", "A", lease][..],
+            &["LOCK.ACQUIRE", "free", "A", lease, "TOKEN"],
+            &["LOCK.ACQUIRE", "held", "A", lease],
+            &["LOCK.ACQUIRE", "held", "B", lease, "WAIT", "10"],
+            &["LOCK.RENEW", "held", "A", lease],
+            &["LOCK.RELEASE", "held", "A", lease],
+        ] {
+            let reply = command(args).query::<Value>(&mut con);
+            match reply {
+                Err(e) => assert_eq!(err_text(&e), TOO_LONG, "{args:?}"),
+                Ok(v) => panic!("{args:?} was accepted: {v:?}"),
+            }
+        }
+    }
+    assert!(
+        !exists(&mut con, b"free"),
+        "a refused acquire created the key"
+    );
+    assert!(!exists(&mut con, b"redisson_lock_token:{free}"));
+    assert_eq!(
+        hgetall(&mut con, b"held"),
+        vec![(b"A".to_vec(), b"2".to_vec())]
+    );
+    assert_eq!(
+        pexpiretime(&mut con, b"held"),
+        deadline,
+        "the lease is untouched"
+    );
+
+    // Exactly 100 years is a lease like any other.
+    assert_eq!(acquire(&mut con, b"free", b"A", 3_155_760_000_000), None);
+    let ttl = pttl(&mut con, b"free");
+    assert!(
+        ttl > 3_155_759_000_000 && ttl <= 3_155_760_000_000,
+        "PTTL {ttl}"
+    );
+}
+
 // ---------------------------------------------------------------------------
 // INFO lock_stats
 // ---------------------------------------------------------------------------

@@ -688,7 +688,11 @@ fn the_fence_refuses_a_paused_holders_stale_token() {
         (&["LOCK.FENCE", "{stock}:fence", "0"][..], "ERR", "positive"),
         (&["LOCK.FENCE", "{stock}:fence", "x"], "ERR", "positive"),
         (&["LOCK.FENCE", "{stock}"], "ERR", "wrong number"),
-        (&["LOCK.FENCE", "{stock}:lock", "1"], "WRONGTYPE", ""),
+        (
+            &["LOCK.FENCE", "{stock}:lock", "1"],
+            "ERR",
+            "fenced lock's key",
+        ),
     ] {
         refused(&mut con, args, prefix, needle);
     }
@@ -705,6 +709,47 @@ fn the_fence_refuses_a_paused_holders_stale_token() {
             .query::<i64>(&mut con)
             .unwrap(),
         fresh
+    );
+}
+
+/// Keys swapped by mistake: the lock's key given to `LOCK.FENCE`. Recording
+/// a token there would leave a string without expiry where the lock lives,
+/// and every `LOCK.*` on it would answer WRONGTYPE from then on.
+#[test]
+fn the_fence_refuses_a_fenced_locks_own_key() {
+    let server = Server::start();
+    let mut con = server.connection();
+    for lock in ["L", "{orders}:42"] {
+        let token = token_of(&mut con, lock, "a", 30_000);
+        let before = counter(&mut con, lock);
+        // Held (a hash) and free (no key): refused alike, naming the key.
+        for held in [true, false] {
+            if !held {
+                assert_eq!(run(&mut con, &["LOCK.RELEASE", lock, "a"]), Value::Int(1));
+            }
+            let fence = ["LOCK.FENCE", lock, &token.to_string()];
+            let reply = redis::cmd(fence[0])
+                .arg(&fence[1..])
+                .query::<Value>(&mut con);
+            let text = expect_err(reply, "ERR", "fenced lock's key", lock);
+            assert!(text.contains(&format!("'{lock}'")), "{text}");
+            assert_eq!(exists(&mut con, lock), held, "{lock}: the key is as it was");
+            assert_eq!(counter(&mut con, lock), before, "{lock}: the counter too");
+        }
+        // The lock still works, with a newer token.
+        assert!(token_of(&mut con, lock, "b", 30_000) > token);
+    }
+    assert_eq!(stat(&server, "lock_fences_passed"), 0);
+    assert_eq!(stat(&server, "lock_fences_refused"), 0, "not a stale token");
+
+    // A fence next to the lock, in its slot, is a fence like any other.
+    let token = token_of(&mut con, "{orders}:42", "b", 30_000);
+    assert_eq!(
+        run(
+            &mut con,
+            &["LOCK.FENCE", "{orders}:fence", &token.to_string()]
+        ),
+        Value::Int(token)
     );
 }
 

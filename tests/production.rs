@@ -818,6 +818,37 @@ fn module_arguments_take_names_with_or_without_the_prefix_in_any_case() {
     assert_eq!(config_get(&mut con, "lock.max-lease-ms"), "7000");
 }
 
+/// A second load, of the same file or of a copy, is refused by Redis (the
+/// name `lock` is taken); the log says so, where Redis 7.0 and 8.x alone
+/// print only "initialization failed". The loaded module is unharmed.
+#[test]
+fn a_second_module_load_is_refused_and_the_log_says_why() {
+    const WHY: &str = "lock module: not loaded: a module named 'lock' is already loaded";
+    let server = Server::with(Options::new().config("enable-module-command", &["yes"]));
+    let mut con = server.connection();
+    acquire(&mut con, "k", "o", 30_000);
+    let module = module_path();
+    let copy = server.dir().join("copy-of-the-module.so");
+    std::fs::copy(&module, &copy).expect("copy the module");
+    for (n, path) in [module, copy].iter().enumerate() {
+        let path = path.to_str().expect("utf-8 module path");
+        let refused = command(&["MODULE", "LOAD", path][..]).query::<Value>(&mut con);
+        expect_err(refused, "ERR", "", path);
+        poll_until(Duration::from_secs(5), "the refusal logged", || {
+            server.log().matches(WHY).count() == n + 1
+        });
+    }
+    assert!(
+        holder_is(&mut con, "k", "o"),
+        "the loaded module kept its lock"
+    );
+    assert_eq!(
+        acquire(&mut con, "k", "p", 30_000).map(|ttl| ttl > 0),
+        Some(true)
+    );
+    assert_eq!(release(&mut con, "k", "o", None), Some(1));
+}
+
 #[test]
 fn module_load_with_bad_arguments_fails_and_leaves_nothing_loaded() {
     let server = Server::with(

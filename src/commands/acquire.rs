@@ -32,7 +32,7 @@
 //! in any order.
 //!
 //! Errors: wrong arity; `lease-ms` not a positive integer, above
-//! `lock.max-lease-ms`, or overflowing an absolute deadline; empty `owner`;
+//! `lock.max-lease-ms`, or longer than 100 years; empty `owner`;
 //! `WRONGTYPE` for a key that is not a hash (or, with `TOKEN`, a counter that
 //! is not a string); a hold count that is not an integer or would overflow;
 //! with `TOKEN`, a key whose braces would put the counter in another cluster

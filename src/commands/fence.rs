@@ -20,14 +20,19 @@
 //! Errors: `STALE ...` when `token` is lower than the highest seen; nothing
 //! changes, and in a script `redis.call` raises it, so the script writes
 //! nothing after it. (In MULTI/EXEC the other commands still run: use a
-//! script.) Wrong arity; `token` not a positive integer; `WRONGTYPE` for a key
-//! that is not a string; a key that does not hold an integer.
+//! script.) Wrong arity; `token` not a positive integer; `key` a fenced
+//! lock's key (its counter `redisson_lock_token:{key}` exists: the keys were
+//! swapped, and recording a token there would turn a free lock's key into a
+//! string without expiry, on which every `LOCK.*` answers `WRONGTYPE`; one
+//! extra key lookup per call); `WRONGTYPE` for a key that is not a string; a
+//! key that does not hold an integer. A lock never taken with `TOKEN` has no
+//! counter, so its key is not recognised.
 //!
 //! Effects (replicated): `SET key token` (with `PXAT` the key's own expiry,
 //! if it has one), only when the token is higher than the fence's.
 
 use crate::args;
-use crate::counter_key::CounterKey;
+use crate::counter_key::{self, CounterKey};
 use crate::errors::{self, Refusal};
 use crate::fencing::{self, Expiry, Fence};
 use crate::ffi::command::{ArgDoc, ArgKind, Command, CommandResult, CommandSpec, KeyFlags};
@@ -76,6 +81,9 @@ impl Command for LockFence {
 
     fn run(ctx: Ctx, argv: &[RStr]) -> CommandResult {
         let cmd = FenceCheck::parse(argv)?;
+        if counter_key::has_counter(ctx, cmd.key) {
+            return Err(errors::fence_on_lock_key(cmd.key.as_bytes()));
+        }
         let mut fence = CounterKey::open_write(ctx, cmd.key)?;
         match fencing::fence(fence.value(), cmd.token) {
             Fence::Stale { seen } => {

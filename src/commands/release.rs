@@ -14,8 +14,8 @@
 //! release would leave the lock held until the lease ran out. (Acquire and
 //! renew refuse leases above the cap.)
 //!
-//! Errors: wrong arity; `lease-ms` (when given) not a positive integer, or its
-//! deadline overflowing; empty `owner`; `WRONGTYPE`; a hold count that is not
+//! Errors: wrong arity; `lease-ms` (when given) not a positive integer, or
+//! longer than 100 years; empty `owner`; `WRONGTYPE`; a hold count that is not
 //! an integer.
 //!
 //! Effects (replicated): `HSET key owner <count>` [+ `PEXPIREAT key <deadline>`],

@@ -49,6 +49,8 @@ pub fn block<H: WaitHandler>(ctx: Ctx, timeout_ms: i64) -> BlockedClient {
         )
     };
     let bc = NonNull::new(bc).expect("RedisModule_BlockClient returned a handle");
+    // SAFETY: the handle BlockClient just returned, not unblocked yet; the
+    // callback is a plain function of ours, valid as long as the module.
     unsafe { api!(RedisModule_SetDisconnectCallback)(bc.as_ptr(), Some(on_disconnect::<H>)) };
     BlockedClient(bc)
 }
@@ -72,7 +74,12 @@ pub fn unblock(client: BlockedClient, wake: Option<Wake>) {
 /// `ctx` is a reply or timeout callback's context, whose privdata is NULL
 /// or a box made by [`unblock`] and not freed yet.
 unsafe fn woken<'a>(ctx: &Ctx<'a>) -> Option<&'a Wake> {
+    // SAFETY: `ctx` is a blocked client's callback context (the caller's
+    // contract); Redis returns its privdata, NULL if none was given.
     let privdata = unsafe { api!(RedisModule_GetBlockedClientPrivateData)(ctx.as_ptr()) };
+    // SAFETY: NULL or a live Box<Wake> from `unblock` (the caller's
+    // contract), which Redis frees (free_wake) only after the callback that
+    // borrows it returns.
     unsafe { privdata.cast::<Wake>().as_ref() }
 }
 
@@ -108,6 +115,9 @@ extern "C" fn on_timeout<H: WaitHandler>(
     // SAFETY: Redis passes the timeout callback's context and the command's argv.
     if let Some(ctx) = unsafe { Ctx::from_raw(ctx) } {
         guarded(&ctx, "a wait timeout", || {
+            // SAFETY: the timeout callback's valid context; Redis returns the
+            // blocked client's handle (or NULL), which is only compared and
+            // passed back to Redis, never dereferenced here.
             let handle = unsafe { api!(RedisModule_GetBlockedClientHandle)(ctx.as_ptr()) };
             let Some(client) = NonNull::new(handle).map(BlockedClient) else {
                 return;

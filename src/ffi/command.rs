@@ -175,6 +175,8 @@ extern "C" fn entry<C: Command>(
     let Some(ctx) = (unsafe { Ctx::from_raw(ctx) }) else {
         return OK;
     };
+    // SAFETY: Redis's argv holds `argc` non-null strings that live for the
+    // whole command call, which `'a` (the context's) does not outlast.
     let args = unsafe { args(argv, argc) };
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| C::run(ctx, args))) {
         Ok(Ok(())) => {}
@@ -208,6 +210,8 @@ pub fn register(ctx: Ctx, commands: &[Registration]) -> Result<(), String> {
         if status != OK {
             return Err(format!("could not create command {name}"));
         }
+        // SAFETY: the load-time context and a NUL-terminated name; Redis
+        // only looks the name up, and returns NULL if it is unknown.
         let command = unsafe { api!(RedisModule_GetCommand)(ctx.as_ptr(), spec.name.as_ptr()) };
         if command.is_null() {
             return Err(format!("could not find command {name} just created"));
@@ -275,10 +279,13 @@ fn describe(command: *mut raw::RedisModuleCommand, spec: &CommandSpec) -> Result
         })
         .collect();
     // Both arrays end with an all-zero entry.
-    // SAFETY: these C structs are plain data for which all-zero is the
-    // documented terminator.
+    // SAFETY: RedisModuleCommandArg is plain C data (integers, nullable
+    // pointers, nullable fn pointers), for which all-zero is valid and is
+    // the documented terminator.
     args.push(unsafe { std::mem::zeroed() });
-    let mut key_specs = [key_spec(spec.key), unsafe { std::mem::zeroed() }];
+    // SAFETY: likewise for RedisModuleCommandKeySpec.
+    let terminator: raw::RedisModuleCommandKeySpec = unsafe { std::mem::zeroed() };
+    let mut key_specs = [key_spec(spec.key), terminator];
     let version = raw::RedisModuleCommandInfoVersion {
         version: 1,
         sizeof_historyentry: std::mem::size_of::<raw::RedisModuleCommandHistoryEntry>(),
@@ -305,8 +312,12 @@ fn describe(command: *mut raw::RedisModuleCommand, spec: &CommandSpec) -> Result
 
 /// Creates the `lock` ACL category where the server supports module categories.
 fn add_acl_category(ctx: Ctx) -> bool {
-    // SAFETY: optional function read from the filled table.
+    // SAFETY: reads an optional function pointer of the table
+    // RedisModule_Init filled (NULL on servers without it: Redis 7.0); nothing
+    // writes it later.
     match unsafe { raw::RedisModule_AddACLCategory } {
+        // SAFETY: the load-time context (categories can only be added while
+        // loading) and a NUL-terminated name, which Redis copies.
         Some(add) => (unsafe { add(ctx.as_ptr(), ACL_CATEGORY.as_ptr()) }) == OK,
         None => false,
     }
@@ -319,7 +330,9 @@ fn set_acl_categories(
     categories: &CStr,
     own_category: bool,
 ) {
-    // SAFETY: optional function read from the filled table.
+    // SAFETY: reads an optional function pointer of the table
+    // RedisModule_Init filled (NULL on servers without it: Redis 7.0); nothing
+    // writes it later.
     let Some(set) = (unsafe { raw::RedisModule_SetCommandACLCategories }) else {
         return;
     };
@@ -331,5 +344,8 @@ fn set_acl_categories(
     let Ok(all) = CString::new(all) else {
         return;
     };
+    // SAFETY: `command` is the non-null handle GetCommand returned for one
+    // of our commands during this load, and `all` a NUL-terminated string
+    // alive during the call; Redis parses it without keeping it.
     unsafe { set(command, all.as_ptr()) };
 }

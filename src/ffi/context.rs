@@ -207,15 +207,20 @@ impl<'a> Ctx<'a> {
     // ---- replies ----------------------------------------------------------
 
     pub fn reply_null(self) {
-        // SAFETY: a valid context (Ctx's invariant) for every call below.
+        // SAFETY: `self` is the context of the call Redis is making (Ctx's
+        // invariant, bound to that call by 'a). Without a client to reply to
+        // (a timer, a notification) Redis drops the reply.
         unsafe { api!(RedisModule_ReplyWithNull)(self.as_ptr()) };
     }
 
     pub fn reply_integer(self, value: i64) {
+        // SAFETY: the call's valid context (Ctx's invariant); an integer by value.
         unsafe { api!(RedisModule_ReplyWithLongLong)(self.as_ptr(), value as c_longlong) };
     }
 
     pub fn reply_bulk(self, value: &[u8]) {
+        // SAFETY: the call's valid context; `value` is readable for its
+        // length during the call, and Redis copies it into the reply.
         unsafe {
             api!(RedisModule_ReplyWithStringBuffer)(
                 self.as_ptr(),
@@ -226,22 +231,28 @@ impl<'a> Ctx<'a> {
     }
 
     pub fn reply_simple(self, value: &CStr) {
+        // SAFETY: the call's valid context; `value` is a NUL-terminated C
+        // string that outlives the call, and Redis copies it.
         unsafe { api!(RedisModule_ReplyWithSimpleString)(self.as_ptr(), value.as_ptr()) };
     }
 
     /// An error reply; `message` starts with its code (`ERR ...`, `WRONGTYPE ...`).
     pub fn reply_error(self, message: &str) {
         let text = c_text(message);
+        // SAFETY: the call's valid context; `text` is a NUL-terminated C
+        // string alive until the end of this function, and Redis copies it.
         unsafe { api!(RedisModule_ReplyWithError)(self.as_ptr(), text.as_ptr()) };
     }
 
     /// A map of `pairs` entries: a RESP3 map, or a flat array of 2 x `pairs`
     /// under RESP2 (Redis does that translation).
     pub fn reply_map(self, pairs: usize) {
+        // SAFETY: the call's valid context; a length by value.
         unsafe { api!(RedisModule_ReplyWithMap)(self.as_ptr(), pairs as c_long) };
     }
 
     pub fn reply_array(self, len: usize) {
+        // SAFETY: the call's valid context; a length by value.
         unsafe { api!(RedisModule_ReplyWithArray)(self.as_ptr(), len as c_long) };
     }
 
@@ -258,9 +269,13 @@ impl<'a> Ctx<'a> {
     /// Redis 7.0 has no cached clock for modules and itself reads the live
     /// clock for `PTTL` and the module key API, so the live clock is right there.
     pub fn now_ms(self) -> i64 {
-        // SAFETY: optional function read from the filled table; no arguments.
+        // SAFETY: reads an optional function pointer of the table
+        // RedisModule_Init filled (NULL on servers without it); nothing
+        // writes the table afterwards.
         match unsafe { raw::RedisModule_CachedMicroseconds } {
+            // SAFETY: a function of the table, taking no arguments.
             Some(cached_us) => unsafe { cached_us() }.div_euclid(1000),
+            // SAFETY: a function of the table, taking no arguments.
             None => unsafe { api!(RedisModule_Milliseconds)() },
         }
     }
@@ -275,11 +290,12 @@ impl<'a> Ctx<'a> {
     /// does on its own (timers, notifications) checks this first. Asking also
     /// lets Redis end a pause whose time is up.
     pub fn writes_paused(self) -> bool {
-        // SAFETY: no arguments.
+        // SAFETY: a function of the table, taking no arguments.
         unsafe { api!(RedisModule_AvoidReplicaTraffic)() != 0 }
     }
 
     fn flags(self) -> u32 {
+        // SAFETY: the call's valid context (Ctx's invariant); only read.
         unsafe { api!(RedisModule_GetContextFlags)(self.as_ptr()) as u32 }
     }
 
@@ -305,11 +321,14 @@ impl<'a> Ctx<'a> {
 
     /// The database the calling client (or this callback) has selected.
     pub fn selected_db(self) -> i32 {
+        // SAFETY: the call's valid context (Ctx's invariant); only read.
         unsafe { api!(RedisModule_GetSelectedDb)(self.as_ptr()) }
     }
 
     /// Selects `db` for the rest of this call (outside commands: timers).
     pub fn select_db(self, db: i32) -> bool {
+        // SAFETY: the call's valid context; Redis refuses (ERR) a database
+        // number out of range rather than reading past its array.
         unsafe { api!(RedisModule_SelectDb)(self.as_ptr(), db) == OK }
     }
 
@@ -325,6 +344,9 @@ impl<'a> Ctx<'a> {
 
     fn log(self, level: &CStr, message: &str) {
         let text = c_text(message);
+        // SAFETY: the call's valid context; `level` and `text` are
+        // NUL-terminated C strings alive during the call, and the format
+        // "%s" takes exactly the one string passed.
         unsafe {
             api!(RedisModule_Log)(self.as_ptr(), level.as_ptr(), c"%s".as_ptr(), text.as_ptr())
         };
@@ -419,11 +441,16 @@ impl<'a> Ctx<'a> {
 
     /// Tells Redis `key` changed (WATCH, client-side caching).
     pub fn signal_modified(self, key: RStr) {
+        // SAFETY: the call's valid context and a valid string (both
+        // invariants); Redis only reads the key name.
         unsafe { api!(RedisModule_SignalModifiedKey)(self.as_ptr(), key.as_ptr()) };
     }
 
     /// Emits the keyspace notification `event` of `class` on `key`.
     pub fn notify_keyspace(self, class: NotifyClass, event: &CStr, key: RStr) {
+        // SAFETY: the call's valid context, a NUL-terminated event name and a
+        // valid key string, all alive during the call; Redis copies what it
+        // keeps (it takes its own reference to the key).
         unsafe {
             api!(RedisModule_NotifyKeyspaceEvent)(
                 self.as_ptr(),
@@ -439,9 +466,13 @@ impl<'a> Ctx<'a> {
     pub fn publish(self, channel: &[u8], message: &[u8], sharded: bool) {
         let channel = OwnedStr::new(channel);
         let message = OwnedStr::new(message);
-        // SAFETY: optional function read from the filled table.
+        // SAFETY: reads an optional function pointer of the table
+        // RedisModule_Init filled (NULL on a server without it); nothing writes it.
         let shard = unsafe { raw::RedisModule_PublishMessageShard }.filter(|_| sharded);
         let (channel, message) = (channel.borrow().as_ptr(), message.borrow().as_ptr());
+        // SAFETY: the call's valid context and two strings we own, alive
+        // until the end of this function; Redis copies the message out to
+        // subscribers before returning.
         unsafe {
             match shard {
                 Some(publish_shard) => publish_shard(self.as_ptr(), channel, message),

@@ -40,6 +40,8 @@ extern "C" fn on_keyspace<L: KeyspaceListener>(
             let event = if event.is_null() {
                 &[][..]
             } else {
+                // SAFETY: a non-null event name, a NUL-terminated C string
+                // Redis keeps alive during the notification.
                 unsafe { CStr::from_ptr(event) }.to_bytes()
             };
             L::notified(ctx, event, key);
@@ -141,12 +143,18 @@ extern "C" fn on_server_event<L: ServerEventListener>(
             if change.config_names.is_null() {
                 return;
             }
+            // SAFETY: `config_names` is non-null and holds `num_changes`
+            // pointers, alive for the duration of the event.
             let names: Vec<&[u8]> = unsafe {
                 std::slice::from_raw_parts(change.config_names, change.num_changes as usize)
             }
             .iter()
             .filter(|name| !name.is_null())
-            .map(|&name| unsafe { CStr::from_ptr(name) }.to_bytes())
+            .map(|&name| {
+                // SAFETY: a non-null config name, a NUL-terminated C string
+                // alive for the duration of the event.
+                unsafe { CStr::from_ptr(name) }.to_bytes()
+            })
             .collect();
             L::on_server_event(ctx, ServerEvent::ConfigChanged { names: &names });
         }

@@ -49,7 +49,7 @@ impl<'a> Key<'a> {
         if self.ptr.is_null() {
             return KeyKind::Empty;
         }
-        // SAFETY: an open key (every call below on `self.ptr` likewise).
+        // SAFETY: a non-null key this value opened and keeps open; only read.
         match unsafe { api!(RedisModule_KeyType)(self.ptr) } as isize {
             raw::REDISMODULE_KEYTYPE_EMPTY => KeyKind::Empty,
             raw::REDISMODULE_KEYTYPE_HASH => KeyKind::Hash,
@@ -80,13 +80,21 @@ impl<'a> Key<'a> {
         // SAFETY: HashGet hands us a new string, freed right below.
         let value = unsafe { RStr::from_raw(value) }?;
         let result = read(value.as_bytes());
+        // SAFETY: the string HashGet created for us above, freed once, after
+        // its last use (`read` returned and `value` is not used again).
         unsafe { api!(RedisModule_FreeString)(self.ctx.as_ptr(), value.as_ptr()) };
         Some(result)
     }
 
     /// Sets the hash field `field` to `value` (creating the hash).
     pub fn hash_set(&self, field: RStr, value: RStr) {
-        // SAFETY: one field/value pair and the NULL terminator; Redis copies both.
+        if self.ptr.is_null() {
+            return; // opened for reading and missing: nothing can be written
+        }
+        // SAFETY: a non-null key this value opened and keeps open (Redis
+        // refuses, with ERR, a write to one opened only for reading); one
+        // field/value pair and the NULL that ends HashSet's varargs. Redis
+        // copies both strings.
         unsafe {
             api!(RedisModule_HashSet)(
                 self.ptr,
@@ -116,13 +124,21 @@ impl<'a> Key<'a> {
         if ptr.is_null() {
             return None;
         }
+        // SAFETY: StringDMA returned a non-null pointer to `len` bytes of the
+        // value, valid until the key is written or closed; the slice is only
+        // used by `read` below, while `&self` keeps the key open and unwritten.
         let bytes = unsafe { std::slice::from_raw_parts(ptr as *const u8, len) };
         Some(read(bytes))
     }
 
     /// Makes the key the string `value` (any old value and expiry go).
     pub fn string_set(&self, value: RStr) {
-        // SAFETY: a key opened for writing; Redis takes its own reference.
+        if self.ptr.is_null() {
+            return; // opened for reading and missing: nothing can be written
+        }
+        // SAFETY: a non-null open key (Redis refuses, with ERR, one opened
+        // only for reading) and a valid string, of which Redis takes its own
+        // reference.
         unsafe { api!(RedisModule_StringSet)(self.ptr, value.as_ptr()) };
     }
 
@@ -153,6 +169,11 @@ impl<'a> Key<'a> {
 
     /// Removes the key's expiry.
     pub fn persist(&self) {
+        if self.ptr.is_null() {
+            return;
+        }
+        // SAFETY: a non-null key this value keeps open (Redis refuses, with
+        // ERR, to set the expiry of a key not opened for writing or empty).
         unsafe { api!(RedisModule_SetExpire)(self.ptr, raw::REDISMODULE_NO_EXPIRE as i64) };
     }
 
@@ -161,6 +182,7 @@ impl<'a> Key<'a> {
         if self.kind() == KeyKind::Empty {
             return None;
         }
+        // SAFETY: a non-empty key this value opened and keeps open; only read.
         let ttl = unsafe { api!(RedisModule_GetExpire)(self.ptr) };
         (ttl != raw::REDISMODULE_NO_EXPIRE as i64).then_some(ttl.max(0))
     }
@@ -171,16 +193,28 @@ impl<'a> Key<'a> {
         if self.kind() == KeyKind::Empty {
             return None;
         }
+        // SAFETY: a non-empty key this value opened and keeps open; only read.
         let at = unsafe { api!(RedisModule_GetAbsExpire)(self.ptr) };
         (at != raw::REDISMODULE_NO_EXPIRE as i64).then_some(at)
     }
 
     /// Sets the absolute expiry (7.0+: master and replica on one deadline).
     pub fn set_abs_expire_ms(&self, at: i64) {
+        if self.ptr.is_null() {
+            return;
+        }
+        // SAFETY: a non-null key this value keeps open (Redis refuses, with
+        // ERR, a key not opened for writing or an empty one); the deadline is
+        // passed by value.
         unsafe { api!(RedisModule_SetAbsExpire)(self.ptr, at) };
     }
 
     pub fn delete(&self) {
+        if self.ptr.is_null() {
+            return; // opened for reading and missing: nothing to delete
+        }
+        // SAFETY: a non-null key this value keeps open (Redis refuses, with
+        // ERR, one not opened for writing; an empty one is left as it is).
         unsafe { api!(RedisModule_DeleteKey)(self.ptr) };
     }
 
@@ -199,10 +233,20 @@ impl<'a> Key<'a> {
             // SAFETY: privdata is `out` below, alive for the whole scan, and
             // the strings are valid during this callback.
             let out = unsafe { &mut *(privdata as *mut Vec<(Vec<u8>, Vec<u8>)>) };
-            let bytes = |s| unsafe { RStr::from_raw(s) }.map_or(&[][..], RStr::as_bytes);
+            let bytes = |s| {
+                // SAFETY: ScanKey's field and value strings are valid for the
+                // duration of this callback; the bytes are copied out before
+                // it returns.
+                unsafe { RStr::from_raw(s) }.map_or(&[][..], RStr::as_bytes)
+            };
             out.push((bytes(field).to_vec(), bytes(value).to_vec()));
         }
+        // SAFETY: a function of the table, taking no arguments; the cursor is
+        // destroyed below.
         let cursor = unsafe { api!(RedisModule_ScanCursorCreate)() };
+        // SAFETY: a hash key this value keeps open, the cursor made above,
+        // our callback, and `out` as privdata: alive for the whole scan, and
+        // only touched by `collect` while ScanKey runs.
         while unsafe {
             api!(RedisModule_ScanKey)(
                 self.ptr,
@@ -212,6 +256,7 @@ impl<'a> Key<'a> {
             )
         } != 0
         {}
+        // SAFETY: the cursor made above, destroyed once.
         unsafe { api!(RedisModule_ScanCursorDestroy)(cursor) };
         out
     }

@@ -25,7 +25,9 @@
 //! its hash helpers take `&str` fields through `CString::new(..).unwrap()`
 //! (owner ids are binary-safe and may contain NUL bytes), and a panic in its
 //! generated handlers aborts the server. The crate still provides the raw
-//! bindings, the allocator, module configs and `RedisModule_OnLoad`.
+//! bindings, the allocator, module configs and the steps of
+//! `RedisModule_OnLoad`, which [`load`] runs (the crate's macro could not
+//! say why a second load is refused).
 //!
 //! Functions every supported server (Redis 7.0+, Valkey) provides are called
 //! through [`api!`]; optional ones are looked up where used, as `Option`s.
@@ -35,6 +37,7 @@ pub mod command;
 pub mod context;
 pub mod events;
 pub mod key;
+pub mod load;
 pub mod server;
 pub mod timer;
 

@@ -1,7 +1,7 @@
-//! Redisson 3.14.1 RLock's Lua scripts, exactly as its source has them: the
-//! compatibility contract the module is tested against; and the calls
-//! Redisson makes with them (keys, arguments, channel, message), the one copy
-//! every test uses.
+//! Redisson 3.14.1 RLock's Lua scripts (the one copy, in `redisson/*.lua`:
+//! see its README), the compatibility contract the module is tested against;
+//! and the calls Redisson makes with them (keys, arguments, channel,
+//! message), the one copy every test uses.
 
 use redis::{ConnectionLike, ToRedisArgs, Value};
 
@@ -11,84 +11,24 @@ use super::unlock_channel;
 pub const UNLOCK_MESSAGE: &str = "0";
 
 /// `tryLockInnerAsync`, HINCRBY variant (later Redisson versions; same layout).
-pub const ACQUIRE_HINCRBY: &str = concat!(
-    "if (redis.call('exists', KEYS[1]) == 0) then ",
-    "redis.call('hincrby', KEYS[1], ARGV[2], 1); ",
-    "redis.call('pexpire', KEYS[1], ARGV[1]); ",
-    "return nil; ",
-    "end; ",
-    "if (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then ",
-    "redis.call('hincrby', KEYS[1], ARGV[2], 1); ",
-    "redis.call('pexpire', KEYS[1], ARGV[1]); ",
-    "return nil; ",
-    "end; ",
-    "return redis.call('pttl', KEYS[1]);"
-);
+pub const ACQUIRE_HINCRBY: &str = include_str!("../../redisson/try-lock-hincrby.lua");
 
 /// `tryLockInnerAsync`, HSET variant (Redisson 3.14.1).
-pub const ACQUIRE_HSET: &str = concat!(
-    "if (redis.call('exists', KEYS[1]) == 0) then ",
-    "redis.call('hset', KEYS[1], ARGV[2], 1); ",
-    "redis.call('pexpire', KEYS[1], ARGV[1]); ",
-    "return nil; ",
-    "end; ",
-    "if (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then ",
-    "redis.call('hincrby', KEYS[1], ARGV[2], 1); ",
-    "redis.call('pexpire', KEYS[1], ARGV[1]); ",
-    "return nil; ",
-    "end; ",
-    "return redis.call('pttl', KEYS[1]);"
-);
+pub const ACQUIRE_HSET: &str = include_str!("../../redisson/try-lock-hset.lua");
 
 /// `unlockInnerAsync` (Redisson 3.14.1).
-pub const UNLOCK: &str = concat!(
-    "if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then ",
-    "return nil;",
-    "end; ",
-    "local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1); ",
-    "if (counter > 0) then ",
-    "redis.call('pexpire', KEYS[1], ARGV[2]); ",
-    "return 0; ",
-    "else ",
-    "redis.call('del', KEYS[1]); ",
-    "redis.call('publish', KEYS[2], ARGV[1]); ",
-    "return 1; ",
-    "end; ",
-    "return nil;"
-);
+pub const UNLOCK: &str = include_str!("../../redisson/unlock.lua");
 
 /// `renewExpirationAsync` (Redisson 3.14.1).
-pub const RENEW: &str = concat!(
-    "if (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then ",
-    "redis.call('pexpire', KEYS[1], ARGV[1]); ",
-    "return 1; ",
-    "end; ",
-    "return 0;"
-);
+pub const RENEW: &str = include_str!("../../redisson/renew-expiration.lua");
 
 /// `forceUnlockAsync` (Redisson 3.14.1).
-pub const FORCE_UNLOCK: &str = concat!(
-    "if (redis.call('del', KEYS[1]) == 1) then ",
-    "redis.call('publish', KEYS[2], ARGV[1]); ",
-    "return 1 ",
-    "else ",
-    "return 0 ",
-    "end"
-);
+pub const FORCE_UNLOCK: &str = include_str!("../../redisson/force-unlock.lua");
 
 /// A model of Redisson `RFencedLock`'s acquire-with-token script (3.19+,
 /// same hash layout as RLock): grant or re-enter, `INCR` the counter
 /// `KEYS[2]` and reply `{-1, token}`; else `{pttl, -1}`.
-pub const FENCED_ACQUIRE: &str = concat!(
-    "if redis.call('exists', KEYS[1]) == 0 ",
-    "or redis.call('hexists', KEYS[1], ARGV[2]) == 1 then ",
-    "local token = redis.call('incr', KEYS[2]); ",
-    "redis.call('hincrby', KEYS[1], ARGV[2], 1); ",
-    "redis.call('pexpire', KEYS[1], ARGV[1]); ",
-    "return {-1, token}; ",
-    "end; ",
-    "return {redis.call('pttl', KEYS[1]), -1};"
-);
+pub const FENCED_ACQUIRE: &str = include_str!("../../redisson/fenced-acquire.lua");
 
 /// `FENCED_ACQUIRE` on `key` (whose name has no braces), with Redisson's
 /// counter key `redisson_lock_token:{key}`.

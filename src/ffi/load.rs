@@ -1,0 +1,121 @@
+//! `RedisModule_OnLoad` and `RedisModule_OnUnload`: the entry points Redis
+//! calls when it loads and unloads the module.
+//!
+//! They do what the `redis-module` crate's `redis_module!` macro generates
+//! for a module like ours (initialise the API, set the crate's module
+//! context, run its registries, then our `init`), plus one thing: saying why
+//! Redis refused a second load. `RedisModule_Init` fails when a module named
+//! `lock` is already loaded; Redis 7.0 and 8.x then log only "Module ...
+//! initialization failed. Module not loaded", and the macro returns before
+//! any of our code runs. Here, `Init` has filled the API table before it
+//! checks the name, so the refusal can be logged with the reason.
+
+use std::ffi::CStr;
+use std::os::raw::c_int;
+
+use redis_module::{Context, RedisString, Status};
+
+use super::raw;
+
+/// The module's name, as `MODULE LIST` shows it.
+pub const NAME: &CStr = c"lock";
+
+/// What the module does once the API is initialised (`lib.rs`).
+pub type Init = fn(&Context, &[RedisString]) -> Status;
+
+const ERR: c_int = raw::Status::Err as c_int;
+
+/// The body of `RedisModule_OnLoad`.
+///
+/// # Safety
+/// `ctx`, `argv` and `argc` are what Redis passed to `RedisModule_OnLoad`.
+pub unsafe fn on_load(
+    ctx: *mut raw::RedisModuleCtx,
+    argv: *mut *mut raw::RedisModuleString,
+    argc: c_int,
+    init: Init,
+) -> c_int {
+    // SAFETY: the load context Redis passed; the name is a NUL-terminated C
+    // string, which Redis copies.
+    let status = unsafe {
+        raw::Export_RedisModule_Init(
+            ctx,
+            NAME.as_ptr(),
+            crate::MODULE_VERSION,
+            raw::REDISMODULE_APIVER_1 as c_int,
+        )
+    };
+    if status == ERR {
+        log_refused_init(ctx);
+        return ERR;
+    }
+    let context = Context::new(ctx);
+    // Set once per load; the crate's logging and configs read it.
+    let _ = redis_module::MODULE_CONTEXT.set_context(&context);
+    let args = redis_module::decode_args(ctx, argv, argc);
+    // The crate's registries (commands declared with its attribute macros,
+    // defrag callbacks, server events): empty for this module, run as the
+    // macro runs them so that stays true if one is ever used.
+    if redis_module::commands::register_commands(&context) == Status::Err {
+        return ERR;
+    }
+    if let Err(e) = redis_module::defrag::register_defrag_functions(&context) {
+        context.log_warning(&e.to_string());
+        return ERR;
+    }
+    if let Err(e) = redis_module::server_events::register_server_events(&context) {
+        context.log_warning(&e.to_string());
+        return ERR;
+    }
+    init(&context, &args) as c_int
+}
+
+/// `RedisModule_Init` refused: say why when we can tell.
+fn log_refused_init(ctx: *mut raw::RedisModuleCtx) {
+    // SAFETY: reads function pointers of the table RedisModule_Init filled
+    // before it refused (NULL if it did not get that far); nothing else
+    // writes the table during a load.
+    let (busy, log) = unsafe { (raw::RedisModule_IsModuleNameBusy, raw::RedisModule_Log) };
+    let (Some(busy), Some(log)) = (busy, log) else {
+        return;
+    };
+    // SAFETY: a NUL-terminated name; Redis only looks it up.
+    if unsafe { busy(NAME.as_ptr()) } == 0 {
+        return;
+    }
+    // SAFETY: the load context (Redis logs without a module name while it
+    // has none), NUL-terminated level and message, and a format without
+    // conversions.
+    unsafe {
+        log(
+            ctx,
+            c"warning".as_ptr(),
+            c"lock module: not loaded: a module named 'lock' is already loaded \
+              (MODULE LIST); to replace it, MODULE UNLOAD lock first"
+                .as_ptr(),
+        )
+    };
+}
+
+/// Redis's entry point for `MODULE LOAD` and `loadmodule`.
+///
+/// # Safety
+/// Called by Redis only, with its load context and the module arguments.
+#[cfg(not(test))]
+#[no_mangle]
+pub unsafe extern "C" fn RedisModule_OnLoad(
+    ctx: *mut raw::RedisModuleCtx,
+    argv: *mut *mut raw::RedisModuleString,
+    argc: c_int,
+) -> c_int {
+    // SAFETY: Redis's own arguments to RedisModule_OnLoad, passed on as is.
+    unsafe { on_load(ctx, argv, argc, crate::module::init) }
+}
+
+/// Redis's entry point for `MODULE UNLOAD`: nothing to undo by hand (Redis
+/// drops the commands, configs and subscriptions), so it always agrees.
+#[cfg(not(test))]
+#[no_mangle]
+pub extern "C" fn RedisModule_OnUnload(_ctx: *mut raw::RedisModuleCtx) -> c_int {
+    raw::Status::Ok as c_int
+}
