@@ -27,7 +27,8 @@
 //! `CHAOS_SEED` replays the nemesis's and the workers' random choices, not
 //! the machine's timing; `CHAOS_ACTIONS` restricts the choices), one
 //! fault at a time, each undone and the cluster healed (the Sentinels agree
-//! on a master with two linked replicas) before the next: SIGSTOP/SIGCONT
+//! on a master with two linked replicas and have finished their failovers)
+//! before the next: SIGSTOP/SIGCONT
 //! of the master, under down-after, or until Sentinel promoted a replica
 //! (then two masters for 0.2-1.5 s until the nemesis demotes the old one
 //! with `REPLICAOF`, sooner than Sentinel's next INFO would); SIGKILL of
@@ -37,8 +38,9 @@
 //! PAUSE WRITE`; `FAILOVER`; `DEBUG SLEEP` under down-after; `DEL` of a
 //! token counter; a worker stalled past its lease between its grant and
 //! its write, until another holder wrote with a newer token. The first
-//! action fails over (a kill; a stop past the failover in the synced
-//! mode), so every run fails over; slow actions start only with 5 s of the
+//! action of a fenced run fails over (a kill; a stop past the failover in
+//! the synced mode), so every such run fails over (the test asserts it);
+//! slow actions start only with 5 s of the
 //! run left. Synced runs keep to what SYNC 1 with two replicas must survive
 //! (see [`nemesis::actions`]): one node failing at a time, Sentinel
 //! promoting a replica that has every acknowledged grant. So no two-node
