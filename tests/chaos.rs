@@ -25,33 +25,31 @@
 //!
 //! **Nemesis** (`chaos/nemesis.rs`), seeded (the seed is printed;
 //! `CHAOS_SEED` replays the nemesis's and the workers' random choices, not
-//! the machine's timing; `CHAOS_ACTIONS` restricts the choices), one
-//! fault at a time, each undone and the cluster healed (the Sentinels agree
-//! on a master with two linked replicas and have finished their failovers)
-//! before the next: SIGSTOP/SIGCONT
-//! of the master, under down-after, or until Sentinel promoted a replica
-//! (then two masters for 0.2-1.5 s until the nemesis demotes the old one
-//! with `REPLICAOF`, sooner than Sentinel's next INFO would); SIGKILL of
-//! the master and restart from its AOF as a replica of the new master, or
-//! at once as a master for Sentinel to sort out; SIGSTOP of one replica (or
-//! both) then SIGKILL of the master (a promotion that lost grants); `CLIENT
-//! PAUSE WRITE`; `FAILOVER`; `DEBUG SLEEP` under down-after; `DEL` of a
-//! token counter; a worker stalled past its lease between its grant and
-//! its write, until another holder wrote with a newer token. The first
-//! action of a fenced run fails over (a kill; a stop past the failover in
-//! the synced mode), so every such run fails over (the test asserts it);
-//! slow actions start only with 5 s of the
-//! run left. Synced runs keep to what SYNC 1 with two replicas must survive
+//! the machine's timing; `CHAOS_ACTIONS` restricts the choices), one fault
+//! at a time, each undone and the cluster healed (the Sentinels agree on a
+//! master with two linked replicas and have finished their failovers)
+//! before the next: SIGSTOP/SIGCONT of the master, under down-after, or
+//! until Sentinel promoted a replica (then two masters for 0.2-1.5 s until
+//! the nemesis demotes the old one with `REPLICAOF`, sooner than Sentinel's
+//! next INFO would); SIGKILL of the master and restart from its AOF as a
+//! replica of the new master, or at once as a master for Sentinel to sort
+//! out; SIGSTOP of one replica (or both) then SIGKILL of the master (a
+//! promotion that lost grants); `CLIENT PAUSE WRITE`; `FAILOVER`; `DEBUG
+//! SLEEP` under down-after; `DEL` of a token counter; a worker stalled past
+//! its lease between its grant and its write, until another holder wrote
+//! with a newer token. The first action of a fenced run fails over (a kill;
+//! a stop past the failover in the synced mode), so every such run fails
+//! over (the test asserts it); slow actions start only with 5 s of the run
+//! left. Synced runs keep to what SYNC 1 with two replicas must survive
 //! (see [`nemesis::actions`]): one node failing at a time, Sentinel
 //! promoting a replica that has every acknowledged grant. So no two-node
 //! faults, no killed master back as a master, no `FAILOVER`; before a kill
 //! or a stop past the failover the master is stopped until both replicas
 //! report the same offset (Sentinel compares offsets it read up to seconds
 //! earlier); with one replica stopped, the master is killed only once the
-//! other has what the master wrote before the stop and every Sentinel
-//! flags the stopped one down (so none promotes it). `FAILOVER` (Redis's,
-//! which Sentinel then undoes, 20-30 s of READONLY) only in runs of 30 s
-//! or more.
+//! other has what the master wrote before the stop and every Sentinel flags
+//! the stopped one down (so none promotes it). `FAILOVER` (Redis's, which
+//! Sentinel then undoes, 20-30 s of READONLY) only in runs of 30 s or more.
 //!
 //! **Checker** (`chaos/checker.rs`), over acknowledged grants only (an
 //! acquire whose reply was lost may have granted; nobody relied on it):
