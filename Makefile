@@ -4,6 +4,9 @@ MODULE  := $(CURDIR)/target/release/libredis_lock.so
 SERVERS := $(CURDIR)/.cache/servers
 # `make run PORT=6380` when 6379 is taken.
 PORT    ?= 6379
+# make test-chaos: seconds of nemesis per run and mode, runs per server.
+CHAOS_SECS ?= 60
+CHAOS_RUNS ?= 1
 # Options for bench/lock_bench.py, e.g. `make bench BENCH_ARGS="--clients 8"`.
 BENCH_ARGS ?=
 
@@ -23,7 +26,7 @@ MATRIX := \
   valkey-9.1.2=$(SERVERS)/valkey-9.1.2/valkey-server
 
 .DEFAULT_GOAL := help
-.PHONY: help deps build run test fmt lint servers test-matrix bench bench-acquire clean
+.PHONY: help deps build run test fmt lint servers test-matrix test-chaos bench bench-acquire clean
 
 # List the targets (the default: does nothing else).
 help:
@@ -39,6 +42,9 @@ help:
 	@echo "                     -- -D warnings -D clippy::undocumented_unsafe_blocks (every unsafe block says why)"
 	@echo "make servers        fetch Redis 8.2.3 and Valkey 9.1.2 into .cache/servers/"
 	@echo "make test-matrix    integration tests (module and client library) on Redis 7.0.15, Redis 8.2.3 and Valkey 9.1.2"
+	@echo "make test-chaos     the chaos test (tests/chaos.rs: Sentinel failovers, a nemesis, a history checker)"
+	@echo "                     for CHAOS_SECS=60 s per mode on each matrix server, CHAOS_RUNS=1 times;"
+	@echo "                     replay one run with CHAOS_SEED=<seed it printed>"
 	@echo "make bench          contention: this module vs Redisson's protocol, redis-py Lock, python-redis-lock"
 	@echo "                     (writes .cache/bench/benchmarks.md and .png; docs/benchmarks.md is a recorded run),"
 	@echo "                     then the client library's overhead over raw commands (.cache/bench/client-overhead.md)"
@@ -96,6 +102,26 @@ test-matrix: build servers
 	echo; \
 	if [ -n "$$failed" ]; then echo "=== test-matrix FAILED on:$$failed"; exit 1; fi; \
 	echo "=== test-matrix passed on every server"
+
+# The chaos test on every server of the matrix, CHAOS_RUNS times each, with
+# CHAOS_SECS of nemesis per mode (synced, unsynced; the control is short).
+# Each run prints its seed and a summary line; fail if any run failed.
+test-chaos: SHELL := /bin/bash
+test-chaos: build servers
+	@failed=; \
+	for entry in $(MATRIX); do \
+	  label=$${entry%%=*}; server=$${entry#*=}; \
+	  for run in $$(seq 1 $(CHAOS_RUNS)); do \
+	    echo; echo "=== chaos run $$run/$(CHAOS_RUNS) on $$label: $$($$server --version)"; \
+	    REDIS_SERVER=$$server CHAOS_SECS=$(CHAOS_SECS) \
+	      cargo test --release --test chaos -- --nocapture 2>&1 \
+	      | grep --line-buffered -E '^chaos |^test |^test result|panicked|violations|^  ' \
+	      ; [ $${PIPESTATUS[0]} -eq 0 ] || failed="$$failed $$label#$$run"; \
+	  done; \
+	done; \
+	echo; \
+	if [ -n "$$failed" ]; then echo "=== test-chaos FAILED on:$$failed"; exit 1; fi; \
+	echo "=== test-chaos passed on every server"
 
 # Contention benchmark (a Python venv with the peer libraries is made under
 # .cache/bench-venv): sections/s, waits, fairness for 1, 8 and 32 clients.

@@ -19,6 +19,7 @@
 pub mod module;
 pub mod raw;
 pub mod redisson;
+pub mod sentinel;
 
 use std::collections::HashMap;
 use std::net::TcpListener;
@@ -285,6 +286,56 @@ impl Server {
         &self.dir
     }
 
+    /// Starts the server again (after [`Server::crash`], or kills it first)
+    /// on the same port and directory, so on the same data and at the same
+    /// address for replicas and Sentinels, with its options plus `extra`
+    /// (e.g. `--replicaof`). The log so far moves to `redis.log.previous`
+    /// (appended), which [`Server::all_logs`] includes. An error when the
+    /// port stays taken (someone else's process got it meanwhile) or the
+    /// server does not start.
+    pub fn restart_with(&mut self, extra: &[(&str, &[&str])]) -> Result<(), String> {
+        self.crash();
+        let mut options = self.options.clone();
+        options.dir = Some(self.dir.clone());
+        for (name, values) in extra {
+            options = options.config(name, values);
+        }
+        let log = self.log();
+        if !log.is_empty() {
+            use std::io::Write;
+            let mut previous = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(self.dir.join("redis.log.previous"))
+                .map_err(|e| format!("keep the old log: {e}"))?;
+            previous
+                .write_all(log.as_bytes())
+                .map_err(|e| format!("keep the old log: {e}"))?;
+        }
+        let module = options.module.then(module_path);
+        let deadline = Instant::now() + STARTUP_TIMEOUT;
+        loop {
+            match Server::spawn(&options, module.as_deref(), &self.dir, self.port) {
+                Ok(child) => {
+                    self.child = Some(child);
+                    return Ok(());
+                }
+                Err(StartError::Retry(why)) if Instant::now() < deadline => {
+                    let _ = why;
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                Err(StartError::Retry(why)) | Err(StartError::Fatal(why)) => return Err(why),
+            }
+        }
+    }
+
+    /// Every log this server wrote, across [`Server::restart_with`]s.
+    pub fn all_logs(&self) -> String {
+        let previous =
+            std::fs::read_to_string(self.dir.join("redis.log.previous")).unwrap_or_default();
+        previous + &self.log()
+    }
+
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}/", self.port)
     }
@@ -389,6 +440,11 @@ impl Server {
             let _ = child.kill();
             let _ = child.wait();
         }
+    }
+
+    /// The server's process id if it was started and not crashed or reaped.
+    pub fn is_running_pid(&self) -> Option<u32> {
+        self.child.as_ref().map(|c| c.id())
     }
 
     /// The server's process id.
