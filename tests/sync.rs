@@ -166,9 +166,7 @@ fn an_unacknowledged_grant_is_undone_and_the_caller_told() {
         took >= Duration::from_millis(190) && took < Duration::from_millis(400),
         "answered after {took:?}"
     );
-    poll_until(Duration::from_secs(1), "the grant undone", || {
-        !exists(&mut con, "L")
-    });
+    assert!(!exists(&mut con, "L"), "undone before the NOSYNC reply");
     let used = counter(&mut con, "L").expect("the token stays used");
     // A re-entry that is not acknowledged goes back to the count before.
     acquire(&mut con, "L", "a", 30_000);
@@ -177,9 +175,11 @@ fn an_unacknowledged_grant_is_undone_and_the_caller_told() {
         &["LOCK.ACQUIRE", "L", "a", "30000", "SYNC", "1", "100"],
     );
     nosync(&reply, "within 100 ms");
-    poll_until(Duration::from_secs(1), "the re-entry undone", || {
-        lock_info(&mut con, "L").count_of(b"a") == Some(1)
-    });
+    assert_eq!(
+        lock_info(&mut con, "L").count_of(b"a"),
+        Some(1),
+        "the re-entry undone before the NOSYNC reply"
+    );
     // Not enough replicas at all: refused the same way.
     let (reply, _) = timed(
         &master,
@@ -187,9 +187,7 @@ fn an_unacknowledged_grant_is_undone_and_the_caller_told() {
     );
     nosync(&reply, "of 2 replicas");
     replicas[0].signal("CONT");
-    poll_until(Duration::from_secs(1), "M undone", || {
-        !exists(&mut con, "M")
-    });
+    assert!(!exists(&mut con, "M"), "undone before the NOSYNC reply");
     assert!(counter(&mut con, "L").unwrap() >= used);
     assert_eq!(stat(&master, "lock_grants_undone"), 3);
     assert_eq!(stat(&master, "lock_grants_synced"), 0);
@@ -264,9 +262,10 @@ fn a_wait_timeout_before_the_acknowledgement_undoes_the_hand_off() {
         "answered {} ms after it queued",
         at - started
     );
-    poll_until(Duration::from_secs(1), "the hand-off undone", || {
-        !exists(&mut con, "L")
-    });
+    assert!(
+        !exists(&mut con, "L"),
+        "the hand-off undone before the reply"
+    );
     replicas[0].signal("CONT");
 }
 

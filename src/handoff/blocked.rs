@@ -3,7 +3,7 @@
 //! whose client times out or leaves.
 
 use super::queues_then_stop_timers;
-use super::synced::{syncs, undo_later};
+use super::synced::{self, syncs};
 use crate::errors;
 use crate::ffi::blocking::{self, BlockedClient, WaitHandler, Wake};
 use crate::ffi::{Ctx, OwnedStr};
@@ -29,7 +29,7 @@ impl WaitHandler for Waiting {
             // Granted, but the WAIT timeout came before the replicas did.
             let refusal = replica_sync::nosync(grant.spec, 0, "the WAIT timeout came first");
             stats::GRANTS_UNDONE.incr();
-            undo_later(ctx, grant);
+            synced::undo(ctx, grant);
             ctx.reply_error(refusal.text());
             blocking::unblock(client, None);
             return;
@@ -53,7 +53,7 @@ impl WaitHandler for Waiting {
     fn disconnected(ctx: Ctx, client: BlockedClient) {
         if let Some(grant) = syncs(|t| t.remove_client(client)) {
             stats::GRANTS_UNDONE.incr();
-            undo_later(ctx, grant);
+            synced::undo_soon(ctx, grant);
             blocking::unblock(client, None);
         } else if queues_then_stop_timers(ctx, |q| q.remove_client(client)).is_some() {
             blocking::unblock(client, None);

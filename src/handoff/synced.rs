@@ -65,10 +65,31 @@ pub(super) fn hold_reply_for_replicas(
     start_sync_timer(ctx, 0);
 }
 
-/// Undoes `grant` as soon as writes are allowed (on the sync timer).
-pub(super) fn undo_later(ctx: Ctx, grant: PendingGrant<BlockedClient>) {
-    UNDO.with(|undo| {
-        undo.borrow_mut().push(Undo {
+/// Undoes `grant` now, before its client is answered, so that nobody (its
+/// client reading the lock back first of all) sees it held after the
+/// `NOSYNC` reply; or, while writes are held back, as soon as they are
+/// allowed (on the sync timer). Returns whether it wrote.
+pub(super) fn undo(ctx: Ctx, grant: PendingGrant<BlockedClient>) -> bool {
+    let undo = Undo {
+        db: grant.db,
+        key: grant.key,
+        owner: grant.owner,
+    };
+    if ctx.is_master() && !writes_held_back(ctx) {
+        undo_one(ctx, undo);
+        return true;
+    }
+    UNDO.with(|later| later.borrow_mut().push(undo));
+    start_sync_timer(ctx, PAUSE_POLL_MS);
+    false
+}
+
+/// Undoes `grant` on the sync timer, at once (or once writes are allowed):
+/// for a client that disconnected, where writing from Redis's callback (the
+/// client is being freed) is not worth the risk and nobody waits for a reply.
+pub(super) fn undo_soon(ctx: Ctx, grant: PendingGrant<BlockedClient>) {
+    UNDO.with(|later| {
+        later.borrow_mut().push(Undo {
             db: grant.db,
             key: grant.key,
             owner: grant.owner,
@@ -90,12 +111,12 @@ struct SyncTick;
 impl TimerJob for SyncTick {
     fn fire(self, ctx: Ctx) {
         SYNC_TIMER.with(|t| t.set(None));
-        let undone = undo_grants(ctx);
+        let mut wrote = undo_held_back(ctx);
         if ctx.is_master() && grants_awaiting_replicas() > 0 {
             let acks = replicas::acks(ctx).unwrap_or_default();
             let look = syncs(|t| t.look(&acks, ctx.now_ms()));
             for (grant, outcome) in look.ended {
-                answer(ctx, grant, outcome);
+                wrote |= answer(ctx, grant, outcome);
             }
             if look.ask_replicas {
                 ASK_NEXT.with(|ask| ask.set(true));
@@ -106,7 +127,7 @@ impl TimerJob for SyncTick {
         // request goes into the replication stream, which Redis asserts
         // nothing feeds during a pause (it aborted the server). It is made
         // once the pause ends.
-        if !undone
+        if !wrote
             && ctx.is_master()
             && !ctx.writes_paused()
             && ASK_NEXT.with(|ask| ask.replace(false))
@@ -125,50 +146,56 @@ impl TimerJob for SyncTick {
     }
 }
 
-/// Answers a grant whose wait for replicas ended.
-fn answer(ctx: Ctx, grant: PendingGrant<BlockedClient>, outcome: Outcome) {
+/// Answers a grant whose wait for replicas ended (undoing it first when
+/// it timed out). Returns whether it wrote.
+fn answer(ctx: Ctx, grant: PendingGrant<BlockedClient>, outcome: Outcome) -> bool {
     match outcome {
         Outcome::Acknowledged => {
             stats::GRANTS_SYNCED.incr();
             let token = grant.token;
             blocking::unblock(grant.client, Some(Wake::Granted { token }));
+            false
         }
         Outcome::TimedOut { acked } => {
             stats::GRANTS_UNDONE.incr();
             let message = replica_sync::nosync(grant.spec, acked, "");
             let client = grant.client;
-            undo_later(ctx, grant);
+            let wrote = undo(ctx, grant);
             blocking::unblock(client, Some(Wake::Refused(message)));
+            wrote
         }
     }
 }
 
-/// Undoes the grants waiting to be undone, unless writes are held back (then
-/// they stay for a later tick). Returns whether it wrote anything.
-///
+/// Undoes the grants held back while writes were, unless they still are.
+/// Returns whether it wrote anything.
+fn undo_held_back(ctx: Ctx) -> bool {
+    if UNDO.with(|undo| undo.borrow().is_empty()) || !ctx.is_master() || writes_held_back(ctx) {
+        return false;
+    }
+    let undos = UNDO.with(|undo| std::mem::take(&mut *undo.borrow_mut()));
+    for undo in undos {
+        undo_one(ctx, undo);
+    }
+    true
+}
+
 /// Undoing is releasing one hold of the owner, as `LOCK.RELEASE` would: a
 /// grant of a free lock frees it again and hands it to the next waiter; a
 /// re-entry's count goes back down (its lease stays as the re-entry set it).
 /// When the owner no longer holds the lock (released, forced, expired
 /// meanwhile), there is nothing to undo. The token stays used.
-fn undo_grants(ctx: Ctx) -> bool {
-    if UNDO.with(|undo| undo.borrow().is_empty()) || !ctx.is_master() || writes_held_back(ctx) {
-        return false;
+fn undo_one(ctx: Ctx, Undo { db, key, owner }: Undo) {
+    if !ctx.select_db(db) {
+        return;
     }
-    let undos = UNDO.with(|undo| std::mem::take(&mut *undo.borrow_mut()));
-    for Undo { db, key, owner } in undos {
-        if !ctx.select_db(db) {
-            continue;
-        }
-        let name = OwnedStr::new(&key);
-        let Ok(lock) = LockKey::open_write(ctx, name.borrow()) else {
-            continue;
-        };
-        let owner = OwnedStr::new(&owner);
-        let Ok(view) = lock.view(owner.borrow()) else {
-            continue;
-        };
-        carry_out(ctx, &lock, lock::release(owner.borrow(), view, None));
-    }
-    true
+    let name = OwnedStr::new(&key);
+    let Ok(lock) = LockKey::open_write(ctx, name.borrow()) else {
+        return;
+    };
+    let owner = OwnedStr::new(&owner);
+    let Ok(view) = lock.view(owner.borrow()) else {
+        return;
+    };
+    carry_out(ctx, &lock, lock::release(owner.borrow(), view, None));
 }
