@@ -173,8 +173,9 @@ pub(crate) struct State {
     pub(crate) retired: bool,
     /// The lease the watchdog renews to; None: a caller-given lease.
     pub(crate) watchdog: Option<Duration>,
-    /// When the lease ends unless renewed, counted from when the command
-    /// that set it was sent (so never later than the server's deadline).
+    /// When the lease ends unless renewed, never later than the server's
+    /// deadline: counted from when the command that set it was sent, or
+    /// from a measurement of it (see `LockClient::grant_expiry`).
     pub(crate) expires: Instant,
     pub(crate) next_renewal: Instant,
     /// Why the last renewal failed, if it did (for `Lost::RenewalFailed`).
@@ -193,6 +194,47 @@ impl Entry {
 enum Acquired {
     Granted(Option<i64>),
     Busy,
+}
+
+/// When a grant's lease ends on the server, as far as the client can tell
+/// ([`LockClient::grant_expiry`]).
+enum Expiry {
+    /// No earlier than this.
+    Until(Instant),
+    /// The lease could not be measured: about then, to be confirmed by a
+    /// renewal at once.
+    Unmeasured(Instant),
+    /// The owner no longer held the lock when its lease was measured.
+    Gone,
+}
+
+/// `at + d`, or as late as the clock goes (a lease of centuries).
+pub(crate) fn later(at: Instant, d: Duration) -> Instant {
+    at.checked_add(d)
+        .or_else(|| at.checked_add(Duration::from_secs(1 << 32)))
+        .unwrap_or(at)
+}
+
+/// The lease `owner` has left, from a `LOCK.INFO` reply: None when the
+/// reply is not understood, Some(None) when `owner` holds nothing.
+fn lease_left(info: &Value, owner: &str) -> Option<Option<Duration>> {
+    let fields = pairs(info);
+    let field = |name: &[u8]| {
+        fields
+            .iter()
+            .find(|(k, _)| is_text(k, name))
+            .map(|(_, v)| *v)
+    };
+    let holds = pairs(field(b"owners")?)
+        .into_iter()
+        .any(|(k, v)| is_text(k, owner.as_bytes()) && !matches!(v, Value::Int(0)));
+    if !holds {
+        return Some(None);
+    }
+    match field(b"ttl_ms")? {
+        Value::Int(ms) if *ms >= 0 => Some(Some(Duration::from_millis(*ms as u64))),
+        _ => None,
+    }
 }
 
 /// What became of a command that changes a hold count.
@@ -955,7 +997,8 @@ impl LockClient {
                 Outcome::AppliedUnseen => Acquired::Granted(None),
             };
             if let Acquired::Granted(token) = acquired {
-                return Ok(Some(self.granted(&entry, sent, lease, watchdog, token)));
+                let expiry = self.grant_expiry(name, owner, sent, lease).await;
+                return Ok(Some(self.granted(&entry, expiry, watchdog, token)));
             }
             if matches!(wait, Wait::No) {
                 return Ok(None);
@@ -1030,7 +1073,8 @@ impl LockClient {
                     self.inner.conns.give_back(h);
                     return match parse_acquire(v, fenced)? {
                         Acquired::Granted(token) => {
-                            Ok(Some(self.granted(entry, sent, lease, watchdog, token)))
+                            let expiry = self.grant_expiry(name, owner, sent, lease).await;
+                            Ok(Some(self.granted(entry, expiry, watchdog, token)))
                         }
                         Acquired::Busy => Ok(None),
                     };
@@ -1056,7 +1100,8 @@ impl LockClient {
                 } else {
                     None
                 };
-                return Ok(Some(self.granted(entry, sent, lease, watchdog, token)));
+                let expiry = self.grant_expiry(name, owner, sent, lease).await;
+                return Ok(Some(self.granted(entry, expiry, watchdog, token)));
             }
             if found != known {
                 return Err(LockError::HoldCountMismatch {
@@ -1073,30 +1118,87 @@ impl LockClient {
         }
     }
 
+    /// When the lease of a grant to `owner`, asked for at `sent`, ends on
+    /// the server at the earliest.
+    ///
+    /// The server started the lease when it granted the lock: no earlier
+    /// than `sent`, no later than now (the reply's arrival). Counting from
+    /// `sent` is safe, and it is what a grant answered at once gets. A
+    /// grant that took a third of the lease or more to arrive (a wait
+    /// handed the lock over late, a slow server, retries) would be due for
+    /// renewal, or even expired, on arrival by that count: a lock held
+    /// fresh would be reported lost and never renewed. Its lease is
+    /// measured instead: `LOCK.INFO`, sent at `asked`, shows the lease left
+    /// at some instant after `asked`, so the lease ends no earlier than
+    /// `asked` + that, again a safe bound, and a tight one.
+    async fn grant_expiry(
+        &self,
+        name: &str,
+        owner: &str,
+        sent: Instant,
+        lease: Duration,
+    ) -> Expiry {
+        let received = Instant::now();
+        if sent
+            .checked_add(lease / 3)
+            .is_some_and(|due| received < due)
+        {
+            return Expiry::Until(later(sent, lease));
+        }
+        let asked = Instant::now();
+        let mut info = redis::cmd("LOCK.INFO");
+        info.arg(name);
+        match self.simple(&info).await.map(|v| lease_left(&v, owner)) {
+            Ok(Some(Some(left))) => Expiry::Until(later(asked, left.min(lease))),
+            Ok(Some(None)) => Expiry::Gone,
+            // The lease could not be measured. The grant is certain and a
+            // few moments old, so it is not reported lost: its lease is
+            // counted from the reply's arrival (later than the server's
+            // start by the reply's transit only) and the watchdog renews it
+            // at once, which restores a safe count.
+            Ok(None) | Err(_) => Expiry::Unmeasured(later(received, lease)),
+        }
+    }
+
     /// Records a grant (called with the entry's operation lock held) and
     /// makes its guard.
     fn granted(
         &self,
         entry: &Arc<Entry>,
-        sent: Instant,
-        lease: Duration,
+        expiry: Expiry,
         watchdog: bool,
         token: Option<i64>,
     ) -> LockGuard {
+        let now = Instant::now();
+        let (expires, renew_now) = match expiry {
+            Expiry::Until(at) => (at, false),
+            Expiry::Unmeasured(at) => (at, true),
+            Expiry::Gone => (now, true),
+        };
         {
             let mut state = entry.state();
             state.holds += 1;
             // Any acquire (re-entry too) resets the server's lease to `lease`.
-            state.expires = sent + lease;
+            state.expires = expires;
             if watchdog {
+                // A third of the lease after it started: two thirds before
+                // its end.
                 let renew = self.inner.options.watchdog_lease;
                 state.watchdog = Some(renew);
-                state.next_renewal = sent + renew / 3;
+                state.next_renewal = match expires.checked_sub(renew - renew / 3) {
+                    Some(at) if !renew_now => at,
+                    _ => now,
+                };
             }
         }
         self.start_watchdog();
         self.inner.wake.notify_one();
-        LockGuard::new(self.clone(), entry.clone(), token)
+        let guard = LockGuard::new(self.clone(), entry.clone(), token);
+        if matches!(expiry, Expiry::Gone) {
+            // Forced or deleted between the grant and the measurement.
+            watchdog::mark_lost(&self.inner, entry, Lost::NotHeld);
+        }
+        guard
     }
 
     fn start_watchdog(&self) {
@@ -1272,6 +1374,33 @@ mod tests {
         )]);
         assert!(waiters_include(&resp3, b"w2"));
         assert!(!waiters_include(&Value::Nil, b"w2"));
+    }
+
+    #[test]
+    fn the_lease_left_is_read_for_the_owner_only() {
+        let text = |t: &str| Value::BulkString(t.as_bytes().to_vec());
+        let resp2 = Value::Array(vec![
+            text("state"),
+            text("held"),
+            text("owners"),
+            Value::Array(vec![text("b"), Value::Int(1)]),
+            text("ttl_ms"),
+            Value::Int(987),
+        ]);
+        assert_eq!(
+            lease_left(&resp2, "b"),
+            Some(Some(Duration::from_millis(987)))
+        );
+        assert_eq!(lease_left(&resp2, "a"), Some(None));
+        let resp3 = Value::Map(vec![
+            (text("owners"), Value::Map(vec![(text("b"), Value::Int(2))])),
+            (text("ttl_ms"), Value::Int(5)),
+        ]);
+        assert_eq!(
+            lease_left(&resp3, "b"),
+            Some(Some(Duration::from_millis(5)))
+        );
+        assert_eq!(lease_left(&Value::Nil, "b"), None);
     }
 
     #[test]
