@@ -41,7 +41,7 @@ use redis::{Cmd, Value};
 use tokio::sync::{watch, Notify};
 
 use crate::conn::{timeout_error, Backend, Con, Connections, Handle};
-use crate::error::{is_transport, LockError, Result};
+use crate::error::{is_transport, refused, LockError, Result};
 use crate::guard::{LockGuard, Lost};
 use crate::owner;
 use crate::watchdog;
@@ -67,6 +67,15 @@ pub struct Options {
     /// treating the connection as broken: the server answers a timed-out
     /// wait itself, so this only covers the network and a busy server.
     pub wait_margin: Duration,
+    /// Synced grants: `Some((n, timeout))` sends `SYNC n timeout-ms` with
+    /// every acquire, so a grant is answered only once `n` replicas
+    /// acknowledged it within `timeout`; otherwise the module undoes it and
+    /// the call fails with [`LockError::NotSynced`] (the lock is not held).
+    /// `Some((0, Duration::ZERO))` turns the module's default
+    /// (`lock.sync-replicas`) off for this client's acquires; `None` (the
+    /// default) leaves it to the module's configuration. Reply deadlines
+    /// grow by `timeout`.
+    pub sync: Option<(u32, Duration)>,
 }
 
 impl Default for Options {
@@ -77,6 +86,7 @@ impl Default for Options {
             retries: 3,
             retry_interval: Duration::from_millis(100),
             wait_margin: Duration::from_secs(2),
+            sync: None,
         }
     }
 }
@@ -106,6 +116,34 @@ impl Options {
     pub fn wait_margin(mut self, margin: Duration) -> Self {
         self.wait_margin = margin;
         self
+    }
+    /// Sets [`Options::sync`]: every grant waits for `replicas` replicas to
+    /// acknowledge it, for at most `timeout` (`sync_replicas(0,
+    /// Duration::ZERO)`: never, whatever the module's default).
+    pub fn sync_replicas(mut self, replicas: u32, timeout: Duration) -> Self {
+        self.sync = Some((replicas, timeout));
+        self
+    }
+
+    /// How much longer than a plain command an acquire may take to answer:
+    /// the time the module may spend waiting for replicas.
+    pub(crate) fn sync_time(&self) -> Duration {
+        self.sync.map_or(Duration::ZERO, |(_, timeout)| timeout)
+    }
+
+    /// `SYNC`'s arguments, checked: a positive timeout when replicas are
+    /// asked for (Redis reads a zero timeout as "forever"), in whole ms.
+    pub(crate) fn sync_args(&self) -> Result<Option<(u32, u64)>> {
+        let Some((replicas, timeout)) = self.sync else {
+            return Ok(None);
+        };
+        let ms = timeout.as_nanos().div_ceil(1_000_000);
+        if (replicas > 0 && ms == 0) || ms > i64::MAX as u128 {
+            return Err(LockError::InvalidArgument(format!(
+                "a sync timeout must be positive and fit in i64 milliseconds: {timeout:?}"
+            )));
+        }
+        Ok(Some((replicas, ms as u64)))
     }
 }
 
@@ -302,6 +340,7 @@ pub(crate) fn acquire_cmd(
     lease_ms: u64,
     wait_ms: Option<u64>,
     fenced: bool,
+    sync: Option<(u32, u64)>,
 ) -> Cmd {
     let mut cmd = redis::cmd("LOCK.ACQUIRE");
     cmd.arg(name).arg(owner).arg(lease_ms);
@@ -310,6 +349,9 @@ pub(crate) fn acquire_cmd(
     }
     if fenced {
         cmd.arg("TOKEN");
+    }
+    if let Some((replicas, timeout_ms)) = sync {
+        cmd.arg("SYNC").arg(replicas).arg(timeout_ms);
     }
     cmd
 }
@@ -428,6 +470,7 @@ impl LockClient {
             )
         })?;
         lease_ms(options.watchdog_lease)?;
+        options.sync_args()?;
         Ok(LockClient {
             inner: Arc::new(Inner {
                 id: uuid::Uuid::new_v4().to_string(),
@@ -791,6 +834,7 @@ impl LockClient {
         owner: &str,
         (known, applied): (u64, u64),
         progress: Option<&Tracker>,
+        within: Duration,
     ) -> Result<Outcome> {
         let options = &self.inner.options;
         let mut attempt = 0;
@@ -814,10 +858,9 @@ impl LockClient {
                     .sent_on = Some(h.clone());
             }
             let mut con = h.con.clone();
-            let failure = match tokio::time::timeout(options.command_timeout, con.query(cmd)).await
-            {
+            let failure = match tokio::time::timeout(within, con.query(cmd)).await {
                 Ok(Ok(v)) => return Ok(Outcome::Reply(v)),
-                Ok(Err(e)) if !is_transport(&e) => return Err(LockError::Server(e)),
+                Ok(Err(e)) if !is_transport(&e) => return Err(refused(name, e)),
                 Ok(Err(e)) => e,
                 Err(_) => timeout_error("command"),
             };
@@ -938,7 +981,14 @@ impl LockClient {
             let mut release = redis::cmd("LOCK.RELEASE");
             release.arg(name).arg(owner);
             let _ = self
-                .run_counted(&release, name, owner, (known + 1, known), None)
+                .run_counted(
+                    &release,
+                    name,
+                    owner,
+                    (known + 1, known),
+                    None,
+                    self.inner.options.command_timeout,
+                )
                 .await;
         }
         if known == 0 {
@@ -959,6 +1009,7 @@ impl LockClient {
         let watchdog = lease.is_none();
         let lease = lease.unwrap_or(self.inner.options.watchdog_lease);
         let ms = lease_ms(lease)?;
+        let sync = self.inner.options.sync_args()?;
         if owner.is_empty() {
             return Err(LockError::InvalidArgument(
                 "an owner id must not be empty".into(),
@@ -987,9 +1038,19 @@ impl LockClient {
 
             // One attempt without waiting, on the shared connection.
             let sent = Instant::now();
-            let cmd = acquire_cmd(name, owner, ms, None, fenced);
+            let cmd = acquire_cmd(name, owner, ms, None, fenced, sync);
+            // The module answers a synced grant once replicas acknowledged
+            // it, or undid it: up to the sync timeout later.
+            let within = self.inner.options.command_timeout + self.inner.options.sync_time();
             let acquired = match self
-                .run_counted(&cmd, name, owner, (known, known + 1), Some(progress))
+                .run_counted(
+                    &cmd,
+                    name,
+                    owner,
+                    (known, known + 1),
+                    Some(progress),
+                    within,
+                )
                 .await?
             {
                 Outcome::Reply(v) => parse_acquire(v, fenced)?,
@@ -1041,7 +1102,15 @@ impl LockClient {
                 None => None,
             };
             // WAIT 0 waits forever, as BLPOP.
-            let cmd = acquire_cmd(name, owner, ms, Some(remaining.map_or(0, wait_ms)), fenced);
+            let sync = options.sync_args()?;
+            let cmd = acquire_cmd(
+                name,
+                owner,
+                ms,
+                Some(remaining.map_or(0, wait_ms)),
+                fenced,
+                sync,
+            );
             let h = match self.inner.conns.dedicated().await {
                 Ok(h) => h,
                 Err(e) => {
@@ -1061,7 +1130,9 @@ impl LockClient {
             let sent = Instant::now();
             let reply = match remaining {
                 Some(left) => {
-                    match tokio::time::timeout(left + options.wait_margin, con.query(&cmd)).await {
+                    // A grant at the wait's end may still wait for replicas.
+                    let within = left + options.wait_margin + options.sync_time();
+                    match tokio::time::timeout(within, con.query(&cmd)).await {
                         Ok(r) => r,
                         Err(_) => Err(timeout_error("LOCK.ACQUIRE ... WAIT")),
                     }
@@ -1079,7 +1150,11 @@ impl LockClient {
                         Acquired::Busy => Ok(None),
                     };
                 }
-                Err(e) if !is_transport(&e) => return Err(LockError::Server(e)),
+                Err(e) if !is_transport(&e) => {
+                    // An error reply: the connection is still in order.
+                    self.inner.conns.give_back(h);
+                    return Err(refused(name, e));
+                }
                 Err(e) => e,
             };
             // The connection broke while waiting: was the lock granted at
@@ -1236,7 +1311,14 @@ impl LockClient {
             cmd.arg(lease_ms(renew)?);
         }
         let outcome = self
-            .run_counted(&cmd, &entry.name, &entry.owner, (known, known - 1), None)
+            .run_counted(
+                &cmd,
+                &entry.name,
+                &entry.owner,
+                (known, known - 1),
+                None,
+                self.inner.options.command_timeout,
+            )
             .await;
         let result = match outcome {
             Ok(Outcome::Reply(Value::Nil)) => Err(not_held()),
@@ -1411,7 +1493,7 @@ mod tests {
 
     #[test]
     fn commands_put_wait_before_token() {
-        let cmd = acquire_cmd("k", "o", 100, Some(5), true);
+        let cmd = acquire_cmd("k", "o", 100, Some(5), true, Some((1, 250)));
         let args: Vec<Vec<u8>> = cmd
             .args_iter()
             .map(|a| match a {
@@ -1425,7 +1507,18 @@ mod tests {
             .collect();
         assert_eq!(
             text,
-            ["LOCK.ACQUIRE", "k", "o", "100", "WAIT", "5", "TOKEN"]
+            [
+                "LOCK.ACQUIRE",
+                "k",
+                "o",
+                "100",
+                "WAIT",
+                "5",
+                "TOKEN",
+                "SYNC",
+                "1",
+                "250"
+            ]
         );
     }
 }

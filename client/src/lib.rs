@@ -100,6 +100,28 @@
 //! it grows with every grant; the protected resource refuses writes with a
 //! token older than one it saw (`LOCK.FENCE` in the same Redis).
 //!
+//! # Synced grants
+//!
+//! With [`Options::sync_replicas`]`(n, timeout)` every acquire asks the
+//! module to answer a grant only once `n` replicas acknowledged it
+//! (`LOCK.ACQUIRE ... SYNC`). If they do not within `timeout`, the module
+//! undoes the grant and the call fails with [`LockError::NotSynced`]: the
+//! lock is not held (it was given back or handed to the next waiter).
+//!
+//! ```no_run
+//! # use std::time::Duration;
+//! # async fn demo() -> Result<(), redis_lock_client::LockError> {
+//! use redis_lock_client::{LockClient, LockError, Options};
+//! let options = Options::default().sync_replicas(1, Duration::from_millis(200));
+//! let locks = LockClient::with_options(redis::Client::open("redis://127.0.0.1/").unwrap(), options)?;
+//! match locks.lock("ledger").await {
+//!     Ok(guard) => guard.unlock().await?,
+//!     Err(LockError::NotSynced { detail, .. }) => eprintln!("not held: {detail}"),
+//!     Err(e) => return Err(e),
+//! }
+//! # Ok(()) }
+//! ```
+//!
 //! # Several locks, several servers
 //!
 //! [`MultiLock`]: all of several locks or none, possibly on independent
