@@ -109,6 +109,26 @@ pub fn wait_fits(now_ms: i64, timeout_ms: i64) -> Result<(), String> {
     }
 }
 
+/// `SYNC numreplicas timeout-ms`: how many replicas must acknowledge a
+/// grant (0 = none), and within how long (a positive number of ms, at most
+/// a day, when `numreplicas` > 0).
+pub fn sync_spec(replicas: &[u8], timeout: &[u8]) -> Result<(i64, i64), String> {
+    const MAX_SYNC_MS: i64 = 86_400_000;
+    let replicas = match strict_i64(replicas) {
+        Some(n) if (0..=i64::from(i32::MAX)).contains(&n) => n,
+        _ => {
+            return Err("ERR SYNC numreplicas must be a non-negative integer".to_string());
+        }
+    };
+    match strict_i64(timeout) {
+        Some(ms) if ms > 0 && ms <= MAX_SYNC_MS => Ok((replicas, ms)),
+        Some(0) if replicas == 0 => Ok((0, 0)),
+        _ => Err(format!(
+            "ERR SYNC timeout-ms must be a positive integer of at most {MAX_SYNC_MS} (milliseconds)"
+        )),
+    }
+}
+
 /// The standard arity error, worded as Redis words it.
 pub fn arity_error(command: &str) -> String {
     format!("ERR wrong number of arguments for '{command}' command")

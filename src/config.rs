@@ -26,6 +26,9 @@
 //! | `lock.max-lease-ms`  | `0`                      | longest lease acquire/renew may ask for (a release's is clamped to it); 0 = no limit |
 //! | `lock.notify`        | `yes`                    | emit `lock.*` keyspace notifications |
 //! | `lock.token-retention-ms` | `86400000` (1 day)  | a token counter expires this long after its lock's lease (and its token's time); 0 = never (see `fencing.rs`) |
+//! | `lock.node-id`       | `-1`                     | this node's number in the low 4 bits of its fencing tokens, `0..15`; -1 = derived from the replication ID (see `fencing.rs`) |
+//! | `lock.sync-replicas` | `0`                      | grants are answered only once this many replicas acknowledged them (see `replica_sync.rs`); 0 = off |
+//! | `lock.sync-timeout-ms` | `1000`                 | how long a grant waits for `lock.sync-replicas` before it is undone |
 
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, Ordering};
 use std::sync::{LazyLock, Mutex};
@@ -37,6 +40,7 @@ use redis_module::configuration::{
 use redis_module::{enum_configuration, ConfigurationValue, Context, RedisError, RedisString};
 
 use crate::args::strict_i64;
+use crate::replica_sync::SyncSpec;
 
 pub const DEFAULT_CHANNEL_PREFIX: &str = "redisson_lock__channel";
 
@@ -122,6 +126,31 @@ pub static TOKEN_RETENTION_MS: AtomicI64 = AtomicI64::new(DEFAULT_TOKEN_RETENTIO
 
 pub const DEFAULT_TOKEN_RETENTION_MS: i64 = 86_400_000;
 
+/// `lock.node-id`: -1 = derived from the replication ID.
+pub static NODE_ID: AtomicI64 = AtomicI64::new(-1);
+
+/// `lock.sync-replicas`: 0 = grants do not wait for replicas.
+pub static SYNC_REPLICAS: AtomicI64 = AtomicI64::new(0);
+
+/// `lock.sync-timeout-ms`.
+pub static SYNC_TIMEOUT_MS: AtomicI64 = AtomicI64::new(DEFAULT_SYNC_TIMEOUT_MS);
+
+pub const DEFAULT_SYNC_TIMEOUT_MS: i64 = 1000;
+
+pub fn node_id() -> i64 {
+    NODE_ID.load(Ordering::Relaxed)
+}
+
+/// The replica acknowledgement every grant waits for when its command asks
+/// for none; `None` when off.
+pub fn sync_default() -> Option<SyncSpec> {
+    let replicas = SYNC_REPLICAS.load(Ordering::Relaxed);
+    (replicas > 0).then(|| SyncSpec {
+        replicas,
+        timeout_ms: SYNC_TIMEOUT_MS.load(Ordering::Relaxed),
+    })
+}
+
 pub fn token_retention_ms() -> i64 {
     TOKEN_RETENTION_MS.load(Ordering::Relaxed)
 }
@@ -142,6 +171,9 @@ pub struct Defaults {
     pub max_lease_ms: i64,
     pub notify: bool,
     pub token_retention_ms: i64,
+    pub node_id: i64,
+    pub sync_replicas: i64,
+    pub sync_timeout_ms: i64,
 }
 
 impl Default for Defaults {
@@ -152,18 +184,24 @@ impl Default for Defaults {
             max_lease_ms: 0,
             notify: true,
             token_retention_ms: DEFAULT_TOKEN_RETENTION_MS,
+            node_id: -1,
+            sync_replicas: 0,
+            sync_timeout_ms: DEFAULT_SYNC_TIMEOUT_MS,
         }
     }
 }
 
 /// Every config as a module argument takes it: its name (Redis shows it as
 /// `lock.<name>`) and what its value must be. Refusals list them all.
-const ARGUMENTS: [(&str, &str); 5] = [
+const ARGUMENTS: [(&str, &str); 8] = [
     ("channel-prefix", "non-empty text"),
     ("publish", "auto|classic|sharded|off"),
     ("max-lease-ms", "milliseconds, 0 = no limit"),
     ("notify", "yes|no"),
     ("token-retention-ms", "milliseconds, 0 = never expire"),
+    ("node-id", "0..15, or -1 = from the replication ID"),
+    ("sync-replicas", "a number of replicas, 0 = off"),
+    ("sync-timeout-ms", "milliseconds, at least 1"),
 ];
 
 /// An argument as the log shows it: quoted, control characters escaped.
@@ -198,8 +236,13 @@ fn config_index(name: &[u8]) -> Option<usize> {
 /// One value, read as `CONFIG SET` reads it: yes/no and the `publish` names
 /// in any case, a non-negative strict integer.
 fn set_value(defaults: &mut Defaults, index: usize, value: &[u8]) -> Result<(), ()> {
-    match index {
-        0 => {
+    let in_range = |low: i64, high: i64| {
+        strict_i64(value)
+            .filter(|v| (low..=high).contains(v))
+            .ok_or(())
+    };
+    match ARGUMENTS[index].0 {
+        "channel-prefix" => {
             // Registered as a C string: no NUL, and text for the crate's API.
             let text = std::str::from_utf8(value).map_err(|_| ())?;
             if text.is_empty() || text.contains('\0') {
@@ -207,7 +250,7 @@ fn set_value(defaults: &mut Defaults, index: usize, value: &[u8]) -> Result<(), 
             }
             defaults.channel_prefix = text.to_string();
         }
-        1 => {
+        "publish" => {
             defaults.publish = [
                 PublishMode::auto,
                 PublishMode::classic,
@@ -218,12 +261,11 @@ fn set_value(defaults: &mut Defaults, index: usize, value: &[u8]) -> Result<(), 
             .find(|mode| format!("{mode:?}").as_bytes().eq_ignore_ascii_case(value))
             .ok_or(())?;
         }
-        2 => {
-            defaults.max_lease_ms = strict_i64(value).filter(|ms| *ms >= 0).ok_or(())?;
-        }
-        4 => {
-            defaults.token_retention_ms = strict_i64(value).filter(|ms| *ms >= 0).ok_or(())?;
-        }
+        "max-lease-ms" => defaults.max_lease_ms = in_range(0, i64::MAX)?,
+        "token-retention-ms" => defaults.token_retention_ms = in_range(0, i64::MAX)?,
+        "node-id" => defaults.node_id = in_range(-1, crate::fencing::NODES - 1)?,
+        "sync-replicas" => defaults.sync_replicas = in_range(0, i64::from(i32::MAX))?,
+        "sync-timeout-ms" => defaults.sync_timeout_ms = in_range(1, i64::from(i32::MAX))?,
         _ => {
             defaults.notify = if value.eq_ignore_ascii_case(b"yes") {
                 true
@@ -313,6 +355,36 @@ pub fn register(ctx: &Context, defaults: &Defaults) -> Result<(), String> {
         ConfigurationFlags::DEFAULT,
         None,
     );
+    register_i64_configuration(
+        ctx,
+        "node-id",
+        &NODE_ID,
+        defaults.node_id,
+        -1,
+        crate::fencing::NODES - 1,
+        ConfigurationFlags::DEFAULT,
+        None,
+    );
+    register_i64_configuration(
+        ctx,
+        "sync-replicas",
+        &SYNC_REPLICAS,
+        defaults.sync_replicas,
+        0,
+        i64::from(i32::MAX),
+        ConfigurationFlags::DEFAULT,
+        None,
+    );
+    register_i64_configuration(
+        ctx,
+        "sync-timeout-ms",
+        &SYNC_TIMEOUT_MS,
+        defaults.sync_timeout_ms,
+        1,
+        i64::from(i32::MAX),
+        ConfigurationFlags::DEFAULT,
+        None,
+    );
     register_bool_configuration(
         ctx,
         "notify",
@@ -352,6 +424,12 @@ mod tests {
             "app",
             "token-retention-ms",
             "0",
+            "node-id",
+            "7",
+            "sync-replicas",
+            "1",
+            "lock.sync-timeout-ms",
+            "250",
         ])
         .expect("valid arguments");
         assert_eq!(
@@ -362,6 +440,9 @@ mod tests {
                 max_lease_ms: 5000,
                 notify: false,
                 token_retention_ms: 0,
+                node_id: 7,
+                sync_replicas: 1,
+                sync_timeout_ms: 250,
             }
         );
         assert_eq!(
@@ -427,6 +508,10 @@ mod tests {
         for bad in ["1.5", "abc", "+5", "05", "", "9223372036854775808"] {
             refused(&["lock.max-lease-ms", bad], &["lock.max-lease-ms"]);
         }
+        refused(&["node-id", "16"], &["node-id '16'", "0..15"]);
+        refused(&["node-id", "-2"], &["node-id '-2'"]);
+        refused(&["sync-replicas", "-1"], &["sync-replicas '-1'"]);
+        refused(&["sync-timeout-ms", "0"], &["sync-timeout-ms '0'"]);
         refused(&["notify", "maybe"], &["notify 'maybe'", "yes|no"]);
         refused(&["notify", "1"], &["notify '1'"]);
         refused(&["channel-prefix", ""], &["channel-prefix ''"]);

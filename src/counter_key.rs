@@ -9,8 +9,11 @@
 //! expiry). A replica with or without the module, and an AOF reload, hold
 //! the same counter with the same deadline.
 
-use crate::fencing::{self, Expiry, TokenError};
+use std::cell::{Cell, RefCell};
+
+use crate::fencing::{self, Expiry, Issued, TokenError};
 use crate::ffi::key::{Key, KeyKind};
+use crate::ffi::server;
 use crate::ffi::{Ctx, OwnedStr, RStr};
 use crate::lock_key::WRONGTYPE;
 use crate::{config, stats};
@@ -112,33 +115,90 @@ impl<'a> CounterKey<'a> {
 /// refuses the acquire before anything changed.
 pub struct NextToken<'a> {
     counter: CounterKey<'a>,
-    token: i64,
+    issued: Issued,
+    /// The lock's slot in [`LAST_SEQ`].
+    slot: usize,
 }
 
 impl<'a> NextToken<'a> {
     /// Opens the counter `name` (see [`fencing::counter_key`]) and computes
-    /// the token a grant made now gets.
+    /// the token a grant made now gets (the rule at the top of `fencing.rs`).
     pub fn prepare(ctx: Ctx<'a>, name: RStr<'a>) -> Result<NextToken<'a>, String> {
         let counter = CounterKey::open_write(ctx, name)?;
-        let token = fencing::next_token(counter.value(), ctx.now_ms()).map_err(|e| match e {
-            TokenError::Overflow => "ERR the lock's token counter would overflow".to_string(),
-        })?;
-        Ok(NextToken { counter, token })
+        let slot = seq_slot(ctx.selected_db(), name.as_bytes());
+        let last_seq = LAST_SEQ.with(|marks| marks.borrow()[slot]);
+        let issued = fencing::next_token(counter.value(), ctx.now_ms(), last_seq, node_id(ctx))
+            .map_err(|e| match e {
+                TokenError::Overflow => "ERR the lock's token counter would overflow".to_string(),
+            })?;
+        Ok(NextToken {
+            counter,
+            issued,
+            slot,
+        })
     }
 
     /// Writes the token to the counter, for a lock whose lease now ends at
     /// `lock_deadline`, and returns it.
     pub fn issue(mut self, lock_deadline: i64) -> i64 {
+        let token = self.issued.token;
         let at = fencing::counter_expiry(
-            self.token,
+            token,
             lock_deadline,
             self.counter.expiry(),
             config::token_retention_ms(),
         );
-        self.counter.set(self.token, at);
+        self.counter.set(token, at);
+        LAST_SEQ.with(|marks| {
+            let mark = &mut marks.borrow_mut()[self.slot];
+            *mark = (*mark).max(self.issued.seq);
+        });
         stats::TOKENS_ISSUED.incr();
-        self.token
+        token
     }
+}
+
+/// How many high-water marks [`LAST_SEQ`] keeps.
+const SEQ_SLOTS: usize = 4096;
+
+thread_local! {
+    // The highest `seq` this process has issued for the locks of each slot:
+    // the high-water marks that keep one node's tokens for a lock distinct
+    // whatever happens to its counter (main thread only, like every command).
+    // Locks sharing a slot only make each other's tokens larger.
+    static LAST_SEQ: RefCell<[i64; SEQ_SLOTS]> = const { RefCell::new([0; SEQ_SLOTS]) };
+    // The node number derived from the replication IDs, once read.
+    static AUTO_NODE_ID: Cell<Option<i64>> = const { Cell::new(None) };
+}
+
+/// The slot of the counter `name` in `db`.
+fn seq_slot(db: i32, name: &[u8]) -> usize {
+    let hash = fencing::hash_bytes(name) ^ u64::from(db.unsigned_abs()).rotate_left(40);
+    (hash % SEQ_SLOTS as u64) as usize
+}
+
+/// This node's number in the low bits of its tokens: `lock.node-id`, or
+/// derived from the replication IDs (read once per role: see
+/// [`forget_node_id`]).
+pub fn node_id(ctx: Ctx) -> i64 {
+    let configured = config::node_id();
+    if configured >= 0 {
+        return configured;
+    }
+    if let Some(id) = AUTO_NODE_ID.with(Cell::get) {
+        return id;
+    }
+    let replid = server::info_field(ctx, c"replication", c"master_replid").unwrap_or_default();
+    let replid2 = server::info_field(ctx, c"replication", c"master_replid2");
+    let id = fencing::auto_node_id(replid.as_bytes(), replid2.as_deref().map(str::as_bytes));
+    AUTO_NODE_ID.with(|cached| cached.set(Some(id)));
+    id
+}
+
+/// The server changed role: its replication ID changed, and with it the
+/// derived node number (read again at the next grant).
+pub fn forget_node_id() {
+    AUTO_NODE_ID.with(|cached| cached.set(None));
 }
 
 thread_local! {

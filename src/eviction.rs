@@ -18,7 +18,6 @@
 
 use std::sync::Mutex;
 
-use crate::ffi::events::{self, ServerEvent, ServerEventKind, ServerEventListener};
 use crate::ffi::{server, Ctx};
 
 /// The policy that never evicts.
@@ -78,35 +77,19 @@ fn refresh(ctx: Ctx) {
     }
 }
 
-/// Follows `CONFIG SET maxmemory-policy`.
-struct PolicyWatcher;
-
-impl ServerEventListener for PolicyWatcher {
-    fn on_server_event(ctx: Ctx, event: ServerEvent) {
-        if let ServerEvent::ConfigChanged { names } = event {
-            if names
-                .iter()
-                .any(|name| name.eq_ignore_ascii_case(b"maxmemory-policy"))
-            {
-                refresh(ctx);
-            }
-        }
+/// Follows `CONFIG SET maxmemory-policy` (called for every config change).
+pub fn config_changed(ctx: Ctx, names: &[&[u8]]) {
+    if names
+        .iter()
+        .any(|name| name.eq_ignore_ascii_case(b"maxmemory-policy"))
+    {
+        refresh(ctx);
     }
 }
 
-/// Reads the policy (warning if it evicts) and follows its changes.
-///
-/// Not being able to follow changes does not stop the module from loading:
-/// it only costs the warning for a later change, which the log says.
+/// Reads the policy at load, warning if it evicts.
 pub fn watch(ctx: Ctx) {
     refresh(ctx);
-    if events::subscribe_server_event::<PolicyWatcher>(ctx, ServerEventKind::ConfigChange).is_err()
-    {
-        ctx.log_warning(
-            "lock module: cannot follow config changes; a later switch to an evicting \
-             maxmemory-policy will not be logged",
-        );
-    }
 }
 
 #[cfg(test)]

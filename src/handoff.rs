@@ -62,8 +62,9 @@ use crate::ffi::timer::{self, TimerId, TimerJob};
 use crate::ffi::{Ctx, OwnedStr, RStr};
 use crate::lock::{self, Write};
 use crate::lock_key::LockKey;
-use crate::stats;
+use crate::replica_sync::{self, Outcome, PendingGrant, SyncSpec, SyncTable};
 use crate::wait_queue::{QueueTimer, TimerPlan, WaitQueues, Waiter, WaiterInfo};
+use crate::{replicas, stats};
 
 type Queues = WaitQueues<BlockedClient, TimerId<LookAt>>;
 
@@ -73,6 +74,18 @@ thread_local! {
     // call (opening a key) can fire a notification that comes back here.
     static QUEUES: RefCell<Queues> = RefCell::new(Queues::default());
     static NEXT_TIMER_SEQ: Cell<u64> = const { Cell::new(0) };
+    // Grants waiting for replica acknowledgements (replica_sync.rs), the
+    // grants to undo once writes are allowed, and their one timer.
+    static SYNCS: RefCell<SyncTable<BlockedClient>> = RefCell::new(SyncTable::default());
+    static UNDO: RefCell<Vec<Undo>> = const { RefCell::new(Vec::new()) };
+    static SYNC_TIMER: Cell<Option<TimerId<SyncTick>>> = const { Cell::new(None) };
+    // Replicas are to be asked for acknowledgements on the next look (it
+    // could not be done in the same callback as an undo's writes).
+    static ASK_NEXT: Cell<bool> = const { Cell::new(false) };
+}
+
+fn syncs<T>(f: impl FnOnce(&mut SyncTable<BlockedClient>) -> T) -> T {
+    SYNCS.with(|t| f(&mut t.borrow_mut()))
 }
 
 fn queues<T>(f: impl FnOnce(&mut Queues) -> T) -> T {
@@ -97,6 +110,11 @@ pub fn waiting_clients() -> usize {
     queues(|q| q.total())
 }
 
+/// Number of grants waiting for replica acknowledgements (`INFO lock`).
+pub fn grants_awaiting_replicas() -> usize {
+    syncs(|t| t.len())
+}
+
 /// Number of live hand-off timers (`INFO lock`): at most one per waited-for lock.
 pub fn live_timers() -> usize {
     queues(|q| q.live_timers())
@@ -117,6 +135,8 @@ pub struct Wants<'a> {
     pub timeout_ms: i64,
     /// A fencing token with the grant.
     pub token: bool,
+    /// The grant is answered only once replicas acknowledged it.
+    pub sync: Option<SyncSpec>,
 }
 
 /// Blocks the calling client until it is granted `lock` or its timeout passes.
@@ -131,11 +151,22 @@ pub fn wait(ctx: Ctx, lock: &LockKey, wants: Wants) {
         since_ms: ctx.now_ms(),
         timeout_ms: wants.timeout_ms,
         token: wants.token,
+        sync: wants.sync,
     };
     queues(|q| q.push(db, key, waiter));
     stats::WAITS_STARTED.incr();
     if let Some(deadline) = lock.deadline_ms() {
         look_at(ctx, db, key, after(deadline));
+    }
+    wake_for_timeouts(ctx, db, key);
+}
+
+/// Makes sure the server wakes up just after the earliest WAIT timeout of
+/// `key`'s queue, so Redis answers it on time (see
+/// [`WaitQueues::timeout_wake`]).
+fn wake_for_timeouts(ctx: Ctx, db: i32, key: &[u8]) {
+    if let Some(at) = queues(|q| q.timeout_wake(db, key, ctx.now_ms())) {
+        look_at(ctx, db, key, at);
     }
 }
 
@@ -226,7 +257,12 @@ fn grant_next(ctx: Ctx, lock: &LockKey, db: i32) -> bool {
         if let Some(event) = decision.event {
             events::notify(ctx, lock.name(), event);
         }
-        blocking::unblock(waiter.client, Some(Wake::Granted { token }));
+        match waiter.sync {
+            Some(spec) => {
+                hold_reply_for_replicas(ctx, waiter.client, lock, &waiter.owner, token, spec)
+            }
+            None => blocking::unblock(waiter.client, Some(Wake::Granted { token })),
+        }
         stats::handed_off();
         look_at(ctx, db, key, after(expire_at));
         return true;
@@ -251,6 +287,15 @@ impl WaitHandler for Waiting {
     /// The WAIT timeout passed: leave the queue, reply the holder's remaining
     /// lease (with `TOKEN`, as the pair `[ttl, -1]`).
     fn timed_out(ctx: Ctx, client: BlockedClient, argv: &[RStr], woken: Option<&Wake>) {
+        if let Some(grant) = syncs(|t| t.remove_client(client)) {
+            // Granted, but the WAIT timeout came before the replicas did.
+            let message = replica_sync::nosync_message(grant.spec, 0);
+            stats::GRANTS_UNDONE.incr();
+            undo_later(ctx, grant);
+            ctx.reply_error(&format!("{message} (the WAIT timeout came first)"));
+            blocking::unblock(client, None);
+            return;
+        }
         if queues_then_stop_timers(ctx, |q| q.remove_client(client)).is_none() {
             // Woken just before the timeout fired (granted, say): answer that.
             if let Some(wake) = woken {
@@ -268,9 +313,14 @@ impl WaitHandler for Waiting {
         blocking::unblock(client, None);
     }
 
-    /// The waiting client went away (QUIT, CLIENT KILL, network): leave the queue.
+    /// The waiting client went away (QUIT, CLIENT KILL, network): leave the
+    /// queue; a grant it was still to be told about is undone.
     fn disconnected(ctx: Ctx, client: BlockedClient) {
-        if queues_then_stop_timers(ctx, |q| q.remove_client(client)).is_some() {
+        if let Some(grant) = syncs(|t| t.remove_client(client)) {
+            stats::GRANTS_UNDONE.incr();
+            undo_later(ctx, grant);
+            blocking::unblock(client, None);
+        } else if queues_then_stop_timers(ctx, |q| q.remove_client(client)).is_some() {
             blocking::unblock(client, None);
         }
     }
@@ -301,6 +351,7 @@ impl TimerJob for LookAt {
     fn fire(self, ctx: Ctx) {
         if queues(|q| q.timer_fired(self.db, &self.key, self.seq)) {
             settle_key(ctx, self.db, &self.key);
+            wake_for_timeouts(ctx, self.db, &self.key);
         }
     }
 }
@@ -354,13 +405,14 @@ enum Step {
 }
 
 /// Decides, for a fired timer, what to do: never open a key while writes are
-/// paused (Redis holds expiry back then), hand on a free lock, and otherwise
-/// wait for the lock's deadline.
-fn next_step(waiters: bool, master: bool, paused: bool, now: i64, found: Option<Found>) -> Step {
+/// held back (paused: Redis holds expiry back then; or too few good replicas
+/// for `min-replicas-to-write`), hand on a free lock, and otherwise wait for
+/// the lock's deadline.
+fn next_step(waiters: bool, master: bool, held_back: bool, now: i64, found: Option<Found>) -> Step {
     if !waiters || !master {
         return Step::Nothing;
     }
-    if paused {
+    if held_back {
         return Step::LookAgainAt(now.saturating_add(PAUSE_POLL_MS));
     }
     match found {
@@ -371,18 +423,20 @@ fn next_step(waiters: bool, master: bool, paused: bool, now: i64, found: Option<
     }
 }
 
+/// Whether a write the module would make on its own (a timer's hand-off)
+/// must wait: Redis promises no writes while writes are paused, and refuses
+/// write commands with `NOREPLICAS` while fewer than `min-replicas-to-write`
+/// replicas are good. Commands need no check: Redis refuses them itself
+/// (a script's writes, MULTI's EXEC included) before they reach the module.
+pub fn writes_held_back(ctx: Ctx) -> bool {
+    ctx.writes_paused() || replicas::too_few_good(ctx)
+}
+
 /// Outside a command: carries out [`next_step`] for the lock of `key` in `db`.
 fn settle_key(ctx: Ctx, db: i32, key: &[u8]) {
     let waiters = queues(|q| q.has_waiters(db, key));
-    let step = |found| {
-        next_step(
-            waiters,
-            ctx.is_master(),
-            ctx.writes_paused(),
-            ctx.now_ms(),
-            found,
-        )
-    };
+    let held_back = waiters && writes_held_back(ctx);
+    let step = |found| next_step(waiters, ctx.is_master(), held_back, ctx.now_ms(), found);
     match step(None) {
         Step::Nothing | Step::HandOn => {}
         Step::LookAgainAt(at) => look_at(ctx, db, key, at),
@@ -408,6 +462,156 @@ fn settle_key(ctx: Ctx, db: i32, key: &[u8]) {
             }
         }
     }
+}
+
+// ---- grants that wait for replicas ------------------------------------------
+
+/// A grant to undo: one hold of `owner` on `key` in `db`.
+struct Undo {
+    db: i32,
+    key: Vec<u8>,
+    owner: Vec<u8>,
+}
+
+/// A command granted `lock` to its caller, who asked for `spec`: the reply
+/// waits for the replicas (see `replica_sync.rs`). The caller is blocked
+/// without a Redis timeout: the sync timer answers it by its deadline.
+pub fn await_replicas(ctx: Ctx, lock: &LockKey, owner: &[u8], token: Option<i64>, spec: SyncSpec) {
+    let client = blocking::block::<Waiting>(ctx, 0);
+    hold_reply_for_replicas(ctx, client, lock, owner, token, spec);
+}
+
+/// Keeps the blocked `client`, just granted `lock`, waiting for `spec`.
+fn hold_reply_for_replicas(
+    ctx: Ctx,
+    client: BlockedClient,
+    lock: &LockKey,
+    owner: &[u8],
+    token: Option<i64>,
+    spec: SyncSpec,
+) {
+    let grant = PendingGrant {
+        client,
+        db: ctx.selected_db(),
+        key: lock.name().as_bytes().to_vec(),
+        owner: owner.to_vec(),
+        token,
+        spec,
+        deadline_ms: ctx.now_ms().saturating_add(spec.timeout_ms),
+        offset: None,
+    };
+    syncs(|t| t.push(grant));
+    // The first look comes after the grant's writes were propagated (when
+    // this command or callback ends).
+    start_sync_timer(ctx, 0);
+}
+
+/// Undoes `grant` as soon as writes are allowed (on the sync timer).
+fn undo_later(ctx: Ctx, grant: PendingGrant<BlockedClient>) {
+    UNDO.with(|undo| {
+        undo.borrow_mut().push(Undo {
+            db: grant.db,
+            key: grant.key,
+            owner: grant.owner,
+        })
+    });
+    start_sync_timer(ctx, 0);
+}
+
+fn start_sync_timer(ctx: Ctx, delay_ms: i64) {
+    if SYNC_TIMER.with(Cell::get).is_none() {
+        let id = timer::start(ctx, delay_ms, SyncTick);
+        SYNC_TIMER.with(|t| t.set(Some(id)));
+    }
+}
+
+/// The one timer of the grants waiting for replicas.
+struct SyncTick;
+
+impl TimerJob for SyncTick {
+    fn fire(self, ctx: Ctx) {
+        SYNC_TIMER.with(|t| t.set(None));
+        let undone = undo_grants(ctx);
+        if ctx.is_master() && grants_awaiting_replicas() > 0 {
+            let acks = replicas::acks(ctx).unwrap_or_default();
+            let look = syncs(|t| t.look(&acks, ctx.now_ms()));
+            for (grant, outcome) in look.ended {
+                answer(ctx, grant, outcome);
+            }
+            if look.ask_replicas {
+                ASK_NEXT.with(|ask| ask.set(true));
+            }
+        }
+        // Not in the callback that wrote undos: Redis would wrap both in a
+        // MULTI for the replicas.
+        if !undone && ASK_NEXT.with(|ask| ask.replace(false)) {
+            replicas::ask_for_acks(ctx);
+        }
+        let undo_left = UNDO.with(|undo| !undo.borrow().is_empty());
+        if grants_awaiting_replicas() > 0 || undo_left || ASK_NEXT.with(Cell::get) {
+            let delay = if grants_awaiting_replicas() > 0 {
+                replica_sync::LOOK_EVERY_MS
+            } else {
+                PAUSE_POLL_MS
+            };
+            start_sync_timer(ctx, delay);
+        }
+    }
+}
+
+/// Answers a grant whose wait for replicas ended.
+fn answer(ctx: Ctx, grant: PendingGrant<BlockedClient>, outcome: Outcome) {
+    match outcome {
+        Outcome::Acknowledged => {
+            stats::GRANTS_SYNCED.incr();
+            let token = grant.token;
+            blocking::unblock(grant.client, Some(Wake::Granted { token }));
+        }
+        Outcome::TimedOut { acked } => {
+            stats::GRANTS_UNDONE.incr();
+            let message = replica_sync::nosync_message(grant.spec, acked);
+            let client = grant.client;
+            undo_later(ctx, grant);
+            blocking::unblock(client, Some(Wake::Refused(message)));
+        }
+    }
+}
+
+/// Undoes the grants waiting to be undone, unless writes are held back (then
+/// they stay for a later tick). Returns whether it wrote anything.
+///
+/// Undoing is releasing one hold of the owner, as `LOCK.RELEASE` would: a
+/// grant of a free lock frees it again and hands it to the next waiter; a
+/// re-entry's count goes back down (its lease stays as the re-entry set it).
+/// When the owner no longer holds the lock (released, forced, expired
+/// meanwhile), there is nothing to undo. The token stays used.
+fn undo_grants(ctx: Ctx) -> bool {
+    if UNDO.with(|undo| undo.borrow().is_empty()) || !ctx.is_master() || writes_held_back(ctx) {
+        return false;
+    }
+    let undos = UNDO.with(|undo| std::mem::take(&mut *undo.borrow_mut()));
+    for Undo { db, key, owner } in undos {
+        if !ctx.select_db(db) {
+            continue;
+        }
+        let name = OwnedStr::new(&key);
+        let Ok(lock) = LockKey::open_write(ctx, name.borrow()) else {
+            continue;
+        };
+        let owner = OwnedStr::new(&owner);
+        let Ok(view) = lock.view(owner.borrow()) else {
+            continue;
+        };
+        let decision = lock::release(owner.borrow(), view, None);
+        lock.apply(decision.write);
+        if let Some(event) = decision.event {
+            events::notify(ctx, lock.name(), event);
+            if event.frees_lock() {
+                grant_or_announce(ctx, &lock);
+            }
+        }
+    }
+    true
 }
 
 // ---- notifications and server events ----------------------------------------
@@ -440,8 +644,19 @@ impl ServerEventListener for Listener {
             }
             // The server became a replica: it must not hand out locks any more.
             ServerEvent::BecameReplica => {
+                counter_key::forget_node_id();
                 for waiter in queues_then_stop_timers(ctx, |q| q.drain_all()) {
                     blocking::unblock(waiter.client, Some(Wake::Demoted));
+                }
+                // Grants not acknowledged yet: the new master's data decides.
+                UNDO.with(|undo| undo.borrow_mut().clear());
+                for grant in syncs(|t| t.drain_all()) {
+                    stats::GRANTS_UNDONE.incr();
+                    let message = format!(
+                        "{} (this server became a replica)",
+                        replica_sync::nosync_message(grant.spec, 0)
+                    );
+                    blocking::unblock(grant.client, Some(Wake::Refused(message)));
                 }
             }
             // A replica swapped in a dataset loaded on the side. A replica
@@ -455,6 +670,7 @@ impl ServerEventListener for Listener {
                     look_at(ctx, db, &key, now);
                 }
             }
+            ServerEvent::BecameMaster => counter_key::forget_node_id(),
             ServerEvent::ConfigChanged { .. } => {}
         }
     }

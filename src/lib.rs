@@ -13,6 +13,10 @@
 //! * `wait_queue.rs`: who waits for which lock (pure FIFO queues, one timer each);
 //! * `handoff.rs`: the waiting policy: granting a freed lock to the first
 //!   waiter, timers, pauses;
+//! * `replica_sync.rs`: grants answered only once replicas acknowledged
+//!   them (`SYNC`), the decisions, pure;
+//! * `replicas.rs`: replica health (`min-replicas-to-write`) and replica
+//!   acknowledgements, read from `INFO replication`;
 //! * `events.rs`: unlock messages and keyspace notifications;
 //! * `config.rs`: the `lock.*` configs and module arguments; `stats.rs`:
 //!   `INFO lock`; `eviction.rs`: warning about evicting `maxmemory-policy`s;
@@ -36,6 +40,8 @@ mod ffi;
 mod handoff;
 mod lock;
 mod lock_key;
+mod replica_sync;
+mod replicas;
 mod stats;
 mod wait_queue;
 
@@ -62,9 +68,10 @@ pub const MODULE_VERSION: i32 = {
 mod module {
     use redis_module::{redis_module, Context, RedisString, Status};
 
+    use crate::ffi::events::{self, ServerEvent, ServerEventKind, ServerEventListener};
     use crate::ffi::server::{self, InfoProvider, InfoWriter, ModuleOptions};
     use crate::ffi::Ctx;
-    use crate::{commands, config, eviction, handoff, stats};
+    use crate::{commands, config, eviction, handoff, replicas, stats};
 
     /// Runs last in `RedisModule_OnLoad`: the configs, the commands, the
     /// event subscriptions.
@@ -87,6 +94,17 @@ mod module {
             return Status::Err;
         }
         eviction::watch(ctx);
+        replicas::refresh_settings(ctx);
+        // Not being able to follow config changes does not stop the module
+        // from loading: the log says what it costs.
+        if events::subscribe_server_event::<ConfigWatcher>(ctx, ServerEventKind::ConfigChange)
+            .is_err()
+        {
+            ctx.log_warning(
+                "lock module: cannot follow config changes; a later maxmemory-policy or \
+                 min-replicas-* change will not be seen",
+            );
+        }
         // * Keys are signalled as modified only when a lock is really written
         //   (LockKey::apply), not whenever one is opened for writing.
         // * The module keeps nothing about the dataset that a replica's
@@ -104,6 +122,20 @@ mod module {
         Status::Ok
     }
 
+    /// Follows `CONFIG SET` of the server configs the module depends on.
+    struct ConfigWatcher;
+
+    impl ServerEventListener for ConfigWatcher {
+        fn on_server_event(ctx: Ctx, event: ServerEvent) {
+            if let ServerEvent::ConfigChanged { names } = event {
+                eviction::config_changed(ctx, names);
+                if names.iter().any(|name| replicas::is_setting(name)) {
+                    replicas::refresh_settings(ctx);
+                }
+            }
+        }
+    }
+
     /// `INFO lock`: the `lock_stats` and `lock_eviction` sections.
     struct Info;
 
@@ -115,6 +147,10 @@ mod module {
             }
             info.field_u64("waiting_clients", handoff::waiting_clients() as u64);
             info.field_u64("handoff_timers", handoff::live_timers() as u64);
+            info.field_u64(
+                "grants_awaiting_replicas",
+                handoff::grants_awaiting_replicas() as u64,
+            );
             let (policy, evicts) = eviction::current();
             info.section("eviction");
             info.field_str("maxmemory_policy", &policy);

@@ -40,6 +40,11 @@ pub static WAITS_GRANTED: Counter = Counter::new();
 pub static WAITS_TIMED_OUT: Counter = Counter::new();
 /// Locks handed from one owner straight to a waiter as they were freed.
 pub static HANDOFFS: Counter = Counter::new();
+/// Grants answered once the replicas they asked for acknowledged them (`SYNC`).
+pub static GRANTS_SYNCED: Counter = Counter::new();
+/// Grants undone because the replicas did not acknowledge them in time
+/// (or their client left, or the server became a replica, first).
+pub static GRANTS_UNDONE: Counter = Counter::new();
 /// Fencing tokens handed out (`LOCK.ACQUIRE ... TOKEN`, by command or hand-off).
 pub static TOKENS_ISSUED: Counter = Counter::new();
 /// `LOCK.FENCE` calls that let a write through.
@@ -69,7 +74,7 @@ pub fn handed_off() {
 }
 
 /// Every counter with its `INFO` field name, in display order.
-pub fn all() -> [(&'static str, &'static Counter); 13] {
+pub fn all() -> [(&'static str, &'static Counter); 15] {
     [
         ("acquired", &ACQUIRED),
         ("reentered", &REENTERED),
@@ -80,6 +85,8 @@ pub fn all() -> [(&'static str, &'static Counter); 13] {
         ("waits_granted", &WAITS_GRANTED),
         ("waits_timed_out", &WAITS_TIMED_OUT),
         ("handoffs", &HANDOFFS),
+        ("grants_synced", &GRANTS_SYNCED),
+        ("grants_undone", &GRANTS_UNDONE),
         ("tokens_issued", &TOKENS_ISSUED),
         ("fences_passed", &FENCES_PASSED),
         ("fences_refused", &FENCES_REFUSED),

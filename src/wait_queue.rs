@@ -25,6 +25,13 @@
 use std::collections::{HashMap, VecDeque};
 use std::hash::Hash;
 
+use crate::replica_sync::SyncSpec;
+
+/// How long after a WAIT deadline the queue keeps waking up for a waiter
+/// Redis has not timed out yet (its clock and ours differ by a fraction of
+/// a ms); after that Redis's own cron tick answers it.
+pub const TIMEOUT_GRACE_MS: i64 = 5;
+
 /// A client waiting for a lock; `C` is its blocked-client handle.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Waiter<C> {
@@ -39,6 +46,8 @@ pub struct Waiter<C> {
     pub timeout_ms: i64,
     /// It asked for a fencing token (`TOKEN`) with the grant.
     pub token: bool,
+    /// Its grant is answered only once replicas acknowledged it (`SYNC`).
+    pub sync: Option<SyncSpec>,
 }
 
 /// A waiter as `LOCK.INFO` shows it.
@@ -187,6 +196,27 @@ impl<C: Copy + Eq + Hash, T: Copy> WaitQueues<C, T> {
             .collect()
     }
 
+    /// When the server must next wake up so that Redis times out one of a
+    /// key's waiters: just after the earliest WAIT timeout (Redis counts a
+    /// blocked client timed out once now > its deadline) that has not passed
+    /// by more than [`TIMEOUT_GRACE_MS`]; a deadline just passed whose waiter
+    /// is still here is looked at again in a ms. `None`: no such waiter.
+    ///
+    /// Redis checks blocked clients' timeouts before it sleeps, but sleeps
+    /// until its next cron tick (100 ms at `hz 10`) when nothing else is
+    /// due: without this wake-up, `WAIT 50` answered after 100 ms.
+    pub fn timeout_wake(&self, db: i32, key: &[u8], now_ms: i64) -> Option<i64> {
+        let queue = self.queues.get(&db).and_then(|keys| keys.get(key))?;
+        queue
+            .waiters
+            .iter()
+            .filter(|w| w.timeout_ms > 0)
+            .map(|w| w.since_ms.saturating_add(w.timeout_ms).saturating_add(1))
+            .filter(|&at| at > now_ms.saturating_sub(TIMEOUT_GRACE_MS))
+            .min()
+            .map(|at| at.max(now_ms.saturating_add(1)))
+    }
+
     /// How to make sure the lock of a key is looked at by `at` (unix ms).
     pub fn plan_timer(&self, db: i32, key: &[u8], at: i64) -> TimerPlan<T> {
         let Some(queue) = self.queues.get(&db).and_then(|keys| keys.get(key)) else {
@@ -264,6 +294,7 @@ mod tests {
             since_ms: 100,
             timeout_ms: 0,
             token: false,
+            sync: None,
         }
     }
 
@@ -444,5 +475,37 @@ mod tests {
         assert_eq!(stopped, 100_000, "every timer started was stopped");
         assert_eq!(q.live_timers(), 0);
         assert!(q.queues.is_empty() && q.index.is_empty());
+    }
+
+    #[test]
+    fn queues_wake_just_after_the_earliest_wait_timeout() {
+        let mut q: WaitQueues<usize, u32> = WaitQueues::default();
+        let waiter = |client, since_ms, timeout_ms| Waiter {
+            client,
+            owner: b"o".to_vec(),
+            lease_ms: 1,
+            since_ms,
+            timeout_ms,
+            token: false,
+            sync: None,
+        };
+        assert_eq!(q.timeout_wake(0, b"k", 100), None, "no queue");
+        q.push(0, b"k", waiter(1, 100, 0));
+        assert_eq!(q.timeout_wake(0, b"k", 100), None, "waits forever");
+        q.push(0, b"k", waiter(2, 100, 50));
+        q.push(0, b"k", waiter(3, 110, 20));
+        assert_eq!(q.timeout_wake(0, b"k", 100), Some(131), "110 + 20 + 1");
+        assert_eq!(
+            q.timeout_wake(0, b"k", 131),
+            Some(132),
+            "just passed: again in a ms"
+        );
+        assert_eq!(
+            q.timeout_wake(0, b"k", 136),
+            Some(151),
+            "past the grace: the next one"
+        );
+        assert_eq!(q.timeout_wake(0, b"k", 200), None);
+        assert_eq!(q.timeout_wake(1, b"k", 100), None, "another db");
     }
 }

@@ -218,6 +218,85 @@ fn failover_waiting_for_a_lagging_replica_hands_nothing_on_and_redis_stays_up() 
     assert_eq!(pexpiretime(&mut rc, "L"), pexpiretime(&mut con, "L"));
 }
 
+// ---- min-replicas-to-write -------------------------------------------------
+
+/// The good-replica count Redis compares with `min-replicas-to-write`.
+fn good_replicas(server: &Server) -> i64 {
+    server
+        .info("replication", "min_slaves_good_slaves")
+        .and_then(|good| good.parse().ok())
+        .expect("min_slaves_good_slaves")
+}
+
+/// While Redis would refuse writes with NOREPLICAS (a replica frozen past
+/// `min-replicas-max-lag`), a lease that ends hands nothing on, exactly as in
+/// a pause; once the replica is good again the waiters get the lock in FIFO
+/// order. (Before, the module handed the lock on regardless: a write Redis
+/// refuses to clients, which a failover to that replica can lose after the
+/// waiter was told "yours".)
+#[test]
+fn a_lease_ending_without_enough_good_replicas_is_handed_on_once_they_are_back() {
+    let _alone = alone();
+    let master = Server::with(
+        Options::new()
+            .config("min-replicas-to-write", &["1"])
+            .config("min-replicas-max-lag", &["1"]),
+    );
+    let replica = Server::start();
+    replica.replicaof(&master);
+    wait_for_replicas(&master, &[&replica]);
+    poll_until(STARTUP_TIMEOUT, "a good replica", || {
+        good_replicas(&master) == 1
+    });
+    let mut con = master.connection();
+    // Long enough for the replica to turn bad first (2-3 s after it stops
+    // acknowledging): nobody can shorten a lease once writes are refused.
+    acquire(&mut con, b"L", b"a", 5_000);
+    let deadline = pexpiretime(&mut con, "L");
+    let mut first = queue(&master, "L", "b", 30_000, 0);
+    let mut second = queue(&master, "L", "c", 30_000, 0);
+
+    replica.signal("STOP");
+    poll_until(Duration::from_secs(10), "no good replica", || {
+        good_replicas(&master) == 0
+    });
+    assert!(
+        now_ms() < deadline,
+        "the lease must end after the replica went bad"
+    );
+    let refused = redis::cmd("SET").arg(&["x", "1"]).query::<Value>(&mut con);
+    expect_err(refused, "NOREPLICAS", "", "a write with no good replica");
+
+    // Well past the deadline: nothing handed on, Redis up.
+    std::thread::sleep(Duration::from_millis(
+        (deadline - now_ms()).max(0) as u64 + 500,
+    ));
+    assert_eq!(good_replicas(&master), 0, "still no good replica");
+    assert_nothing_handed_on(&master, &mut con, "L", &["b", "c"]);
+    assert!(first.nothing_within(Duration::from_millis(10)));
+    assert_eq!(stat(&master, "lock_waits_granted"), 0);
+
+    let resumed_at = now_ms();
+    replica.signal("CONT");
+    let (reply, late) = reply_after(&mut first, resumed_at);
+    assert_eq!(reply, Resp::Nil, "granted once a replica is good again");
+    assert!(good_replicas(&master) >= 1);
+    assert!(
+        late <= 3_000,
+        "handed on {late} ms after the replica came back"
+    );
+    assert_eq!(holders(&mut con, "L"), owned_by("b"));
+    assert_eq!(waiter_owners(&master, "L"), vec!["c"], "FIFO: c is next");
+    assert!(second.nothing_within(Duration::from_millis(10)));
+    wait_for_replicas(&master, &[&replica]);
+    let mut rc = replica.connection();
+    assert_eq!(
+        holders(&mut rc, "L"),
+        owned_by("b"),
+        "the replica has the grant"
+    );
+}
+
 /// Found: `SHUTDOWN` waits for lagging replicas with writes paused; a lease
 /// ending then aborted Redis and the final RDB save was lost.
 #[test]

@@ -209,19 +209,108 @@ fn the_module_and_redissons_script_share_one_sequence() {
     assert_eq!(lock_info(&mut con, "L").token, Some(last));
 }
 
-/// Tokens are at least the server's clock in ms x 1024.
+/// A token's `seq` (all but its low 4 bits) is at least the server's clock
+/// in ms x 128; its low 4 bits are the node's number; it is exact in a double.
 #[test]
-fn tokens_are_at_least_the_clock_floor() {
+fn tokens_are_at_least_the_clock_floor_and_carry_the_node_number() {
     let server = Server::start();
     let mut con = server.connection();
     let before = server_now_ms(&mut con);
     let token = token_of(&mut con, "L", "a", 30_000);
     let after = server_now_ms(&mut con);
+    let seq = token >> 4;
     assert!(
-        (before * 1024..=(after + 1) * 1024).contains(&token),
-        "{token} is the clock {before}..{after} ms x 1024"
+        (before * 128..=(after + 1) * 128).contains(&seq),
+        "{token}'s seq {seq} is the clock {before}..{after} ms x 128"
     );
     assert!(token < 1 << 53, "exact in a double");
+    config_set(&mut con, "lock.node-id", 5);
+    let token = token_of(&mut con, "L", "a", 30_000);
+    assert_eq!(token % 16, 5, "{token}");
+    config_set(&mut con, "lock.node-id", 15);
+    assert_eq!(token_of(&mut con, "L", "a", 30_000) % 16, 15);
+    config_set(&mut con, "lock.node-id", -1);
+    let auto = token_of(&mut con, "L", "a", 30_000);
+    assert!(auto > token);
+    for bad in ["16", "-2", "x"] {
+        let reply = redis::cmd("CONFIG")
+            .arg(&["SET", "lock.node-id", bad])
+            .query::<Value>(&mut con);
+        expect_err(reply, "ERR", "node-id", bad);
+    }
+}
+
+/// The single-server half of the split-brain report: in one script (one
+/// millisecond, time frozen on Redis 7.2+), grant, release, delete the
+/// counter, grant again. The earlier rule gave the same token twice.
+#[test]
+fn a_counter_deleted_within_one_millisecond_never_repeats_a_token() {
+    let server = Server::start();
+    let mut con = server.connection();
+    let script = r"
+        local first = redis.call('LOCK.ACQUIRE', KEYS[1], 'a', 30000, 'TOKEN')[2]
+        redis.call('LOCK.RELEASE', KEYS[1], 'a')
+        redis.call('DEL', KEYS[2])
+        local second = redis.call('LOCK.ACQUIRE', KEYS[1], 'b', 30000, 'TOKEN')[2]
+        redis.call('DEL', KEYS[2])
+        local third = redis.call('LOCK.ACQUIRE', KEYS[1], 'b', 30000, 'TOKEN')[2]
+        redis.call('LOCK.FORCE', KEYS[1])
+        return {first, second, third}";
+    for round in 0..50 {
+        let tokens: Vec<i64> = redis::cmd("EVAL")
+            .arg(&[script, "2", "L", COUNTER])
+            .query(&mut con)
+            .expect("the script");
+        assert!(
+            tokens[0] < tokens[1] && tokens[1] < tokens[2],
+            "round {round}: {tokens:?} (a grant after a release, a re-entry, each after a DEL)"
+        );
+    }
+}
+
+/// The split-brain report: master A with replica B, one fenced grant on A,
+/// `REPLICAOF NO ONE` on B, then grants sent to both at once. Both have the
+/// same counter and, often, the same millisecond: the earlier rule gave both
+/// holders one token and `LOCK.FENCE` let both write. Now every pair of
+/// tokens differs (in the node number at least) and the fence lets only the
+/// greater one write after it.
+#[test]
+fn two_masters_in_a_split_brain_never_give_one_token_to_two_holders() {
+    let _alone = alone();
+    let a = Server::start();
+    let b = Server::start();
+    let resource = Server::start();
+    b.replicaof(&a);
+    let mut ca = a.connection();
+    token_of(&mut ca, "lk", "first", 100);
+    release(&mut ca, "lk", "first", None);
+    wait_for_replicas(&a, &[&b]);
+    let mut cb = b.connection();
+    run(&mut cb, &["REPLICAOF", "NO", "ONE"]);
+    let mut res = resource.connection();
+    let (mut ra, mut rb) = (RawClient::connect(a.port), RawClient::connect(b.port));
+    for round in 0..100 {
+        let lock = if round == 0 {
+            "lk".to_string()
+        } else {
+            format!("lk{round}")
+        };
+        // Both requests leave before either reply is read.
+        ra.send(&["LOCK.ACQUIRE", &lock, "a", "100", "TOKEN"]);
+        rb.send(&["LOCK.ACQUIRE", &lock, "b", "100", "TOKEN"]);
+        let ta = granted_token(&mut ra);
+        let tb = granted_token(&mut rb);
+        assert_ne!(ta, tb, "round {round}: one token for two holders");
+        assert_ne!(ta % 16, tb % 16, "round {round}: distinct node numbers");
+        let fence = format!("fence{round}");
+        let (low, high) = (ta.min(tb), ta.max(tb));
+        run(&mut res, &["LOCK.FENCE", &fence, &high.to_string()]);
+        let stale = redis::cmd("LOCK.FENCE")
+            .arg(&fence)
+            .arg(low)
+            .query::<Value>(&mut res);
+        expect_err(stale, "STALE", "older", "the lower token after the higher");
+    }
 }
 
 // ---- replies -----------------------------------------------------------------

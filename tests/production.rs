@@ -160,7 +160,15 @@ fn command_docs_describe_every_command() {
     for (name, args) in [
         (
             "lock.acquire",
-            &["key", "owner", "lease-ms", "timeout-ms", "token"][..],
+            &[
+                "key",
+                "owner",
+                "lease-ms",
+                "timeout-ms",
+                "token",
+                "numreplicas",
+                "sync-timeout-ms",
+            ][..],
         ),
         ("lock.renew", &["key", "owner", "lease-ms"]),
         ("lock.release", &["key", "owner", "lease-ms"]),

@@ -1,4 +1,4 @@
-//! `LOCK.ACQUIRE key owner lease-ms [WAIT timeout-ms] [TOKEN]`
+//! `LOCK.ACQUIRE key owner lease-ms [WAIT timeout-ms] [TOKEN] [SYNC numreplicas timeout-ms]`
 //!
 //! Takes the lock for `owner`, or re-enters it, with a lease of `lease-ms`.
 //! Redisson's `tryLockInnerAsync` script, as one command.
@@ -16,16 +16,28 @@
 //! With `TOKEN`, each grant (taken, re-entered, or handed on to this waiter)
 //! also raises the lock's fencing-token counter, and the reply is Redisson
 //! `RFencedLock`'s pair: `[-1, token]` when granted, `[remaining-lease, -1]`
-//! when held by another owner or the wait timed out. Tokens only grow, even
-//! across failovers that lost writes: see `fencing.rs`. The options come in
-//! any order.
+//! when held by another owner or the wait timed out. Every grant gets its
+//! own token, and tokens only grow, even across failovers that lost writes
+//! and with two masters at once: see `fencing.rs`.
+//!
+//! With `SYNC numreplicas timeout-ms` (or `lock.sync-replicas` /
+//! `lock.sync-timeout-ms` when the command has no SYNC), a grant, direct,
+//! re-entered or handed on after WAIT, is answered only once `numreplicas`
+//! replicas have acknowledged it; when they have not within `timeout-ms`
+//! (or the WAIT timeout comes first), the grant is undone (one hold released,
+//! the next waiter considered; a token stays used) and the reply is an error
+//! starting with `NOSYNC`. `SYNC 0 0` turns a configured default off for one
+//! call. Where the client cannot block (MULTI, Lua), a grant that must wait
+//! for replicas is refused instead. See `replica_sync.rs`. The options come
+//! in any order.
 //!
 //! Errors: wrong arity; `lease-ms` not a positive integer, above
 //! `lock.max-lease-ms`, or overflowing an absolute deadline; empty `owner`;
 //! `WRONGTYPE` for a key that is not a hash (or, with `TOKEN`, a counter that
 //! is not a string); a hold count that is not an integer or would overflow;
 //! with `TOKEN`, a key whose braces would put the counter in another cluster
-//! slot, a counter that is not an integer or would overflow. Nothing changes.
+//! slot, a counter that is not an integer or would overflow; `SYNC` with a
+//! bad number, or where the client cannot block. Nothing changes.
 //!
 //! Effects (replicated): `HSET key owner <count>` + `PEXPIREAT key <deadline>`;
 //! with `TOKEN`, `SET redisson_lock_token:{key} <token> PXAT <deadline>` too.
@@ -37,6 +49,7 @@ use crate::ffi::command::{ArgDoc, ArgKind, Command, CommandResult, CommandSpec, 
 use crate::ffi::{Ctx, RStr};
 use crate::lock::{self, Acquired};
 use crate::lock_key::LockKey;
+use crate::replica_sync::SyncSpec;
 use crate::{config, handoff, stats};
 
 /// `LOCK.ACQUIRE`, as registered.
@@ -52,6 +65,8 @@ pub struct Acquire<A> {
     pub wait_ms: Option<i64>,
     /// `TOKEN`: issue a fencing token with every grant.
     pub token: bool,
+    /// `SYNC numreplicas timeout-ms`: answer a grant once replicas have it.
+    pub sync: Option<SyncSpec>,
 }
 
 impl<'a, A: Arg<'a>> Acquire<A> {
@@ -61,7 +76,7 @@ impl<'a, A: Arg<'a>> Acquire<A> {
         };
         args::owner(owner.bytes())?;
         let lease_ms = args::lease_ms(lease.bytes())?;
-        let (mut wait_ms, mut token) = (None, false);
+        let (mut wait_ms, mut token, mut sync) = (None, false, None);
         let mut rest = options;
         while let [option, ref tail @ ..] = *rest {
             let name = option.bytes();
@@ -74,9 +89,20 @@ impl<'a, A: Arg<'a>> Acquire<A> {
                 };
                 wait_ms = Some(args::wait_timeout_ms(timeout.bytes())?);
                 rest = tail;
+            } else if name.eq_ignore_ascii_case(b"SYNC") && sync.is_none() {
+                let [replicas, timeout, ref tail @ ..] = *rest else {
+                    return Err(args::arity_error(LockAcquire::SPEC.name()));
+                };
+                let (replicas, timeout_ms) = args::sync_spec(replicas.bytes(), timeout.bytes())?;
+                sync = Some(SyncSpec {
+                    replicas,
+                    timeout_ms,
+                });
+                rest = tail;
             } else {
                 return Err(
-                    "ERR syntax error: the options are WAIT timeout-ms and TOKEN, each at most once"
+                    "ERR syntax error: the options are WAIT timeout-ms, TOKEN and \
+                     SYNC numreplicas timeout-ms, each at most once"
                         .to_string(),
                 );
             }
@@ -87,6 +113,7 @@ impl<'a, A: Arg<'a>> Acquire<A> {
             lease_ms,
             wait_ms,
             token,
+            sync,
         })
     }
 }
@@ -115,6 +142,10 @@ impl Command for LockAcquire {
             ArgDoc::new(c"token", ArgKind::PureToken)
                 .token(c"TOKEN")
                 .optional(),
+            ArgDoc::new(c"numreplicas", ArgKind::Integer)
+                .token(c"SYNC")
+                .optional(),
+            ArgDoc::new(c"sync-timeout-ms", ArgKind::Integer).optional(),
         ],
     };
 
@@ -137,6 +168,15 @@ impl Command for LockAcquire {
         }
         let decision =
             lock::acquire(cmd.owner, view, expire_at).map_err(|e| e.message().to_string())?;
+        let sync = SyncSpec::effective(cmd.sync, config::sync_default());
+        let granted = matches!(decision.reply, Acquired::Taken | Acquired::Reentered);
+        if granted && sync.is_some() && !ctx.can_block() {
+            return Err(
+                "ERR SYNC: a grant that waits for replicas cannot be made inside \
+                 MULTI, a script or a module call; use SYNC 0 0 there and WAIT after it"
+                    .to_string(),
+            );
+        }
         // A grant with TOKEN reads the counter before anything is written,
         // so a counter that cannot be raised refuses the whole acquire.
         let counter_name = match decision.reply {
@@ -156,9 +196,12 @@ impl Command for LockAcquire {
             Acquired::Taken | Acquired::Reentered => {
                 let token = next_token.map(|next| next.issue(expire_at));
                 announce(ctx, &key, decision.event);
-                match token {
-                    Some(token) => reply_pair(ctx, -1, token),
-                    None => ctx.reply_null(),
+                match (sync, token) {
+                    (Some(spec), _) => {
+                        handoff::await_replicas(ctx, &key, cmd.owner.as_bytes(), token, spec);
+                    }
+                    (None, Some(token)) => reply_pair(ctx, -1, token),
+                    (None, None) => ctx.reply_null(),
                 }
             }
             Acquired::Busy => match cmd.wait_ms {
@@ -168,6 +211,7 @@ impl Command for LockAcquire {
                         lease_ms: cmd.lease_ms,
                         timeout_ms,
                         token: cmd.token,
+                        sync,
                     };
                     handoff::wait(ctx, &key, waiter);
                 }
@@ -216,6 +260,7 @@ mod tests {
                 lease_ms: 30_000,
                 wait_ms: None,
                 token: false,
+                sync: None,
             }
         );
         let cmd = parse(&["lock.acquire", "k", "o", "1", "wait", "0"]).unwrap();
@@ -233,6 +278,28 @@ mod tests {
             assert!(cmd.token, "{args:?}");
             assert_eq!(cmd.wait_ms, (args.len() > 5).then_some(5), "{args:?}");
         }
+    }
+
+    #[test]
+    fn parses_sync_anywhere_among_the_options() {
+        let cmd = parse(&["LOCK.ACQUIRE", "k", "o", "1", "SYNC", "2", "500", "TOKEN"]).unwrap();
+        assert_eq!(
+            cmd.sync,
+            Some(SyncSpec {
+                replicas: 2,
+                timeout_ms: 500
+            })
+        );
+        assert!(cmd.token);
+        let cmd = parse(&["LOCK.ACQUIRE", "k", "o", "1", "wait", "5", "sync", "0", "0"]).unwrap();
+        assert_eq!(
+            cmd.sync,
+            Some(SyncSpec {
+                replicas: 0,
+                timeout_ms: 0
+            })
+        );
+        assert_eq!(cmd.wait_ms, Some(5));
     }
 
     #[test]
@@ -270,6 +337,41 @@ mod tests {
                 (
                     &["LOCK.ACQUIRE", "k", "o", "1", "WAIT", "x", "TOKEN"],
                     "WAIT timeout-ms",
+                ),
+                (
+                    &["LOCK.ACQUIRE", "k", "o", "1", "SYNC", "1"],
+                    "wrong number",
+                ),
+                (
+                    &["LOCK.ACQUIRE", "k", "o", "1", "SYNC", "-1", "5"],
+                    "SYNC numreplicas",
+                ),
+                (
+                    &["LOCK.ACQUIRE", "k", "o", "1", "SYNC", "x", "5"],
+                    "SYNC numreplicas",
+                ),
+                (
+                    &["LOCK.ACQUIRE", "k", "o", "1", "SYNC", "1", "0"],
+                    "SYNC timeout-ms",
+                ),
+                (
+                    &["LOCK.ACQUIRE", "k", "o", "1", "SYNC", "1", "86400001"],
+                    "SYNC timeout-ms",
+                ),
+                (
+                    &[
+                        "LOCK.ACQUIRE",
+                        "k",
+                        "o",
+                        "1",
+                        "SYNC",
+                        "1",
+                        "5",
+                        "SYNC",
+                        "1",
+                        "5",
+                    ],
+                    "syntax error",
                 ),
             ],
         );

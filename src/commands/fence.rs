@@ -10,7 +10,10 @@
 //!
 //! A token equal to the highest seen passes (a holder writes several times
 //! with its token; Redisson's rule for resources), a higher one passes and
-//! is recorded.
+//! is recorded. Equal is safe without the owner: every grant gets its own
+//! token, even from two masters in a split brain (`fencing.rs`), so an equal
+//! token is the same grant writing again. (Tokens from Redisson's own
+//! `INCR` script are not covered by that: see README "Fencing tokens".)
 //!
 //! Reply: integer, `token` (now the highest the fence has seen).
 //!

@@ -55,6 +55,8 @@ pub enum ServerEvent<'a> {
     Flushed { db: Option<i32> },
     /// This server has just become a replica.
     BecameReplica,
+    /// The server became a master (promoted, `REPLICAOF NO ONE`).
+    BecameMaster,
     /// `CONFIG SET` changed these configs (canonical names).
     ConfigChanged { names: &'a [&'a [u8]] },
     /// A replica loaded a full sync into a temporary database
@@ -123,6 +125,11 @@ extern "C" fn on_server_event<L: ServerEventListener>(
             if sub == raw::REDISMODULE_EVENT_REPLROLECHANGED_NOW_REPLICA =>
         {
             L::on_server_event(ctx, ServerEvent::BecameReplica);
+        }
+        raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED
+            if sub == raw::REDISMODULE_EVENT_REPLROLECHANGED_NOW_MASTER =>
+        {
+            L::on_server_event(ctx, ServerEvent::BecameMaster);
         }
         raw::REDISMODULE_EVENT_CONFIG if sub == raw::REDISMODULE_SUBEVENT_CONFIG_CHANGE => {
             if data.is_null() {

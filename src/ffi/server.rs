@@ -3,6 +3,7 @@
 
 use std::ffi::CStr;
 use std::os::raw::c_int;
+use std::ptr::NonNull;
 
 use super::{api, raw, Ctx, OK};
 
@@ -41,21 +42,96 @@ pub fn load_configs(ctx: Ctx) -> Result<(), String> {
     }
 }
 
+/// One `INFO` section as the server reports it, read once; freed on drop.
+pub struct ServerInfo<'a> {
+    ctx: Ctx<'a>,
+    info: NonNull<raw::RedisModuleServerInfoData>,
+}
+
+impl<'a> ServerInfo<'a> {
+    /// Reads `INFO <section>`; `None` if the server gives nothing.
+    pub fn read(ctx: Ctx<'a>, section: &CStr) -> Option<ServerInfo<'a>> {
+        // SAFETY: a valid context; the info object is freed on drop.
+        let info = unsafe { api!(RedisModule_GetServerInfo)(ctx.as_ptr(), section.as_ptr()) };
+        NonNull::new(info).map(|info| ServerInfo { ctx, info })
+    }
+
+    /// One field's value, `None` when the section has no such field.
+    pub fn field(&self, name: &CStr) -> Option<String> {
+        // SAFETY: a live info object; the value lives as long as it does,
+        // and is copied out here.
+        let value =
+            unsafe { api!(RedisModule_ServerInfoGetFieldC)(self.info.as_ptr(), name.as_ptr()) };
+        (!value.is_null()).then(|| {
+            // SAFETY: a NUL-terminated string owned by the info object.
+            unsafe { CStr::from_ptr(value) }
+                .to_string_lossy()
+                .into_owned()
+        })
+    }
+}
+
+impl Drop for ServerInfo<'_> {
+    fn drop(&mut self) {
+        // SAFETY: made by GetServerInfo with this context, freed once.
+        unsafe { api!(RedisModule_FreeServerInfo)(self.ctx.as_ptr(), self.info.as_ptr()) };
+    }
+}
+
 /// One field of `INFO <section>` as the server reports it.
 pub fn info_field(ctx: Ctx, section: &CStr, field: &CStr) -> Option<String> {
-    // SAFETY: a valid context; the info object is freed below.
-    let info = unsafe { api!(RedisModule_GetServerInfo)(ctx.as_ptr(), section.as_ptr()) };
-    if info.is_null() {
-        return None;
+    ServerInfo::read(ctx, section)?.field(field)
+}
+
+/// A server config's value as `CONFIG GET` reports it, `None` if it cannot
+/// be read (no such config, or `CONFIG` renamed or disabled).
+pub fn config_get(ctx: Ctx, name: &CStr) -> Option<Vec<u8>> {
+    // SAFETY: "cc" matches the two C strings; the reply is freed below.
+    let reply = unsafe {
+        api!(RedisModule_Call)(
+            ctx.as_ptr(),
+            c"CONFIG".as_ptr(),
+            c"cc".as_ptr(),
+            c"GET".as_ptr(),
+            name.as_ptr(),
+        )
+    };
+    let reply = NonNull::new(reply)?;
+    // SAFETY: a live reply; elements and strings belong to it and are
+    // copied out before it is freed.
+    let value = unsafe {
+        let value = (api!(RedisModule_CallReplyType)(reply.as_ptr())
+            == raw::REDISMODULE_REPLY_ARRAY as c_int)
+            .then(|| api!(RedisModule_CallReplyArrayElement)(reply.as_ptr(), 1))
+            .filter(|element| !element.is_null())
+            .and_then(|element| {
+                let mut len = 0usize;
+                let ptr = api!(RedisModule_CallReplyStringPtr)(element, &mut len);
+                (!ptr.is_null()).then(|| std::slice::from_raw_parts(ptr.cast::<u8>(), len).to_vec())
+            });
+        api!(RedisModule_FreeCallReply)(reply.as_ptr());
+        value
+    };
+    value
+}
+
+/// Asks every replica to acknowledge its replication offset now
+/// (`REPLCONF GETACK *` into the replication stream, not the AOF), as
+/// Redis's own `WAIT` does; replicas otherwise acknowledge once a second.
+pub fn request_replica_acks(ctx: Ctx) {
+    // SAFETY: "ccA" matches the two C strings; 'A' keeps it out of the AOF.
+    let status = unsafe {
+        api!(RedisModule_Replicate)(
+            ctx.as_ptr(),
+            c"REPLCONF".as_ptr(),
+            c"ccA".as_ptr(),
+            c"GETACK".as_ptr(),
+            c"*".as_ptr(),
+        )
+    };
+    if status != OK {
+        ctx.log_warning("lock module: could not ask replicas for an acknowledgement");
     }
-    let value = unsafe { api!(RedisModule_ServerInfoGetFieldC)(info, field.as_ptr()) };
-    let text = (!value.is_null()).then(|| {
-        unsafe { CStr::from_ptr(value) }
-            .to_string_lossy()
-            .into_owned()
-    });
-    unsafe { api!(RedisModule_FreeServerInfo)(ctx.as_ptr(), info) };
-    text
 }
 
 /// Writes the module's `INFO` sections.
