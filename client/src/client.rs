@@ -44,6 +44,7 @@ use crate::conn::{timeout_error, Backend, Con, Connections, Handle};
 use crate::error::{is_transport, refused, LockError, Result};
 use crate::guard::{LockGuard, Lost};
 use crate::owner;
+use crate::tracking::{connect_single, Connector, Tracking};
 use crate::watchdog;
 
 /// Settings of a [`LockClient`]. `Options::default()` matches Redisson's
@@ -76,6 +77,12 @@ pub struct Options {
     /// default) leaves it to the module's configuration. Reply deadlines
     /// grow by `timeout`.
     pub sync: Option<(u32, Duration)>,
+    /// Whether the client asks the server to tell it at once when a held
+    /// lock's key changes (`CLIENT TRACKING`, one RESP3 connection per
+    /// client), so [`LockGuard::lost`] fires within milliseconds of a
+    /// `LOCK.FORCE`, `DEL` or expiry instead of at the next renewal. On by
+    /// default; single servers only (a cluster relies on renewals).
+    pub track_locks: bool,
 }
 
 impl Default for Options {
@@ -87,6 +94,7 @@ impl Default for Options {
             retry_interval: Duration::from_millis(100),
             wait_margin: Duration::from_secs(2),
             sync: None,
+            track_locks: true,
         }
     }
 }
@@ -122,6 +130,12 @@ impl Options {
     /// Duration::ZERO)`: never, whatever the module's default).
     pub fn sync_replicas(mut self, replicas: u32, timeout: Duration) -> Self {
         self.sync = Some((replicas, timeout));
+        self
+    }
+
+    /// Sets [`Options::track_locks`].
+    pub fn track_locks(mut self, on: bool) -> Self {
+        self.track_locks = on;
         self
     }
 
@@ -185,6 +199,8 @@ pub(crate) struct Inner {
     pub(crate) runtime: tokio::runtime::Handle,
     pub(crate) wake: Arc<Notify>,
     watchdog_started: std::sync::Once,
+    /// The fast lost signal (None: a cluster, or turned off).
+    tracking: Option<Tracking>,
 }
 
 impl Drop for Inner {
@@ -199,7 +215,7 @@ pub(crate) struct Entry {
     pub(crate) name: String,
     pub(crate) owner: String,
     /// Serialises hold-count changes, so `State::holds` is the server's.
-    op: tokio::sync::Mutex<()>,
+    pub(crate) op: tokio::sync::Mutex<()>,
     pub(crate) state: Mutex<State>,
     pub(crate) lost: watch::Sender<Option<Lost>>,
 }
@@ -471,18 +487,31 @@ impl LockClient {
         })?;
         lease_ms(options.watchdog_lease)?;
         options.sync_args()?;
-        Ok(LockClient {
-            inner: Arc::new(Inner {
+        let conns = Connections::new(backend, options.command_timeout);
+        let tracked = match (options.track_locks, conns.single_client()) {
+            (true, Some(client)) => Some(client),
+            _ => None,
+        };
+        let timeout = options.command_timeout;
+        let inner = Arc::new_cyclic(|weak: &Weak<Inner>| {
+            let tracking = tracked.map(|client| {
+                let connect: Connector = Box::new(move |pushes| {
+                    Box::pin(connect_single(client.clone(), timeout, pushes))
+                });
+                Tracking::start(weak.clone(), &runtime, connect)
+            });
+            Inner {
                 id: uuid::Uuid::new_v4().to_string(),
-                conns: Connections::new(backend, options.command_timeout),
+                conns,
                 options,
                 registry: Mutex::new(HashMap::new()),
                 runtime,
                 wake: Arc::new(Notify::new()),
                 watchdog_started: std::sync::Once::new(),
-            }),
-            owner: None,
-        })
+                tracking,
+            }
+        });
+        Ok(LockClient { inner, owner: None })
     }
 
     /// This client's id: the first half of every owner id it makes.
@@ -634,9 +663,10 @@ impl LockClient {
     }
 
     /// Deletes the lock whoever holds it (`LOCK.FORCE`, Redisson's
-    /// `forceUnlock`): an operator's tool. The holder's watchdog notices at
-    /// its next renewal and its [`LockGuard::lost`] fires. True if a lock
-    /// existed.
+    /// `forceUnlock`): an operator's tool. The holder's
+    /// [`LockGuard::lost`] fires within milliseconds (with
+    /// [`Options::track_locks`], on a single server), or at its watchdog's
+    /// next renewal. True if a lock existed.
     pub async fn force_unlock(&self, name: &str) -> Result<bool> {
         let mut cmd = redis::cmd("LOCK.FORCE");
         cmd.arg(name);
@@ -1272,6 +1302,8 @@ impl LockClient {
         if matches!(expiry, Expiry::Gone) {
             // Forced or deleted between the grant and the measurement.
             watchdog::mark_lost(&self.inner, entry, Lost::NotHeld);
+        } else if let Some(tracking) = &self.inner.tracking {
+            tracking.watch(entry);
         }
         guard
     }

@@ -195,6 +195,25 @@ impl Connections {
     }
 }
 
+/// Whether an `HGET lock owner` reply says the owner holds nothing.
+pub(crate) fn is_hold_count_zero(reply: &Value) -> bool {
+    match reply {
+        Value::Nil | Value::Int(0) => true,
+        Value::BulkString(b) => b == b"0",
+        _ => false,
+    }
+}
+
+/// The `redis::Client` of a single server, for connections of other kinds.
+impl Connections {
+    pub(crate) fn single_client(&self) -> Option<redis::Client> {
+        match &self.backend {
+            Backend::Single(client) => Some(client.clone()),
+            Backend::Cluster(_) => None,
+        }
+    }
+}
+
 pub(crate) fn timeout_error(what: &'static str) -> redis::RedisError {
     redis::RedisError::from(std::io::Error::new(
         std::io::ErrorKind::TimedOut,

@@ -55,7 +55,19 @@
 //! a renewal answers 0 (the lock was forced, deleted, or expired) or
 //! renewals fail until the lease has passed, the lock is *lost*:
 //! [`LockGuard::lost`] resolves at once and [`LockGuard::is_lost`] says why
-//! ([`Lost`]). Redisson only logs this. Select on it next to your work:
+//! ([`Lost`]). Redisson only logs this.
+//!
+//! The renewal is the fallback. The client also asks the server to tell it
+//! when a held lock's key changes (client-side tracking, `CLIENT TRACKING
+//! on`, on one RESP3 connection per client, whatever the number of locks):
+//! each such notice is checked with `HGET lock owner` on that connection,
+//! and a count of 0 marks the lock lost, within milliseconds of a
+//! `LOCK.FORCE`, a `DEL` or the lease's expiry. The client's own renewals
+//! and re-entries notify too, and their check finds the hold and stays
+//! quiet. Single servers and Sentinel only: in a cluster the renewal finds
+//! the loss ([`Options::track_locks`] turns tracking off).
+//!
+//! Select on it next to your work:
 //!
 //! ```no_run
 //! # async fn demo(locks: redis_lock_client::LockClient) -> Result<(), redis_lock_client::LockError> {
@@ -146,6 +158,7 @@ mod error;
 mod guard;
 mod multi;
 mod owner;
+mod tracking;
 mod watchdog;
 
 pub use client::{LockClient, Options};
