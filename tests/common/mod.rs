@@ -19,6 +19,7 @@
 pub mod module;
 pub mod raw;
 pub mod redisson;
+pub mod sentinel;
 
 use std::collections::HashMap;
 use std::net::TcpListener;
