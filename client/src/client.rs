@@ -40,7 +40,9 @@ use std::time::{Duration, Instant};
 use redis::{Cmd, Value};
 use tokio::sync::{watch, Notify};
 
-use crate::conn::{timeout_error, Backend, Con, Connections, Handle};
+use crate::conn::{
+    is_wrong_role, timeout_error, Backend, ClientId, Con, Connections, Handle, SentinelBackend,
+};
 use crate::error::{is_transport, refused, LockError, Result};
 use crate::guard::{LockGuard, Lost};
 use crate::owner;
@@ -306,7 +308,7 @@ struct Progress {
     known: u64,
     /// Set once a `WAIT` went out on a connection of its own: that
     /// connection's `CLIENT ID`, if known.
-    waiting: Option<Option<i64>>,
+    waiting: Option<Option<ClientId>>,
     /// The shared connection the last acquire without `WAIT` went out on.
     /// A clean-up reads behind it there, or fences it: the shared slot may
     /// hold another connection by then, one not ordered after the acquire.
@@ -478,6 +480,51 @@ impl LockClient {
         LockClient::build(Backend::Cluster(client), options)
     }
 
+    /// A client for the master that Sentinel names `master_name`
+    /// (`sentinel monitor <master_name> ...`), asking the sentinels at
+    /// `sentinels` (any that answers) for its address whenever it connects.
+    ///
+    /// After a failover, connections to the old master fail (Sentinel kills
+    /// the clients of a demoted master; a dead one refuses) or are refused
+    /// with `READONLY`, and the client connects to the new master: the
+    /// watchdog renews there, a wait queues there again, and a lock that did
+    /// not survive the failover is reported lost ([`LockGuard::lost`]).
+    /// A failover takes seconds (Sentinel's `down-after-milliseconds` plus
+    /// an election): give [`Options::retries`] × [`Options::retry_interval`]
+    /// that long, or calls made during it fail with
+    /// [`LockError::Connection`].
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # async fn demo() -> Result<(), redis_lock_client::LockError> {
+    /// use redis_lock_client::{LockClient, Options};
+    /// let options = Options::default().retries(100).retry_interval(Duration::from_millis(100));
+    /// let locks = LockClient::sentinel(
+    ///     vec!["redis://127.0.0.1:26379/", "redis://127.0.0.1:26380/"],
+    ///     "mymaster",
+    ///     options,
+    /// )?;
+    /// let guard = locks.lock("order:42").await?;
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn sentinel<T: redis::IntoConnectionInfo>(
+        sentinels: Vec<T>,
+        master_name: &str,
+        options: Options,
+    ) -> Result<LockClient> {
+        let sentinel = redis::sentinel::Sentinel::build(sentinels)
+            .map_err(|e| LockError::InvalidArgument(format!("the sentinels' addresses: {e}")))?;
+        LockClient::build(
+            Backend::Sentinel(SentinelBackend {
+                sentinel: tokio::sync::Mutex::new(sentinel),
+                name: master_name.to_string(),
+                node: redis::sentinel::SentinelNodeConnectionInfo::default(),
+            }),
+            options,
+        )
+    }
+
     fn build(backend: Backend, options: Options) -> Result<LockClient> {
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| {
             LockError::InvalidArgument(
@@ -488,15 +535,27 @@ impl LockClient {
         lease_ms(options.watchdog_lease)?;
         options.sync_args()?;
         let conns = Connections::new(backend, options.command_timeout);
-        let tracked = match (options.track_locks, conns.single_client()) {
-            (true, Some(client)) => Some(client),
-            _ => None,
-        };
+        let tracked = options.track_locks && !conns.is_cluster();
         let timeout = options.command_timeout;
         let inner = Arc::new_cyclic(|weak: &Weak<Inner>| {
-            let tracking = tracked.map(|client| {
+            let tracking = tracked.then(|| {
+                let weak_inner = weak.clone();
                 let connect: Connector = Box::new(move |pushes| {
-                    Box::pin(connect_single(client.clone(), timeout, pushes))
+                    let weak_inner = weak_inner.clone();
+                    Box::pin(async move {
+                        // The server the commands go to: through Sentinel,
+                        // the master it names now.
+                        let inner = weak_inner
+                            .upgrade()
+                            .ok_or_else(|| timeout_error("the client is gone"))?;
+                        let client = inner
+                            .conns
+                            .master_client()
+                            .await?
+                            .ok_or_else(|| timeout_error("no master"))?;
+                        drop(inner);
+                        connect_single(client, timeout, pushes).await
+                    })
                 });
                 Tracking::start(weak.clone(), &runtime, connect)
             });
@@ -690,7 +749,10 @@ impl LockClient {
                         .await
                     {
                         Ok(Ok(v)) => return Ok(v),
-                        Ok(Err(e)) if !is_transport(&e) => return Err(LockError::Server(e)),
+                        Ok(Err(e)) if !is_transport(&e) && !is_wrong_role(&e) => {
+                            return Err(LockError::Server(e))
+                        }
+                        // Broken, or a master no more: connect anew.
                         Ok(Err(e)) => {
                             self.inner.conns.discard_shared(&h);
                             e
@@ -771,7 +833,7 @@ impl LockClient {
     /// `dead`: fences `dead` first (see the module docs).
     async fn read_back(
         &self,
-        dead: Option<i64>,
+        dead: Option<ClientId>,
         waited: bool,
         name: &str,
         owner: &str,
@@ -793,7 +855,7 @@ impl LockClient {
             let fenced = self
                 .inner
                 .conns
-                .fence(dead, &mut con, options.command_timeout)
+                .fence(dead, &h, options.command_timeout)
                 .await;
             if waited && !fenced {
                 // No kill possible (a cluster, NOPERM): the dropped waiting
@@ -890,6 +952,18 @@ impl LockClient {
             let mut con = h.con.clone();
             let failure = match tokio::time::timeout(within, con.query(cmd)).await {
                 Ok(Ok(v)) => return Ok(Outcome::Reply(v)),
+                Ok(Err(e)) if is_wrong_role(&e) => {
+                    // Refused by a server that is no master (any more):
+                    // nothing ran. Connect anew (through Sentinel: to the
+                    // new master) and send it again.
+                    self.inner.conns.discard_shared(&h);
+                    attempt += 1;
+                    if attempt > options.retries {
+                        return Err(LockError::Connection(e));
+                    }
+                    tokio::time::sleep(options.retry_interval).await;
+                    continue;
+                }
                 Ok(Err(e)) if !is_transport(&e) => return Err(refused(name, e)),
                 Ok(Err(e)) => e,
                 Err(_) => timeout_error("command"),
@@ -1180,11 +1254,14 @@ impl LockClient {
                         Acquired::Busy => Ok(None),
                     };
                 }
-                Err(e) if !is_transport(&e) => {
+                Err(e) if !is_transport(&e) && !is_wrong_role(&e) => {
                     // An error reply: the connection is still in order.
                     self.inner.conns.give_back(h);
                     return Err(refused(name, e));
                 }
+                // Broken, or the server stopped being the master (a wait
+                // ended by a failover): look, as for a break, and queue
+                // again (through Sentinel, on the new master).
                 Err(e) => e,
             };
             // The connection broke while waiting: was the lock granted at
@@ -1402,7 +1479,7 @@ impl LockClient {
             Ok(Ok(other)) => Err(LockError::Protocol(format!(
                 "LOCK.RENEW answered {other:?}"
             ))),
-            Ok(Err(e)) if !is_transport(&e) => Err(LockError::Server(e)),
+            Ok(Err(e)) if !is_transport(&e) && !is_wrong_role(&e) => Err(LockError::Server(e)),
             Ok(Err(e)) => {
                 self.inner.conns.discard_shared(&h);
                 Err(LockError::Connection(e))

@@ -146,6 +146,13 @@
 //! [`LockClient::cluster`] takes a `redis::cluster::ClusterClient`; every
 //! command routes by the lock's name.
 //!
+//! # Sentinel
+//!
+//! [`LockClient::sentinel`] asks Sentinel for the master whenever it
+//! connects; after a failover it moves to the new master, where the
+//! watchdog renews, waits queue again, and locks the new master does not
+//! have are reported lost.
+//!
 //! # Blocking code
 //!
 //! [`blocking::LockClient`] offers the same API without async, on a runtime
