@@ -157,6 +157,15 @@ async fn a_manual_failover_keeps_the_lock_and_the_waiter_queues_on_the_new_maste
         .retry_interval(Duration::from_millis(100));
     let locks = LockClient::sentinel(urls, "mymaster", options).expect("client");
     let holder = locks.as_owner("holder");
+
+    // Through Sentinel too, a force is told within milliseconds.
+    let forced = holder.lock("forced").await.expect("lock forced");
+    assert_eq!(force(&mut master.connection(), "forced"), 1);
+    let why = tokio::time::timeout(Duration::from_millis(200), forced.lost())
+        .await
+        .expect("told soon");
+    assert_eq!(why, Lost::NotHeld);
+
     let kept = holder.lock("kept").await.expect("lock kept");
     let waiting = {
         let waiter = locks.as_owner("waiter");
