@@ -513,11 +513,22 @@ impl LockClient {
         master_name: &str,
         options: Options,
     ) -> Result<LockClient> {
-        let sentinel = redis::sentinel::Sentinel::build(sentinels)
-            .map_err(|e| LockError::InvalidArgument(format!("the sentinels' addresses: {e}")))?;
+        let sentinels = sentinels
+            .into_iter()
+            .map(|address| {
+                redis::sentinel::Sentinel::build(vec![address])
+                    .map(tokio::sync::Mutex::new)
+                    .map_err(|e| LockError::InvalidArgument(format!("a sentinel's address: {e}")))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        if sentinels.is_empty() {
+            return Err(LockError::InvalidArgument(
+                "Sentinel needs at least one sentinel's address".into(),
+            ));
+        }
         LockClient::build(
             Backend::Sentinel(SentinelBackend {
-                sentinel: tokio::sync::Mutex::new(sentinel),
+                sentinels,
                 name: master_name.to_string(),
                 node: redis::sentinel::SentinelNodeConnectionInfo::default(),
             }),

@@ -31,7 +31,9 @@ pub(crate) enum Backend {
 }
 
 pub(crate) struct SentinelBackend {
-    pub(crate) sentinel: tokio::sync::Mutex<redis::sentinel::Sentinel>,
+    /// One per sentinel: each is asked in turn, since right after a
+    /// failover some still name the old master for a while.
+    pub(crate) sentinels: Vec<tokio::sync::Mutex<redis::sentinel::Sentinel>>,
     pub(crate) name: String,
     pub(crate) node: redis::sentinel::SentinelNodeConnectionInfo,
 }
@@ -122,12 +124,19 @@ impl Connections {
             Backend::Single(client) => Ok(Some(client.clone())),
             Backend::Cluster(_) => Ok(None),
             Backend::Sentinel(s) => {
-                let mut sentinel = s.sentinel.lock().await;
-                let asking = sentinel.async_master_for(&s.name, Some(&s.node));
-                tokio::time::timeout(self.connect_timeout, asking)
-                    .await
-                    .map_err(|_| timeout_error("asking Sentinel for the master"))?
-                    .map(Some)
+                // The first master a sentinel names that answers as one
+                // (redis-rs checks its ROLE).
+                let mut last = timeout_error("asking Sentinel for the master");
+                for sentinel in &s.sentinels {
+                    let mut sentinel = sentinel.lock().await;
+                    let asking = sentinel.async_master_for(&s.name, Some(&s.node));
+                    match tokio::time::timeout(self.connect_timeout, asking).await {
+                        Ok(Ok(client)) => return Ok(Some(client)),
+                        Ok(Err(e)) => last = e,
+                        Err(_) => {}
+                    }
+                }
+                Err(last)
             }
         }
     }

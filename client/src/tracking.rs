@@ -104,7 +104,7 @@ pub(crate) async fn connect_single(
 }
 
 /// The longest pause between attempts to connect again.
-const MAX_BACKOFF: Duration = Duration::from_secs(5);
+const MAX_BACKOFF: Duration = Duration::from_secs(1);
 
 async fn run(
     inner: Weak<Inner>,
