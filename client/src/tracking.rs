@@ -19,8 +19,8 @@
 //! then does nothing.
 //!
 //! The renewal stays the fallback: if tracking cannot be had (a cluster,
-//! a server without RESP3, ACLs denying `CLIENT TRACKING`) or its connection
-//! is down, the watchdog's next renewal finds the loss as before. After the
+//! a server without RESP3, ACLs denying `CLIENT TRACKING`: such a refusal
+//! is final, the task stops asking) or its connection is down, the watchdog's next renewal finds the loss as before. After the
 //! tracking connection comes back, every held lock is checked again (which
 //! also re-arms it), so a loss during the gap is reported then.
 
@@ -103,6 +103,14 @@ pub(crate) async fn connect_single(
     Ok(con)
 }
 
+/// Whether connecting failed because the server refuses tracking for good
+/// (`NOPERM`, an unknown `HELLO` or `CLIENT TRACKING`), not for now.
+fn is_refusal(e: &redis::RedisError) -> bool {
+    e.code() == Some("NOPERM")
+        || e.detail()
+            .is_some_and(|d| d.contains("unknown command") || d.contains("unknown subcommand"))
+}
+
 /// The longest pause between attempts to connect again.
 const MAX_BACKOFF: Duration = Duration::from_secs(1);
 
@@ -117,9 +125,10 @@ async fn run(
     let mut con: Option<MultiplexedConnection> = None;
     let mut backoff = Duration::from_millis(100);
     let mut retry_at: Option<tokio::time::Instant> = None;
+    let mut disabled = false;
     loop {
         // Connect when something is watched and no connection is up.
-        if con.is_none() && !watched.is_empty() && retry_at.is_none() {
+        if con.is_none() && !watched.is_empty() && retry_at.is_none() && !disabled {
             match connect(push_tx.clone()).await {
                 Ok(c) => {
                     backoff = Duration::from_millis(100);
@@ -131,6 +140,11 @@ async fn run(
                         }
                     }
                     con = Some(c);
+                }
+                Err(e) if is_refusal(&e) => {
+                    // The server will not track for this user (ACLs), or
+                    // cannot (no RESP3): renewals only, without retrying.
+                    disabled = true;
                 }
                 Err(_) => {
                     retry_at = Some(tokio::time::Instant::now() + backoff);

@@ -206,3 +206,45 @@ async fn without_tracking_a_force_waits_for_the_renewal() {
     );
     assert!(tracking_connections(&server).is_empty());
 }
+
+/// A user whose ACL denies `CLIENT`: no tracking (renewals tell the loss),
+/// and no connection attempt after the first refusal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_denied_client_tracking_falls_back_to_renewals_quietly() {
+    let _alone = alone();
+    let server = Server::start();
+    let _: Value = redis::cmd("ACL")
+        .arg(&[
+            "SETUSER", "limited", "on", ">pw", "~*", "&*", "+@all", "-client",
+        ])
+        .query(&mut server.connection())
+        .expect("ACL SETUSER");
+    let url = format!("redis://limited:pw@127.0.0.1:{}/", server.port);
+    let locks = LockClient::with_options(
+        redis::Client::open(url).expect("url"),
+        Options::default().watchdog_lease(Duration::from_millis(900)),
+    )
+    .expect("client");
+    let guard = locks.lock("k").await.expect("lock");
+    // Counted on one connection of the test's own, opened before.
+    let mut con = server.connection();
+    let mut accepted = || {
+        let stats: String = redis::cmd("INFO")
+            .arg("stats")
+            .query(&mut con)
+            .expect("INFO stats");
+        info_field(&stats, "total_connections_received")
+            .and_then(|n| n.parse::<u64>().ok())
+            .expect("total_connections_received")
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let before = accepted();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(accepted(), before, "no new connection attempts");
+    assert!(tracking_connections(&server).is_empty());
+    assert_eq!(force(&mut server.connection(), "k"), 1);
+    let why = tokio::time::timeout(Duration::from_millis(900), guard.lost())
+        .await
+        .expect("told by the next renewal");
+    assert_eq!(why, Lost::NotHeld);
+}
