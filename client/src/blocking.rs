@@ -59,6 +59,16 @@ impl LockClient {
         LockClient::build(|| crate::LockClient::cluster(client))
     }
 
+    /// A client for the master Sentinel names `master_name`, see
+    /// [`crate::LockClient::sentinel`].
+    pub fn sentinel<T: redis::IntoConnectionInfo>(
+        sentinels: Vec<T>,
+        master_name: &str,
+        options: Options,
+    ) -> Result<LockClient> {
+        LockClient::build(|| crate::LockClient::sentinel(sentinels, master_name, options))
+    }
+
     fn build(make: impl FnOnce() -> Result<crate::LockClient>) -> Result<LockClient> {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)

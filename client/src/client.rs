@@ -40,10 +40,13 @@ use std::time::{Duration, Instant};
 use redis::{Cmd, Value};
 use tokio::sync::{watch, Notify};
 
-use crate::conn::{timeout_error, Backend, Con, Connections, Handle};
-use crate::error::{is_transport, LockError, Result};
+use crate::conn::{
+    is_wrong_role, timeout_error, Backend, ClientId, Con, Connections, Handle, SentinelBackend,
+};
+use crate::error::{is_transport, refused, LockError, Result};
 use crate::guard::{LockGuard, Lost};
 use crate::owner;
+use crate::tracking::{connect_single, Connector, Tracking};
 use crate::watchdog;
 
 /// Settings of a [`LockClient`]. `Options::default()` matches Redisson's
@@ -67,6 +70,21 @@ pub struct Options {
     /// treating the connection as broken: the server answers a timed-out
     /// wait itself, so this only covers the network and a busy server.
     pub wait_margin: Duration,
+    /// Synced grants: `Some((n, timeout))` sends `SYNC n timeout-ms` with
+    /// every acquire, so a grant is answered only once `n` replicas
+    /// acknowledged it within `timeout`; otherwise the module undoes it and
+    /// the call fails with [`LockError::NotSynced`] (the lock is not held).
+    /// `Some((0, Duration::ZERO))` turns the module's default
+    /// (`lock.sync-replicas`) off for this client's acquires; `None` (the
+    /// default) leaves it to the module's configuration. Reply deadlines
+    /// grow by `timeout`.
+    pub sync: Option<(u32, Duration)>,
+    /// Whether the client asks the server to tell it at once when a held
+    /// lock's key changes (`CLIENT TRACKING`, one RESP3 connection per
+    /// client), so [`LockGuard::lost`] fires within milliseconds of a
+    /// `LOCK.FORCE`, `DEL` or expiry instead of at the next renewal. On by
+    /// default; single servers only (a cluster relies on renewals).
+    pub track_locks: bool,
 }
 
 impl Default for Options {
@@ -77,6 +95,8 @@ impl Default for Options {
             retries: 3,
             retry_interval: Duration::from_millis(100),
             wait_margin: Duration::from_secs(2),
+            sync: None,
+            track_locks: true,
         }
     }
 }
@@ -106,6 +126,40 @@ impl Options {
     pub fn wait_margin(mut self, margin: Duration) -> Self {
         self.wait_margin = margin;
         self
+    }
+    /// Sets [`Options::sync`]: every grant waits for `replicas` replicas to
+    /// acknowledge it, for at most `timeout` (`sync_replicas(0,
+    /// Duration::ZERO)`: never, whatever the module's default).
+    pub fn sync_replicas(mut self, replicas: u32, timeout: Duration) -> Self {
+        self.sync = Some((replicas, timeout));
+        self
+    }
+
+    /// Sets [`Options::track_locks`].
+    pub fn track_locks(mut self, on: bool) -> Self {
+        self.track_locks = on;
+        self
+    }
+
+    /// How much longer than a plain command an acquire may take to answer:
+    /// the time the module may spend waiting for replicas.
+    pub(crate) fn sync_time(&self) -> Duration {
+        self.sync.map_or(Duration::ZERO, |(_, timeout)| timeout)
+    }
+
+    /// `SYNC`'s arguments, checked: a positive timeout when replicas are
+    /// asked for (Redis reads a zero timeout as "forever"), in whole ms.
+    pub(crate) fn sync_args(&self) -> Result<Option<(u32, u64)>> {
+        let Some((replicas, timeout)) = self.sync else {
+            return Ok(None);
+        };
+        let ms = timeout.as_nanos().div_ceil(1_000_000);
+        if (replicas > 0 && ms == 0) || ms > i64::MAX as u128 {
+            return Err(LockError::InvalidArgument(format!(
+                "a sync timeout must be positive and fit in i64 milliseconds: {timeout:?}"
+            )));
+        }
+        Ok(Some((replicas, ms as u64)))
     }
 }
 
@@ -147,6 +201,8 @@ pub(crate) struct Inner {
     pub(crate) runtime: tokio::runtime::Handle,
     pub(crate) wake: Arc<Notify>,
     watchdog_started: std::sync::Once,
+    /// The fast lost signal (None: a cluster, or turned off).
+    tracking: Option<Tracking>,
 }
 
 impl Drop for Inner {
@@ -161,7 +217,7 @@ pub(crate) struct Entry {
     pub(crate) name: String,
     pub(crate) owner: String,
     /// Serialises hold-count changes, so `State::holds` is the server's.
-    op: tokio::sync::Mutex<()>,
+    pub(crate) op: tokio::sync::Mutex<()>,
     pub(crate) state: Mutex<State>,
     pub(crate) lost: watch::Sender<Option<Lost>>,
 }
@@ -173,8 +229,9 @@ pub(crate) struct State {
     pub(crate) retired: bool,
     /// The lease the watchdog renews to; None: a caller-given lease.
     pub(crate) watchdog: Option<Duration>,
-    /// When the lease ends unless renewed, counted from when the command
-    /// that set it was sent (so never later than the server's deadline).
+    /// When the lease ends unless renewed, never later than the server's
+    /// deadline: counted from when the command that set it was sent, or
+    /// from a measurement of it (see `LockClient::grant_expiry`).
     pub(crate) expires: Instant,
     pub(crate) next_renewal: Instant,
     /// Why the last renewal failed, if it did (for `Lost::RenewalFailed`).
@@ -195,6 +252,47 @@ enum Acquired {
     Busy,
 }
 
+/// When a grant's lease ends on the server, as far as the client can tell
+/// ([`LockClient::grant_expiry`]).
+enum Expiry {
+    /// No earlier than this.
+    Until(Instant),
+    /// The lease could not be measured: about then, to be confirmed by a
+    /// renewal at once.
+    Unmeasured(Instant),
+    /// The owner no longer held the lock when its lease was measured.
+    Gone,
+}
+
+/// `at + d`, or as late as the clock goes (a lease of centuries).
+pub(crate) fn later(at: Instant, d: Duration) -> Instant {
+    at.checked_add(d)
+        .or_else(|| at.checked_add(Duration::from_secs(1 << 32)))
+        .unwrap_or(at)
+}
+
+/// The lease `owner` has left, from a `LOCK.INFO` reply: None when the
+/// reply is not understood, Some(None) when `owner` holds nothing.
+fn lease_left(info: &Value, owner: &str) -> Option<Option<Duration>> {
+    let fields = pairs(info);
+    let field = |name: &[u8]| {
+        fields
+            .iter()
+            .find(|(k, _)| is_text(k, name))
+            .map(|(_, v)| *v)
+    };
+    let holds = pairs(field(b"owners")?)
+        .into_iter()
+        .any(|(k, v)| is_text(k, owner.as_bytes()) && !matches!(v, Value::Int(0)));
+    if !holds {
+        return Some(None);
+    }
+    match field(b"ttl_ms")? {
+        Value::Int(ms) if *ms >= 0 => Some(Some(Duration::from_millis(*ms as u64))),
+        _ => None,
+    }
+}
+
 /// What became of a command that changes a hold count.
 enum Outcome {
     Reply(Value),
@@ -210,7 +308,7 @@ struct Progress {
     known: u64,
     /// Set once a `WAIT` went out on a connection of its own: that
     /// connection's `CLIENT ID`, if known.
-    waiting: Option<Option<i64>>,
+    waiting: Option<Option<ClientId>>,
     /// The shared connection the last acquire without `WAIT` went out on.
     /// A clean-up reads behind it there, or fences it: the shared slot may
     /// hold another connection by then, one not ordered after the acquire.
@@ -260,6 +358,7 @@ pub(crate) fn acquire_cmd(
     lease_ms: u64,
     wait_ms: Option<u64>,
     fenced: bool,
+    sync: Option<(u32, u64)>,
 ) -> Cmd {
     let mut cmd = redis::cmd("LOCK.ACQUIRE");
     cmd.arg(name).arg(owner).arg(lease_ms);
@@ -268,6 +367,9 @@ pub(crate) fn acquire_cmd(
     }
     if fenced {
         cmd.arg("TOKEN");
+    }
+    if let Some((replicas, timeout_ms)) = sync {
+        cmd.arg("SYNC").arg(replicas).arg(timeout_ms);
     }
     cmd
 }
@@ -378,6 +480,62 @@ impl LockClient {
         LockClient::build(Backend::Cluster(client), options)
     }
 
+    /// A client for the master that Sentinel names `master_name`
+    /// (`sentinel monitor <master_name> ...`), asking the sentinels at
+    /// `sentinels` (any that answers) for its address whenever it connects.
+    ///
+    /// After a failover, connections to the old master fail (Sentinel kills
+    /// the clients of a demoted master; a dead one refuses) or are refused
+    /// with `READONLY`, and the client connects to the new master: the
+    /// watchdog renews there, a wait queues there again, and a lock that did
+    /// not survive the failover is reported lost ([`LockGuard::lost`]).
+    /// A failover takes seconds (Sentinel's `down-after-milliseconds` plus
+    /// an election): give [`Options::retries`] × [`Options::retry_interval`]
+    /// that long, or calls made during it fail with
+    /// [`LockError::Connection`].
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # async fn demo() -> Result<(), redis_lock_client::LockError> {
+    /// use redis_lock_client::{LockClient, Options};
+    /// let options = Options::default().retries(100).retry_interval(Duration::from_millis(100));
+    /// let locks = LockClient::sentinel(
+    ///     vec!["redis://127.0.0.1:26379/", "redis://127.0.0.1:26380/"],
+    ///     "mymaster",
+    ///     options,
+    /// )?;
+    /// let guard = locks.lock("order:42").await?;
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn sentinel<T: redis::IntoConnectionInfo>(
+        sentinels: Vec<T>,
+        master_name: &str,
+        options: Options,
+    ) -> Result<LockClient> {
+        let sentinels = sentinels
+            .into_iter()
+            .map(|address| {
+                redis::sentinel::Sentinel::build(vec![address])
+                    .map(tokio::sync::Mutex::new)
+                    .map_err(|e| LockError::InvalidArgument(format!("a sentinel's address: {e}")))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        if sentinels.is_empty() {
+            return Err(LockError::InvalidArgument(
+                "Sentinel needs at least one sentinel's address".into(),
+            ));
+        }
+        LockClient::build(
+            Backend::Sentinel(SentinelBackend {
+                sentinels,
+                name: master_name.to_string(),
+                node: redis::sentinel::SentinelNodeConnectionInfo::default(),
+            }),
+            options,
+        )
+    }
+
     fn build(backend: Backend, options: Options) -> Result<LockClient> {
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| {
             LockError::InvalidArgument(
@@ -386,18 +544,44 @@ impl LockClient {
             )
         })?;
         lease_ms(options.watchdog_lease)?;
-        Ok(LockClient {
-            inner: Arc::new(Inner {
+        options.sync_args()?;
+        let conns = Connections::new(backend, options.command_timeout);
+        let tracked = options.track_locks && !conns.is_cluster();
+        let timeout = options.command_timeout;
+        let inner = Arc::new_cyclic(|weak: &Weak<Inner>| {
+            let tracking = tracked.then(|| {
+                let weak_inner = weak.clone();
+                let connect: Connector = Box::new(move |pushes| {
+                    let weak_inner = weak_inner.clone();
+                    Box::pin(async move {
+                        // The server the commands go to: through Sentinel,
+                        // the master it names now.
+                        let inner = weak_inner
+                            .upgrade()
+                            .ok_or_else(|| timeout_error("the client is gone"))?;
+                        let client = inner
+                            .conns
+                            .master_client()
+                            .await?
+                            .ok_or_else(|| timeout_error("no master"))?;
+                        drop(inner);
+                        connect_single(client, timeout, pushes).await
+                    })
+                });
+                Tracking::start(weak.clone(), &runtime, connect)
+            });
+            Inner {
                 id: uuid::Uuid::new_v4().to_string(),
-                conns: Connections::new(backend, options.command_timeout),
+                conns,
                 options,
                 registry: Mutex::new(HashMap::new()),
                 runtime,
                 wake: Arc::new(Notify::new()),
                 watchdog_started: std::sync::Once::new(),
-            }),
-            owner: None,
-        })
+                tracking,
+            }
+        });
+        Ok(LockClient { inner, owner: None })
     }
 
     /// This client's id: the first half of every owner id it makes.
@@ -549,9 +733,10 @@ impl LockClient {
     }
 
     /// Deletes the lock whoever holds it (`LOCK.FORCE`, Redisson's
-    /// `forceUnlock`): an operator's tool. The holder's watchdog notices at
-    /// its next renewal and its [`LockGuard::lost`] fires. True if a lock
-    /// existed.
+    /// `forceUnlock`): an operator's tool. The holder's
+    /// [`LockGuard::lost`] fires within milliseconds (with
+    /// [`Options::track_locks`], on a single server), or at its watchdog's
+    /// next renewal. True if a lock existed.
     pub async fn force_unlock(&self, name: &str) -> Result<bool> {
         let mut cmd = redis::cmd("LOCK.FORCE");
         cmd.arg(name);
@@ -575,7 +760,10 @@ impl LockClient {
                         .await
                     {
                         Ok(Ok(v)) => return Ok(v),
-                        Ok(Err(e)) if !is_transport(&e) => return Err(LockError::Server(e)),
+                        Ok(Err(e)) if !is_transport(&e) && !is_wrong_role(&e) => {
+                            return Err(LockError::Server(e))
+                        }
+                        // Broken, or a master no more: connect anew.
                         Ok(Err(e)) => {
                             self.inner.conns.discard_shared(&h);
                             e
@@ -656,7 +844,7 @@ impl LockClient {
     /// `dead`: fences `dead` first (see the module docs).
     async fn read_back(
         &self,
-        dead: Option<i64>,
+        dead: Option<ClientId>,
         waited: bool,
         name: &str,
         owner: &str,
@@ -678,7 +866,7 @@ impl LockClient {
             let fenced = self
                 .inner
                 .conns
-                .fence(dead, &mut con, options.command_timeout)
+                .fence(dead, &h, options.command_timeout)
                 .await;
             if waited && !fenced {
                 // No kill possible (a cluster, NOPERM): the dropped waiting
@@ -749,6 +937,7 @@ impl LockClient {
         owner: &str,
         (known, applied): (u64, u64),
         progress: Option<&Tracker>,
+        within: Duration,
     ) -> Result<Outcome> {
         let options = &self.inner.options;
         let mut attempt = 0;
@@ -772,10 +961,21 @@ impl LockClient {
                     .sent_on = Some(h.clone());
             }
             let mut con = h.con.clone();
-            let failure = match tokio::time::timeout(options.command_timeout, con.query(cmd)).await
-            {
+            let failure = match tokio::time::timeout(within, con.query(cmd)).await {
                 Ok(Ok(v)) => return Ok(Outcome::Reply(v)),
-                Ok(Err(e)) if !is_transport(&e) => return Err(LockError::Server(e)),
+                Ok(Err(e)) if is_wrong_role(&e) => {
+                    // Refused by a server that is no master (any more):
+                    // nothing ran. Connect anew (through Sentinel: to the
+                    // new master) and send it again.
+                    self.inner.conns.discard_shared(&h);
+                    attempt += 1;
+                    if attempt > options.retries {
+                        return Err(LockError::Connection(e));
+                    }
+                    tokio::time::sleep(options.retry_interval).await;
+                    continue;
+                }
+                Ok(Err(e)) if !is_transport(&e) => return Err(refused(name, e)),
                 Ok(Err(e)) => e,
                 Err(_) => timeout_error("command"),
             };
@@ -896,7 +1096,14 @@ impl LockClient {
             let mut release = redis::cmd("LOCK.RELEASE");
             release.arg(name).arg(owner);
             let _ = self
-                .run_counted(&release, name, owner, (known + 1, known), None)
+                .run_counted(
+                    &release,
+                    name,
+                    owner,
+                    (known + 1, known),
+                    None,
+                    self.inner.options.command_timeout,
+                )
                 .await;
         }
         if known == 0 {
@@ -917,6 +1124,7 @@ impl LockClient {
         let watchdog = lease.is_none();
         let lease = lease.unwrap_or(self.inner.options.watchdog_lease);
         let ms = lease_ms(lease)?;
+        let sync = self.inner.options.sync_args()?;
         if owner.is_empty() {
             return Err(LockError::InvalidArgument(
                 "an owner id must not be empty".into(),
@@ -945,9 +1153,19 @@ impl LockClient {
 
             // One attempt without waiting, on the shared connection.
             let sent = Instant::now();
-            let cmd = acquire_cmd(name, owner, ms, None, fenced);
+            let cmd = acquire_cmd(name, owner, ms, None, fenced, sync);
+            // The module answers a synced grant once replicas acknowledged
+            // it, or undid it: up to the sync timeout later.
+            let within = self.inner.options.command_timeout + self.inner.options.sync_time();
             let acquired = match self
-                .run_counted(&cmd, name, owner, (known, known + 1), Some(progress))
+                .run_counted(
+                    &cmd,
+                    name,
+                    owner,
+                    (known, known + 1),
+                    Some(progress),
+                    within,
+                )
                 .await?
             {
                 Outcome::Reply(v) => parse_acquire(v, fenced)?,
@@ -955,7 +1173,8 @@ impl LockClient {
                 Outcome::AppliedUnseen => Acquired::Granted(None),
             };
             if let Acquired::Granted(token) = acquired {
-                return Ok(Some(self.granted(&entry, sent, lease, watchdog, token)));
+                let expiry = self.grant_expiry(name, owner, sent, lease).await;
+                return Ok(Some(self.granted(&entry, expiry, watchdog, token)));
             }
             if matches!(wait, Wait::No) {
                 return Ok(None);
@@ -998,7 +1217,15 @@ impl LockClient {
                 None => None,
             };
             // WAIT 0 waits forever, as BLPOP.
-            let cmd = acquire_cmd(name, owner, ms, Some(remaining.map_or(0, wait_ms)), fenced);
+            let sync = options.sync_args()?;
+            let cmd = acquire_cmd(
+                name,
+                owner,
+                ms,
+                Some(remaining.map_or(0, wait_ms)),
+                fenced,
+                sync,
+            );
             let h = match self.inner.conns.dedicated().await {
                 Ok(h) => h,
                 Err(e) => {
@@ -1018,7 +1245,9 @@ impl LockClient {
             let sent = Instant::now();
             let reply = match remaining {
                 Some(left) => {
-                    match tokio::time::timeout(left + options.wait_margin, con.query(&cmd)).await {
+                    // A grant at the wait's end may still wait for replicas.
+                    let within = left + options.wait_margin + options.sync_time();
+                    match tokio::time::timeout(within, con.query(&cmd)).await {
                         Ok(r) => r,
                         Err(_) => Err(timeout_error("LOCK.ACQUIRE ... WAIT")),
                     }
@@ -1030,12 +1259,20 @@ impl LockClient {
                     self.inner.conns.give_back(h);
                     return match parse_acquire(v, fenced)? {
                         Acquired::Granted(token) => {
-                            Ok(Some(self.granted(entry, sent, lease, watchdog, token)))
+                            let expiry = self.grant_expiry(name, owner, sent, lease).await;
+                            Ok(Some(self.granted(entry, expiry, watchdog, token)))
                         }
                         Acquired::Busy => Ok(None),
                     };
                 }
-                Err(e) if !is_transport(&e) => return Err(LockError::Server(e)),
+                Err(e) if !is_transport(&e) && !is_wrong_role(&e) => {
+                    // An error reply: the connection is still in order.
+                    self.inner.conns.give_back(h);
+                    return Err(refused(name, e));
+                }
+                // Broken, or the server stopped being the master (a wait
+                // ended by a failover): look, as for a break, and queue
+                // again (through Sentinel, on the new master).
                 Err(e) => e,
             };
             // The connection broke while waiting: was the lock granted at
@@ -1056,7 +1293,8 @@ impl LockClient {
                 } else {
                     None
                 };
-                return Ok(Some(self.granted(entry, sent, lease, watchdog, token)));
+                let expiry = self.grant_expiry(name, owner, sent, lease).await;
+                return Ok(Some(self.granted(entry, expiry, watchdog, token)));
             }
             if found != known {
                 return Err(LockError::HoldCountMismatch {
@@ -1073,30 +1311,89 @@ impl LockClient {
         }
     }
 
+    /// When the lease of a grant to `owner`, asked for at `sent`, ends on
+    /// the server at the earliest.
+    ///
+    /// The server started the lease when it granted the lock: no earlier
+    /// than `sent`, no later than now (the reply's arrival). Counting from
+    /// `sent` is safe, and it is what a grant answered at once gets. A
+    /// grant that took a third of the lease or more to arrive (a wait
+    /// handed the lock over late, a slow server, retries) would be due for
+    /// renewal, or even expired, on arrival by that count: a lock held
+    /// fresh would be reported lost and never renewed. Its lease is
+    /// measured instead: `LOCK.INFO`, sent at `asked`, shows the lease left
+    /// at some instant after `asked`, so the lease ends no earlier than
+    /// `asked` + that, again a safe bound, and a tight one.
+    async fn grant_expiry(
+        &self,
+        name: &str,
+        owner: &str,
+        sent: Instant,
+        lease: Duration,
+    ) -> Expiry {
+        let received = Instant::now();
+        if sent
+            .checked_add(lease / 3)
+            .is_some_and(|due| received < due)
+        {
+            return Expiry::Until(later(sent, lease));
+        }
+        let asked = Instant::now();
+        let mut info = redis::cmd("LOCK.INFO");
+        info.arg(name);
+        match self.simple(&info).await.map(|v| lease_left(&v, owner)) {
+            Ok(Some(Some(left))) => Expiry::Until(later(asked, left.min(lease))),
+            Ok(Some(None)) => Expiry::Gone,
+            // The lease could not be measured. The grant is certain and a
+            // few moments old, so it is not reported lost: its lease is
+            // counted from the reply's arrival (later than the server's
+            // start by the reply's transit only) and the watchdog renews it
+            // at once, which restores a safe count.
+            Ok(None) | Err(_) => Expiry::Unmeasured(later(received, lease)),
+        }
+    }
+
     /// Records a grant (called with the entry's operation lock held) and
     /// makes its guard.
     fn granted(
         &self,
         entry: &Arc<Entry>,
-        sent: Instant,
-        lease: Duration,
+        expiry: Expiry,
         watchdog: bool,
         token: Option<i64>,
     ) -> LockGuard {
+        let now = Instant::now();
+        let (expires, renew_now) = match expiry {
+            Expiry::Until(at) => (at, false),
+            Expiry::Unmeasured(at) => (at, true),
+            Expiry::Gone => (now, true),
+        };
         {
             let mut state = entry.state();
             state.holds += 1;
             // Any acquire (re-entry too) resets the server's lease to `lease`.
-            state.expires = sent + lease;
+            state.expires = expires;
             if watchdog {
+                // A third of the lease after it started: two thirds before
+                // its end.
                 let renew = self.inner.options.watchdog_lease;
                 state.watchdog = Some(renew);
-                state.next_renewal = sent + renew / 3;
+                state.next_renewal = match expires.checked_sub(renew - renew / 3) {
+                    Some(at) if !renew_now => at,
+                    _ => now,
+                };
             }
         }
         self.start_watchdog();
         self.inner.wake.notify_one();
-        LockGuard::new(self.clone(), entry.clone(), token)
+        let guard = LockGuard::new(self.clone(), entry.clone(), token);
+        if matches!(expiry, Expiry::Gone) {
+            // Forced or deleted between the grant and the measurement.
+            watchdog::mark_lost(&self.inner, entry, Lost::NotHeld);
+        } else if let Some(tracking) = &self.inner.tracking {
+            tracking.watch(entry);
+        }
+        guard
     }
 
     fn start_watchdog(&self) {
@@ -1134,7 +1431,14 @@ impl LockClient {
             cmd.arg(lease_ms(renew)?);
         }
         let outcome = self
-            .run_counted(&cmd, &entry.name, &entry.owner, (known, known - 1), None)
+            .run_counted(
+                &cmd,
+                &entry.name,
+                &entry.owner,
+                (known, known - 1),
+                None,
+                self.inner.options.command_timeout,
+            )
             .await;
         let result = match outcome {
             Ok(Outcome::Reply(Value::Nil)) => Err(not_held()),
@@ -1186,7 +1490,7 @@ impl LockClient {
             Ok(Ok(other)) => Err(LockError::Protocol(format!(
                 "LOCK.RENEW answered {other:?}"
             ))),
-            Ok(Err(e)) if !is_transport(&e) => Err(LockError::Server(e)),
+            Ok(Err(e)) if !is_transport(&e) && !is_wrong_role(&e) => Err(LockError::Server(e)),
             Ok(Err(e)) => {
                 self.inner.conns.discard_shared(&h);
                 Err(LockError::Connection(e))
@@ -1275,6 +1579,33 @@ mod tests {
     }
 
     #[test]
+    fn the_lease_left_is_read_for_the_owner_only() {
+        let text = |t: &str| Value::BulkString(t.as_bytes().to_vec());
+        let resp2 = Value::Array(vec![
+            text("state"),
+            text("held"),
+            text("owners"),
+            Value::Array(vec![text("b"), Value::Int(1)]),
+            text("ttl_ms"),
+            Value::Int(987),
+        ]);
+        assert_eq!(
+            lease_left(&resp2, "b"),
+            Some(Some(Duration::from_millis(987)))
+        );
+        assert_eq!(lease_left(&resp2, "a"), Some(None));
+        let resp3 = Value::Map(vec![
+            (text("owners"), Value::Map(vec![(text("b"), Value::Int(2))])),
+            (text("ttl_ms"), Value::Int(5)),
+        ]);
+        assert_eq!(
+            lease_left(&resp3, "b"),
+            Some(Some(Duration::from_millis(5)))
+        );
+        assert_eq!(lease_left(&Value::Nil, "b"), None);
+    }
+
+    #[test]
     fn token_keys_follow_redissons_prefix_rule() {
         assert_eq!(token_key("stock"), "redisson_lock_token:{stock}");
         assert_eq!(token_key("{o}:s"), "redisson_lock_token:{o}:s");
@@ -1282,7 +1613,7 @@ mod tests {
 
     #[test]
     fn commands_put_wait_before_token() {
-        let cmd = acquire_cmd("k", "o", 100, Some(5), true);
+        let cmd = acquire_cmd("k", "o", 100, Some(5), true, Some((1, 250)));
         let args: Vec<Vec<u8>> = cmd
             .args_iter()
             .map(|a| match a {
@@ -1296,7 +1627,18 @@ mod tests {
             .collect();
         assert_eq!(
             text,
-            ["LOCK.ACQUIRE", "k", "o", "100", "WAIT", "5", "TOKEN"]
+            [
+                "LOCK.ACQUIRE",
+                "k",
+                "o",
+                "100",
+                "WAIT",
+                "5",
+                "TOKEN",
+                "SYNC",
+                "1",
+                "250"
+            ]
         );
     }
 }

@@ -26,6 +26,33 @@ use redis::{AsyncConnectionConfig, Cmd, RedisResult, Value};
 pub(crate) enum Backend {
     Single(redis::Client),
     Cluster(ClusterClient),
+    /// The master Sentinel names, asked anew for every new connection.
+    Sentinel(SentinelBackend),
+}
+
+pub(crate) struct SentinelBackend {
+    /// One per sentinel: each is asked in turn, since right after a
+    /// failover some still name the old master for a while.
+    pub(crate) sentinels: Vec<tokio::sync::Mutex<redis::sentinel::Sentinel>>,
+    pub(crate) name: String,
+    pub(crate) node: redis::sentinel::SentinelNodeConnectionInfo,
+}
+
+/// A connection's `CLIENT ID`, and which server it is an id on: ids are per
+/// server, and after a failover a dead connection's id means nothing (or
+/// someone else) on the new master.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ClientId {
+    pub(crate) id: i64,
+    server: u64,
+}
+
+/// A number for a server's address (the `ClientId`s' server).
+fn server_number(client: &redis::Client) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    client.get_connection_info().addr.to_string().hash(&mut h);
+    h.finish()
 }
 
 /// One connection, of either kind.
@@ -51,7 +78,9 @@ impl Con {
 pub(crate) struct Handle {
     pub(crate) con: Con,
     /// `CLIENT ID` on a single server (None in a cluster, or when ACLs deny it).
-    pub(crate) id: Option<i64>,
+    pub(crate) id: Option<ClientId>,
+    /// The server it goes to (None in a cluster).
+    server: Option<u64>,
     generation: u64,
 }
 
@@ -88,11 +117,39 @@ impl Connections {
         matches!(self.backend, Backend::Cluster(_))
     }
 
+    /// The client of the master: the one server, or the master Sentinel
+    /// names now (None in a cluster).
+    pub(crate) async fn master_client(&self) -> RedisResult<Option<redis::Client>> {
+        match &self.backend {
+            Backend::Single(client) => Ok(Some(client.clone())),
+            Backend::Cluster(_) => Ok(None),
+            Backend::Sentinel(s) => {
+                // The first master a sentinel names that answers as one
+                // (redis-rs checks its ROLE).
+                let mut last = timeout_error("asking Sentinel for the master");
+                for sentinel in &s.sentinels {
+                    let mut sentinel = sentinel.lock().await;
+                    let asking = sentinel.async_master_for(&s.name, Some(&s.node));
+                    match tokio::time::timeout(self.connect_timeout, asking).await {
+                        Ok(Ok(client)) => return Ok(Some(client)),
+                        Ok(Err(e)) => last = e,
+                        Err(_) => {}
+                    }
+                }
+                Err(last)
+            }
+        }
+    }
+
     /// A new connection, with its `CLIENT ID` on a single server.
     async fn connect(&self) -> RedisResult<Handle> {
         let generation = self.generation.fetch_add(1, Ordering::Relaxed) + 1;
         match &self.backend {
-            Backend::Single(client) => {
+            Backend::Single(_) | Backend::Sentinel(_) => {
+                let Some(client) = self.master_client().await? else {
+                    return Err(timeout_error("no master"));
+                };
+                let server = server_number(&client);
                 // No response timeout here: every call site bounds its own
                 // wait (a WAIT may legitimately last long).
                 let config =
@@ -109,12 +166,13 @@ impl Connections {
                 .ok()
                 .and_then(|r| r.ok())
                 .and_then(|v| match v {
-                    Value::Int(id) => Some(id),
+                    Value::Int(id) => Some(ClientId { id, server }),
                     _ => None,
                 });
                 Ok(Handle {
                     con: Con::Single(con),
                     id,
+                    server: Some(server),
                     generation,
                 })
             }
@@ -125,6 +183,7 @@ impl Connections {
                 Ok(Handle {
                     con: Con::Cluster(con),
                     id: None,
+                    server: None,
                     generation,
                 })
             }
@@ -175,15 +234,23 @@ impl Connections {
     /// `through`. Returns false
     /// when that cannot be done (a cluster, no id, or `NOPERM`): the caller
     /// then relies on the dead connection being closed, which is weaker.
+    /// Also false when `through` goes to another server than `dead` did
+    /// (Sentinel named a new master): the dead connection's commands cannot
+    /// reach the server `through` reads from, and its id there could be
+    /// someone else's.
     pub(crate) async fn fence(
         &self,
-        dead: Option<i64>,
-        through: &mut Con,
+        dead: Option<ClientId>,
+        through: &Handle,
         within: Duration,
     ) -> bool {
-        let Some(id) = dead else {
+        let Some(ClientId { id, server }) = dead else {
             return false;
         };
+        if through.server != Some(server) {
+            return false;
+        }
+        let mut through = through.con.clone();
         let mut kill = redis::cmd("CLIENT");
         kill.arg("KILL").arg("ID").arg(id);
         match tokio::time::timeout(within, through.query(&kill)).await {
@@ -193,6 +260,26 @@ impl Connections {
             Err(_) => false,
         }
     }
+}
+
+/// Whether an `HGET lock owner` reply says the owner holds nothing.
+pub(crate) fn is_hold_count_zero(reply: &Value) -> bool {
+    match reply {
+        Value::Nil | Value::Int(0) => true,
+        Value::BulkString(b) => b == b"0",
+        _ => false,
+    }
+}
+
+/// Whether a refusal says the server is not (or no longer) the master:
+/// `READONLY` (a write on a replica: nothing ran), Redis's `UNBLOCKED`
+/// (a wait ended by a demotion) or the module's own word for that. After a
+/// failover the client connects again, through Sentinel, to the new master.
+pub(crate) fn is_wrong_role(e: &redis::RedisError) -> bool {
+    e.kind() == redis::ErrorKind::ReadOnly
+        || e.code() == Some("UNBLOCKED")
+        || e.code() == Some("READONLY")
+        || e.detail().is_some_and(|d| d.contains("became a replica"))
 }
 
 pub(crate) fn timeout_error(what: &'static str) -> redis::RedisError {

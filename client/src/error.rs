@@ -45,6 +45,17 @@ pub enum LockError {
         /// The count the server has.
         found: u64,
     },
+    /// A synced grant ([`Options::sync`](crate::Options::sync), or the
+    /// module's `lock.sync-replicas`) was not acknowledged by enough
+    /// replicas in time, and the module undid it: the lock is **not held**
+    /// by this owner (it was given back, or handed to the next waiter).
+    /// Retrying may succeed once the replicas catch up.
+    NotSynced {
+        /// The lock's name.
+        name: String,
+        /// The module's `NOSYNC` message (how many replicas acknowledged).
+        detail: String,
+    },
     /// The server answered something the `LOCK.*` contract does not allow.
     Protocol(String),
     /// The blocking API could not start its runtime thread.
@@ -58,7 +69,10 @@ impl LockError {
     /// True when retrying later may succeed: the server was unreachable or
     /// the outcome is unknown, as opposed to a refusal.
     pub fn is_transient(&self) -> bool {
-        matches!(self, LockError::Connection(_) | LockError::Uncertain { .. })
+        matches!(
+            self,
+            LockError::Connection(_) | LockError::Uncertain { .. } | LockError::NotSynced { .. }
+        )
     }
 }
 
@@ -85,6 +99,11 @@ impl fmt::Display for LockError {
                 "lock {name:?}: the server counts {found} holds for this owner where this client \
                  expected one of {expected:?}; is the owner id used elsewhere?"
             ),
+            LockError::NotSynced { name, detail } => write!(
+                f,
+                "lock {name:?} is NOT held: the grant was undone because too few replicas \
+                 acknowledged it in time ({detail})"
+            ),
             LockError::Protocol(what) => write!(f, "unexpected reply from the lock server: {what}"),
             LockError::Runtime(e) => write!(f, "cannot start the lock client's runtime: {e}"),
             LockError::InvalidArgument(what) => write!(f, "invalid argument: {what}"),
@@ -102,6 +121,23 @@ impl std::error::Error for LockError {
     }
 }
 
+/// The error for a server's refusal of a command on lock `name`: `NOSYNC`
+/// (a synced grant undone) is [`LockError::NotSynced`], anything else
+/// [`LockError::Server`].
+pub(crate) fn refused(name: &str, e: redis::RedisError) -> LockError {
+    if e.code() == Some("NOSYNC") {
+        let detail = match e.detail() {
+            Some(d) => format!("NOSYNC {d}"),
+            None => "NOSYNC".to_string(),
+        };
+        return LockError::NotSynced {
+            name: name.to_string(),
+            detail,
+        };
+    }
+    LockError::Server(e)
+}
+
 /// True for failures of the connection rather than a server's error reply:
 /// after one of these the command may or may not have reached the server.
 pub(crate) fn is_transport(e: &redis::RedisError) -> bool {
@@ -117,3 +153,30 @@ pub(crate) fn is_transport(e: &redis::RedisError) -> bool {
 
 /// A shorthand for the library's results.
 pub type Result<T, E = LockError> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The error a reply line (`-CODE detail`) becomes.
+    fn reply_error(line: &[u8]) -> redis::RedisError {
+        redis::parse_redis_value(line)
+            .and_then(redis::Value::extract_error)
+            .expect_err("an error reply")
+    }
+
+    #[test]
+    fn a_nosync_reply_is_its_own_error_and_says_the_lock_is_not_held() {
+        let e =
+            reply_error(b"-NOSYNC grant undone: 0 of 1 replicas acknowledged it within 100 ms\r\n");
+        let err = refused("k", e);
+        assert!(matches!(&err, LockError::NotSynced { name, .. } if name == "k"));
+        let text = err.to_string();
+        assert!(
+            text.contains("NOT held") && text.contains("0 of 1"),
+            "{text}"
+        );
+        let e = reply_error(b"-ERR syntax error\r\n");
+        assert!(matches!(refused("k", e), LockError::Server(_)));
+    }
+}

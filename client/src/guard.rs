@@ -117,9 +117,13 @@ impl LockGuard {
     }
 
     /// Resolves when the lock is lost, at once if it already is. Never
-    /// resolves while the lock is held. The watchdog finds a lost lock at its
-    /// next renewal, at most a third of the lease after the loss; a lock
-    /// taken with a lease is lost when that lease has passed.
+    /// resolves while the lock is held. On a single server (or through
+    /// Sentinel) the server tells the client when the lock's key changes
+    /// ([`Options::track_locks`](crate::Options::track_locks)), so a
+    /// `LOCK.FORCE`, `DEL` or expiry is known within milliseconds; in a
+    /// cluster, or if that connection is down, the watchdog finds a lost
+    /// lock at its next renewal, at most a third of the lease after the
+    /// loss. A lock taken with a lease is lost when that lease has passed.
     pub async fn lost(&self) -> Lost {
         let mut rx = self.lost.clone();
         loop {

@@ -55,7 +55,19 @@
 //! a renewal answers 0 (the lock was forced, deleted, or expired) or
 //! renewals fail until the lease has passed, the lock is *lost*:
 //! [`LockGuard::lost`] resolves at once and [`LockGuard::is_lost`] says why
-//! ([`Lost`]). Redisson only logs this. Select on it next to your work:
+//! ([`Lost`]). Redisson only logs this.
+//!
+//! The renewal is the fallback. The client also asks the server to tell it
+//! when a held lock's key changes (client-side tracking, `CLIENT TRACKING
+//! on`, on one RESP3 connection per client, whatever the number of locks):
+//! each such notice is checked with `HGET lock owner` on that connection,
+//! and a count of 0 marks the lock lost, within milliseconds of a
+//! `LOCK.FORCE`, a `DEL` or the lease's expiry. The client's own renewals
+//! and re-entries notify too, and their check finds the hold and stays
+//! quiet. Single servers and Sentinel only: in a cluster the renewal finds
+//! the loss ([`Options::track_locks`] turns tracking off).
+//!
+//! Select on it next to your work:
 //!
 //! ```no_run
 //! # async fn demo(locks: redis_lock_client::LockClient) -> Result<(), redis_lock_client::LockError> {
@@ -100,6 +112,28 @@
 //! it grows with every grant; the protected resource refuses writes with a
 //! token older than one it saw (`LOCK.FENCE` in the same Redis).
 //!
+//! # Synced grants
+//!
+//! With [`Options::sync_replicas`]`(n, timeout)` every acquire asks the
+//! module to answer a grant only once `n` replicas acknowledged it
+//! (`LOCK.ACQUIRE ... SYNC`). If they do not within `timeout`, the module
+//! undoes the grant and the call fails with [`LockError::NotSynced`]: the
+//! lock is not held (it was given back or handed to the next waiter).
+//!
+//! ```no_run
+//! # use std::time::Duration;
+//! # async fn demo() -> Result<(), redis_lock_client::LockError> {
+//! use redis_lock_client::{LockClient, LockError, Options};
+//! let options = Options::default().sync_replicas(1, Duration::from_millis(200));
+//! let locks = LockClient::with_options(redis::Client::open("redis://127.0.0.1/").unwrap(), options)?;
+//! match locks.lock("ledger").await {
+//!     Ok(guard) => guard.unlock().await?,
+//!     Err(LockError::NotSynced { detail, .. }) => eprintln!("not held: {detail}"),
+//!     Err(e) => return Err(e),
+//! }
+//! # Ok(()) }
+//! ```
+//!
 //! # Several locks, several servers
 //!
 //! [`MultiLock`]: all of several locks or none, possibly on independent
@@ -111,6 +145,13 @@
 //!
 //! [`LockClient::cluster`] takes a `redis::cluster::ClusterClient`; every
 //! command routes by the lock's name.
+//!
+//! # Sentinel
+//!
+//! [`LockClient::sentinel`] asks Sentinel for the master whenever it
+//! connects; after a failover it moves to the new master, where the
+//! watchdog renews, waits queue again, and locks the new master does not
+//! have are reported lost.
 //!
 //! # Blocking code
 //!
@@ -124,6 +165,7 @@ mod error;
 mod guard;
 mod multi;
 mod owner;
+mod tracking;
 mod watchdog;
 
 pub use client::{LockClient, Options};

@@ -256,10 +256,17 @@ impl RedLock {
             );
             let started = Instant::now();
             let attempts = self.masters.iter().map(|m| {
-                let cmd = acquire_cmd(&self.name, &owner, ms, None, false);
+                // A master whose sync setting is invalid cannot grant.
+                let sync = m.inner.options.sync_args();
+                let cmd = sync
+                    .as_ref()
+                    .ok()
+                    .map(|sync| acquire_cmd(&self.name, &owner, ms, None, false, *sync));
+                let within = per_master + m.inner.options.sync_time();
                 async move {
+                    let Some(cmd) = cmd else { return false };
                     matches!(
-                        tokio::time::timeout(per_master, one_shot(m, &cmd)).await,
+                        tokio::time::timeout(within, one_shot(m, &cmd)).await,
                         Ok(Ok(Value::Nil))
                     )
                 }
