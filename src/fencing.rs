@@ -69,12 +69,14 @@
 //!    number, a `seq` it used before the restart if the counter was lost as
 //!    well. While the process runs, a clock stepped back changes nothing.
 //! 3. **Node numbers differ between nodes that act as master at once.** Set
-//!    by the operator, that is a configuration rule. Derived automatically,
-//!    it holds for a promoted replica and the master it followed; two
-//!    replicas promoted from the same master at once (two partitions each
-//!    electing one, which Sentinel's and the cluster's majority votes
-//!    prevent) or a chain of failovers with an old master still acting pick
-//!    their numbers by hash: the same number with probability 1/15.
+//!    by the operator (`lock.node-id`), that is a configuration rule, and the
+//!    guarantee. Derived automatically it is best effort: a promoted replica
+//!    avoids the number its master derived from the ID the replica followed,
+//!    but a master restarted from its AOF gets a new replication ID, and so
+//!    does a master when it creates its backlog for a first replica; then
+//!    the numbers of two masters at once (a restarted master and the replica
+//!    promoted meanwhile) match with probability 1/15. The chaos test hit it
+//!    once in 30 runs.
 //! 4. **The counter outlives the time its token encodes** ([`counter_expiry`]).
 //! 5. **Tokens come from the module.** Redisson's `RFencedLock` script `INCR`s
 //!    the same counter: its tokens are greater than the last, but two masters
@@ -204,10 +206,11 @@ pub fn next_token(
 /// `master_replid2`.
 ///
 /// A replica promoted by Sentinel, `REPLICAOF NO ONE` or a cluster failover
-/// gets a new random ID and keeps the old master's as `master_replid2`, the
-/// very ID the old master derived its own number from: the two differ
-/// however the hashes fall. Nodes that are not in that relation (two
-/// replicas promoted at once) differ with probability 14/15.
+/// gets a new random ID and keeps the old master's as `master_replid2`: the
+/// two differ however the hashes fall, as long as the old master derived
+/// its number from that same ID. A master restarted, or one that created
+/// its backlog after it derived its number, has another ID: then the two
+/// differ with probability 14/15 only (`lock.node-id` is the guarantee).
 pub fn auto_node_id(replid: &[u8], replid2: Option<&[u8]>) -> i64 {
     let own = hash_node(replid);
     match replid2.filter(|id| !is_null_replid(id)) {
