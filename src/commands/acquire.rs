@@ -170,11 +170,9 @@ impl Command for LockAcquire {
         }
         // A grant with TOKEN reads the counter before anything is written,
         // so a counter that cannot be raised refuses the whole acquire.
-        let counter_name = match decision.reply {
-            Acquired::Taken | Acquired::Reentered if cmd.token => {
-                Some(counter_key::counter_name(cmd.key)?)
-            }
-            _ => None,
+        let counter_name = match granted && cmd.token {
+            true => Some(counter_key::counter_name(cmd.key)?),
+            false => None,
         };
         let next_token = match &counter_name {
             Some(name) => Some(NextToken::prepare(ctx, name.borrow())?),
