@@ -10,7 +10,9 @@
 //! message naming it, once. The task then reads the key again on the same
 //! connection, which both re-arms the notification and answers the
 //! question: a hold count of 0 means the lock left its holder, and the
-//! guard is marked lost at once ([`crate::Lost::NotHeld`]); otherwise (a
+//! guard is marked lost at once ([`crate::Lost::NotHeld`], or
+//! [`crate::Lost::LeaseExpired`] when a caller-given lease was ending:
+//! the server's expiry can beat this client's own timer); otherwise (a
 //! renewal, a re-entry) nothing happens.
 //!
 //! Each check takes the entry's operation lock, as acquisitions and
@@ -26,7 +28,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Weak};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use redis::aio::{ConnectionLike, MultiplexedConnection};
 use redis::{AsyncConnectionConfig, PushInfo, PushKind, Value};
@@ -34,7 +36,6 @@ use tokio::sync::mpsc;
 
 use crate::client::{Entry, Inner};
 use crate::conn::{is_hold_count_zero, timeout_error};
-use crate::guard::Lost;
 use crate::watchdog;
 
 /// The client's handle on its tracking task.
@@ -255,7 +256,7 @@ fn spawn_check(inner: &Weak<Inner>, con: &MultiplexedConnection, entry: Arc<Entr
         if let Ok(Ok(count)) = reply {
             if is_hold_count_zero(&count) {
                 if let Some(inner) = inner.upgrade() {
-                    watchdog::mark_lost(&inner, &entry, Lost::NotHeld);
+                    watchdog::mark_gone(&inner, &entry, Instant::now());
                 }
             }
         }

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 
-use crate::client::{Entry, Inner, LockClient};
+use crate::client::{Entry, Inner, LockClient, State};
 use crate::error::LockError;
 use crate::guard::Lost;
 
@@ -66,6 +66,30 @@ pub(crate) fn expire_if_due(inner: &Inner, entry: &Arc<Entry>, now: Instant) {
     };
     drop(state);
     mark_lost(inner, entry, why);
+}
+
+/// How close to the end of a caller-given lease a vanished key counts as
+/// that lease's end. The server's deadline is a whole millisecond of its
+/// clock, so it can fall a moment before the one this client counted; a
+/// key found gone that late is reported as [`Lost::LeaseExpired`] (even if
+/// an operator's `LOCK.FORCE` was what removed it: the two cannot be told
+/// apart then, and the lease was ending anyway).
+pub(crate) const LEASE_END_SLACK: Duration = Duration::from_millis(20);
+
+/// Marks `entry` lost because its key was found gone (by the tracking
+/// connection): [`Lost::LeaseExpired`] if a caller-given lease was ending
+/// (within [`LEASE_END_SLACK`]), [`Lost::NotHeld`] otherwise.
+pub(crate) fn mark_gone(inner: &Inner, entry: &Arc<Entry>, now: Instant) {
+    let why = why_gone(&entry.state(), now);
+    mark_lost(inner, entry, why);
+}
+
+fn why_gone(state: &State, now: Instant) -> Lost {
+    if state.watchdog.is_none() && state.expires <= now + LEASE_END_SLACK {
+        Lost::LeaseExpired
+    } else {
+        Lost::NotHeld
+    }
 }
 
 /// The retry interval after a failed renewal.
@@ -149,4 +173,33 @@ pub(crate) async fn run(client: Weak<Inner>, wake: Arc<Notify>) {
 
 fn describe(e: &LockError) -> String {
     e.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state(watchdog: Option<Duration>, expires: Instant) -> State {
+        State {
+            holds: 1,
+            retired: false,
+            watchdog,
+            expires,
+            next_renewal: expires,
+            last_error: None,
+        }
+    }
+
+    #[test]
+    fn a_key_gone_as_a_caller_given_lease_ends_is_that_lease_ending() {
+        let now = Instant::now();
+        let ms = Duration::from_millis;
+        // The server's whole-millisecond deadline came a moment early.
+        assert_eq!(why_gone(&state(None, now + ms(3)), now), Lost::LeaseExpired);
+        assert_eq!(why_gone(&state(None, now), now), Lost::LeaseExpired);
+        // Long before its end: someone removed it.
+        assert_eq!(why_gone(&state(None, now + ms(500)), now), Lost::NotHeld);
+        // A renewed lock has no lease of its own to end.
+        assert_eq!(why_gone(&state(Some(ms(100)), now), now), Lost::NotHeld);
+    }
 }

@@ -89,6 +89,43 @@ async fn a_lock_with_a_callers_lease_is_told_of_a_force_too() {
     assert_eq!(why, Lost::NotHeld);
 }
 
+/// The server's lease can end a moment before the client's count of it
+/// (its deadline is a whole millisecond): the key's expiry, seen first by
+/// the tracking connection, is still reported as the lease ending, not as
+/// a lock taken away. (CI once saw `NotHeld` here; shortening the server's
+/// lease by 5 ms makes that race certain.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_callers_lease_ending_a_moment_early_on_the_server_is_the_lease_ending() {
+    let _alone = alone();
+    let server = Server::start();
+    let locks = client_on(server.port, Options::default());
+    let lease = Duration::from_millis(300);
+    let guard = locks
+        .try_lock("report", Duration::ZERO, Some(lease))
+        .await
+        .expect("try_lock")
+        .expect("free");
+    let mut con = server.connection();
+    let left: i64 = redis::cmd("PTTL")
+        .arg("report")
+        .query(&mut con)
+        .expect("PTTL");
+    assert!(left > 100, "lease left: {left}");
+    let _: i64 = redis::cmd("PEXPIRE")
+        .arg("report")
+        .arg(left - 5)
+        .query(&mut con)
+        .expect("PEXPIRE");
+    let why = tokio::time::timeout(lease * 2, guard.lost())
+        .await
+        .expect("the lease ends");
+    assert_eq!(why, Lost::LeaseExpired);
+    assert!(
+        guard.unlock().await.is_err(),
+        "an expired lock is not released"
+    );
+}
+
 /// Renewals (every 200 ms here), a re-entry and its release all change the
 /// key and so trigger a check: none of them may report a loss, and the
 /// unlock at the end succeeds.
