@@ -47,6 +47,7 @@ use crate::counter_key::{self, NextToken};
 use crate::errors::{self, Refusal};
 use crate::ffi::command::{ArgDoc, ArgKind, Command, CommandResult, CommandSpec, KeyFlags};
 use crate::ffi::{Ctx, RStr};
+use crate::grant_policy::Ask;
 use crate::lock::{self, Acquired};
 use crate::lock_key::LockKey;
 use crate::replica_sync::SyncSpec;
@@ -196,6 +197,7 @@ impl Command for LockAcquire {
                         timeout_ms,
                         token: cmd.token,
                         sync,
+                        ask: Ask::Lock,
                     };
                     handoff::wait(ctx, &key, waiter);
                 }

@@ -17,6 +17,8 @@ use crate::ffi::{Ctx, RStr};
 use crate::handoff;
 use crate::lock::{self, Forced};
 use crate::lock_key::LockKey;
+use crate::rwlock::{self, Shape};
+use crate::rwlock_key::RwLockKey;
 
 /// `LOCK.FORCE`, as registered.
 pub struct LockForce;
@@ -52,6 +54,13 @@ impl Command for LockForce {
     fn run(ctx: Ctx, argv: &[RStr]) -> CommandResult {
         let cmd = Force::parse(argv)?;
         let key = LockKey::open_write(ctx, cmd.key)?;
+        let shape = RwLockKey::of(&key).shape();
+        if let Shape::Rw(_) = shape {
+            // A read-write lock: its hold keys go too.
+            let forced = handoff::carry_out_rw(ctx, &key, cmd.key, rwlock::force(shape));
+            ctx.reply_integer(i64::from(forced));
+            return Ok(());
+        }
         let forced = handoff::carry_out(ctx, &key, lock::force(key.presence()));
         ctx.reply_integer(i64::from(forced == Forced::Deleted));
         Ok(())

@@ -1,0 +1,262 @@
+//! `LOCK.RACQUIRE key owner lease-ms [WAIT timeout-ms]`
+//! `LOCK.WACQUIRE key owner lease-ms [WAIT timeout-ms] [TOKEN]`
+//!
+//! Take a read hold or the write hold of the read-write lock `key` for
+//! `owner`, on Redisson `RReadWriteLock`'s layout (`rwlock.rs`), with a
+//! lease of `lease-ms`. Redisson's read and write `tryLockInnerAsync`
+//! scripts, as commands, made fair.
+//!
+//! Reply:
+//! * nil: granted (a fresh hold, a re-entry, or a writer taking read);
+//! * integer: not grantable now; the lock's remaining lease in ms (-1 no
+//!   expiry). Nothing changed.
+//!
+//! Read: granted when the lock is free, or held for reading and nobody
+//! queues, or when `owner` already holds it (re-entry in either mode: a
+//! writer may take read). A new reader never overtakes a queued client.
+//! Write: granted when the lock is free, or re-entered by its writer (the
+//! lease is then extended by `lease-ms`, Redisson's rule); refused with an
+//! error when `owner` holds read (an upgrade would wait for itself).
+//!
+//! With `WAIT timeout-ms`, a lock not grantable blocks the client in the
+//! key's FIFO queue (readers and writers in one queue): nil once granted,
+//! the integer above when `timeout-ms` passes (0 = never). When a write
+//! ends, every reader at the head of the queue up to the next writer is
+//! granted in one pass. With `TOKEN` (write only), the reply is the pair
+//! `[-1, token]` / `[remaining-lease, -1]`, as `LOCK.ACQUIRE ... TOKEN`.
+//!
+//! Errors: wrong arity; bad `lease-ms`, `owner`, `WAIT`; an unknown or
+//! repeated option (`TOKEN` on a read); `WRONGTYPE` for a key that is not a
+//! hash; a hold count that is not an integer or would overflow; a reader
+//! asking to write. Nothing changes.
+//!
+//! Effects (replicated): read: `HSET key mode read`, `HSET key owner <n>`,
+//! `SET <hold n> 1 PXAT <deadline>`, `PEXPIREAT key <deadline>`; write:
+//! `HSET key mode write`, `HSET key owner:write <n>`, `PEXPIREAT key ...`.
+
+use crate::args::{self, Arg};
+use crate::counter_key::{self, NextToken};
+use crate::errors::{self, Refusal};
+use crate::ffi::command::{ArgDoc, ArgKind, Command, CommandResult, CommandSpec, KeyFlags};
+use crate::ffi::{Ctx, RStr};
+use crate::grant_policy::Ask;
+use crate::lock_key::LockKey;
+use crate::rwlock::{self, RwAcquired, RwMode};
+use crate::rwlock_key::RwLockKey;
+use crate::{config, handoff, replies, stats};
+
+/// `LOCK.RACQUIRE`, as registered.
+pub struct LockRAcquire;
+/// `LOCK.WACQUIRE`, as registered.
+pub struct LockWAcquire;
+
+/// A parsed `LOCK.RACQUIRE` / `LOCK.WACQUIRE`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RwAcquire<A> {
+    pub key: A,
+    pub owner: A,
+    pub lease_ms: i64,
+    pub wait_ms: Option<i64>,
+    /// `TOKEN` (write only).
+    pub token: bool,
+}
+
+impl<'a, A: Arg<'a>> RwAcquire<A> {
+    pub fn parse(mode: RwMode, argv: &[A]) -> Result<Self, Refusal> {
+        let name = match mode {
+            RwMode::Read => LockRAcquire::SPEC.name(),
+            RwMode::Write => LockWAcquire::SPEC.name(),
+        };
+        let [_, key, owner, lease, ref options @ ..] = *argv else {
+            return Err(args::arity_error(name));
+        };
+        args::owner(owner.bytes())?;
+        let lease_ms = args::lease_ms(lease.bytes())?;
+        let (mut wait_ms, mut token) = (None, false);
+        let mut rest = options;
+        while let [option, ref tail @ ..] = *rest {
+            let word = option.bytes();
+            rest = tail;
+            if word.eq_ignore_ascii_case(b"TOKEN") && !token && mode == RwMode::Write {
+                token = true;
+            } else if word.eq_ignore_ascii_case(b"WAIT") && wait_ms.is_none() {
+                let [timeout, ref tail @ ..] = *rest else {
+                    return Err(args::arity_error(name));
+                };
+                wait_ms = Some(args::wait_timeout_ms(timeout.bytes())?);
+                rest = tail;
+            } else {
+                return Err(errors::SYNTAX_RW_ACQUIRE);
+            }
+        }
+        Ok(RwAcquire {
+            key,
+            owner,
+            lease_ms,
+            wait_ms,
+            token,
+        })
+    }
+}
+
+const ARGS_READ: &[ArgDoc] = &[
+    ArgDoc::new(c"key", ArgKind::Key),
+    ArgDoc::new(c"owner", ArgKind::String),
+    ArgDoc::new(c"lease-ms", ArgKind::Integer),
+    ArgDoc::new(c"timeout-ms", ArgKind::Integer)
+        .token(c"WAIT")
+        .optional(),
+];
+
+impl Command for LockRAcquire {
+    /// As `LOCK.ACQUIRE`: `write deny-oom fast`, key `RW access update`.
+    const SPEC: CommandSpec = CommandSpec {
+        name: c"lock.racquire",
+        flags: c"write deny-oom fast",
+        acl_categories: c"write fast",
+        key: KeyFlags::READ_UPDATE,
+        summary: c"Takes a read hold of a fair, Redisson-compatible read-write lock",
+        complexity: c"O(1)",
+        arity: -4,
+        args: ARGS_READ,
+    };
+
+    fn run(ctx: Ctx, argv: &[RStr]) -> CommandResult {
+        run(ctx, RwAcquire::parse(RwMode::Read, argv)?, RwMode::Read)
+    }
+}
+
+impl Command for LockWAcquire {
+    /// As `LOCK.ACQUIRE`: `write deny-oom fast`, key `RW access update`.
+    const SPEC: CommandSpec = CommandSpec {
+        name: c"lock.wacquire",
+        flags: c"write deny-oom fast",
+        acl_categories: c"write fast",
+        key: KeyFlags::READ_UPDATE,
+        summary: c"Takes the write hold of a fair, Redisson-compatible read-write lock",
+        complexity: c"O(1)",
+        arity: -4,
+        args: &[
+            ArgDoc::new(c"key", ArgKind::Key),
+            ArgDoc::new(c"owner", ArgKind::String),
+            ArgDoc::new(c"lease-ms", ArgKind::Integer),
+            ArgDoc::new(c"timeout-ms", ArgKind::Integer)
+                .token(c"WAIT")
+                .optional(),
+            ArgDoc::new(c"token", ArgKind::PureToken)
+                .token(c"TOKEN")
+                .optional(),
+        ],
+    };
+
+    fn run(ctx: Ctx, argv: &[RStr]) -> CommandResult {
+        run(ctx, RwAcquire::parse(RwMode::Write, argv)?, RwMode::Write)
+    }
+}
+
+fn run(ctx: Ctx, cmd: RwAcquire<RStr>, mode: RwMode) -> CommandResult {
+    let now = ctx.now_ms();
+    let expire_at = args::deadline(now, cmd.lease_ms, config::max_lease_ms())?;
+    if let Some(timeout_ms) = cmd.wait_ms {
+        args::wait_fits(now, timeout_ms)?;
+    }
+    if cmd.token {
+        counter_key::check_name(cmd.key)?;
+    }
+    let lock = LockKey::open_write(ctx, cmd.key)?;
+    // Refuse bad counts before the queue is served on this command's behalf.
+    RwLockKey::of(&lock).view(cmd.owner)?;
+    // The queue first: a lock freed behind its back goes to the head, and
+    // a newcomer that holds nothing queues behind whoever still waits.
+    let queued = handoff::settle_rw(ctx, &lock);
+    let view = RwLockKey::of(&lock).view(cmd.owner)?;
+    let decision = match mode {
+        RwMode::Read => rwlock::read_acquire(view, queued, now, expire_at),
+        RwMode::Write => match view.shape {
+            // Free but queued for: the head's, not this caller's.
+            rwlock::Shape::Free if queued => Ok(rwlock::RwDecision::busy(view.ttl_ms)),
+            _ => rwlock::write_acquire(view, now, cmd.lease_ms),
+        },
+    }
+    .map_err(|e| e.refusal())?;
+    let granted = !matches!(decision.reply, RwAcquired::Busy(_));
+    let counter_name = match granted && cmd.token {
+        true => Some(counter_key::counter_name(cmd.key)?),
+        false => None,
+    };
+    let next_token = match &counter_name {
+        Some(name) => Some(NextToken::prepare(ctx, name.borrow())?),
+        None => None,
+    };
+    match handoff::carry_out_rw(ctx, &lock, cmd.owner, decision) {
+        RwAcquired::Taken | RwAcquired::Reentered => {
+            stats::count_rw_grant(mode);
+            let deadline = lock.deadline_ms().unwrap_or(expire_at);
+            let token = next_token.map(|next| next.issue(deadline));
+            replies::granted(ctx, token);
+        }
+        RwAcquired::Busy(ttl) => {
+            stats::CONTENDED.incr();
+            match cmd.wait_ms {
+                Some(timeout_ms) if ctx.can_block() => {
+                    let wants = handoff::Wants {
+                        owner: cmd.owner.as_bytes(),
+                        lease_ms: cmd.lease_ms,
+                        timeout_ms,
+                        token: cmd.token,
+                        sync: None,
+                        ask: match mode {
+                            RwMode::Read => Ask::Read,
+                            RwMode::Write => Ask::Write,
+                        },
+                    };
+                    handoff::wait(ctx, &lock, wants);
+                }
+                _ => replies::busy(ctx, ttl, cmd.token),
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use crate::args::testing::argv;
+
+    #[test]
+    fn parses_options_in_any_order_and_token_for_writes_only() {
+        let w = RwAcquire::parse(
+            RwMode::Write,
+            &argv(&["LOCK.WACQUIRE", "k", "o", "100", "TOKEN", "WAIT", "5"]),
+        )
+        .unwrap();
+        assert_eq!((w.lease_ms, w.wait_ms, w.token), (100, Some(5), true));
+        let r = RwAcquire::parse(RwMode::Read, &argv(&["LOCK.RACQUIRE", "k", "o", "100"])).unwrap();
+        assert_eq!((r.wait_ms, r.token), (None, false));
+        let refused =
+            |mode, args: &[&'static str]| RwAcquire::parse(mode, &argv(args)).unwrap_err();
+        assert!(
+            refused(RwMode::Read, &["LOCK.RACQUIRE", "k", "o", "1", "TOKEN"])
+                .starts_with("ERR syntax error")
+        );
+        assert!(refused(
+            RwMode::Write,
+            &["LOCK.WACQUIRE", "k", "o", "1", "WAIT", "1", "WAIT", "1"]
+        )
+        .starts_with("ERR syntax error"));
+        assert!(refused(RwMode::Read, &["LOCK.RACQUIRE", "k", "o"]).contains("'lock.racquire'"));
+        assert!(
+            refused(RwMode::Write, &["LOCK.WACQUIRE", "k", "o", "1", "WAIT"])
+                .contains("'lock.wacquire'")
+        );
+        assert!(refused(RwMode::Read, &["LOCK.RACQUIRE", "k", "", "1"]).contains("owner"));
+        assert!(refused(RwMode::Read, &["LOCK.RACQUIRE", "k", "o", "0"]).contains("lease-ms"));
+        assert!(refused(
+            RwMode::Read,
+            &["LOCK.RACQUIRE", "k", "o", "1", "WAIT", "-1"]
+        )
+        .contains("WAIT"));
+    }
+}
