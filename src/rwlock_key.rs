@@ -35,6 +35,23 @@ const WRITE_SUFFIX: &[u8] = b":write";
 /// The hash field holding the mode.
 const MODE: &[u8] = b"mode";
 
+thread_local! {
+    // Made once: every fresh lock writes them (a new string per write would
+    // cost an allocation each, for the write and for its replication).
+    static MODE_FIELD: OwnedStr = OwnedStr::new(MODE);
+    static READ: OwnedStr = OwnedStr::new(RwMode::Read.text());
+    static WRITE: OwnedStr = OwnedStr::new(RwMode::Write.text());
+}
+
+/// Runs `f` with the Redis strings `mode` and `mode`'s value.
+fn with_mode<T>(mode: RwMode, f: impl FnOnce(RStr, RStr) -> T) -> T {
+    let value = match mode {
+        RwMode::Read => &READ,
+        RwMode::Write => &WRITE,
+    };
+    MODE_FIELD.with(|field| value.with(|value| f(field.borrow(), value.borrow())))
+}
+
 /// The prefix of every hold key of `name`: `{name}`, or `name` when it has
 /// a `{` (Redisson's `suffixName`).
 pub fn hold_prefix(name: &[u8]) -> Vec<u8> {
@@ -110,8 +127,7 @@ impl<'k, 'a> RwLockKey<'k, 'a> {
         if !self.exists() {
             return Shape::Free;
         }
-        let mode = OwnedStr::new(MODE);
-        match self.key.hash_get(mode.borrow(), RwMode::parse) {
+        match MODE_FIELD.with(|mode| self.key.hash_get(mode.borrow(), RwMode::parse)) {
             Some(Some(mode)) => Shape::Rw(mode),
             _ => Shape::Other,
         }
@@ -260,13 +276,29 @@ impl<'k, 'a> RwLockKey<'k, 'a> {
             Field::Read => OwnedStr::new(owner.as_bytes()),
             Field::Write => OwnedStr::new(&write_field(owner.as_bytes())),
         };
-        for effect in effects {
-            match *effect {
-                Effect::SetMode(mode) => {
-                    let (field, value) = (OwnedStr::new(MODE), OwnedStr::new(mode.text()));
-                    self.key.hash_set(field.borrow(), value.borrow());
-                    ctx.replicate_hset(name, field.borrow(), value.borrow());
+        let mut rest = effects;
+        while let [effect, ref tail @ ..] = *rest {
+            rest = tail;
+            match effect {
+                // A fresh lock: mode and first count in one HSET.
+                Effect::SetMode(mode) if matches!(tail.first(), Some(Effect::SetCount(..))) => {
+                    let Some(&Effect::SetCount(field, count)) = tail.first() else {
+                        continue;
+                    };
+                    rest = &tail[1..];
+                    let field = field_name(field);
+                    with_mode(mode, |mode_field, mode| {
+                        with_decimal(count, |value| {
+                            let pairs = ((mode_field, mode), (field.borrow(), value));
+                            self.key.hash_set2(pairs.0, pairs.1);
+                            ctx.replicate_hset2(name, pairs.0, pairs.1);
+                        })
+                    });
                 }
+                Effect::SetMode(mode) => with_mode(mode, |field, value| {
+                    self.key.hash_set(field, value);
+                    ctx.replicate_hset(name, field, value);
+                }),
                 Effect::SetCount(field, count) => {
                     let field = field_name(field);
                     with_decimal(count, |value| {
@@ -282,10 +314,11 @@ impl<'k, 'a> RwLockKey<'k, 'a> {
                 Effect::SetHold { n, at } => {
                     let hold = OwnedStr::new(&hold_key(name.as_bytes(), owner.as_bytes(), n));
                     let key = Key::open(ctx, hold.borrow(), true);
-                    let one = OwnedStr::new(b"1");
-                    key.string_set(one.borrow());
-                    key.set_abs_expire_ms(at);
-                    ctx.replicate_set(hold.borrow(), one.borrow(), Some(at));
+                    with_decimal(1, |one| {
+                        key.string_set(one);
+                        key.set_abs_expire_ms(at);
+                        ctx.replicate_set(hold.borrow(), one, Some(at));
+                    });
                     ctx.signal_modified(hold.borrow());
                 }
                 Effect::DelHold(n) => {

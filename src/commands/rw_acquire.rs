@@ -164,8 +164,6 @@ fn run(ctx: Ctx, cmd: RwAcquire<RStr>, mode: RwMode) -> CommandResult {
         counter_key::check_name(cmd.key)?;
     }
     let lock = LockKey::open_write(ctx, cmd.key)?;
-    // Refuse bad counts before the queue is served on this command's behalf.
-    RwLockKey::of(&lock).view(cmd.owner)?;
     // The queue first: a lock freed behind its back goes to the head, and
     // a newcomer that holds nothing queues behind whoever still waits.
     let queued = handoff::settle_rw(ctx, &lock);
@@ -191,8 +189,7 @@ fn run(ctx: Ctx, cmd: RwAcquire<RStr>, mode: RwMode) -> CommandResult {
     match handoff::carry_out_rw(ctx, &lock, cmd.owner, decision) {
         RwAcquired::Taken | RwAcquired::Reentered => {
             stats::count_rw_grant(mode);
-            let deadline = lock.deadline_ms().unwrap_or(expire_at);
-            let token = next_token.map(|next| next.issue(deadline));
+            let token = next_token.map(|next| next.issue(lock.deadline_ms().unwrap_or(expire_at)));
             replies::granted(ctx, token);
         }
         RwAcquired::Busy(ttl) => {
