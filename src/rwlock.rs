@@ -489,6 +489,18 @@ mod tests {
     const READ: Shape = Shape::Rw(RwMode::Read);
     const WRITE: Shape = Shape::Rw(RwMode::Write);
 
+    /// Other readers whose latest live hold ends at `at`.
+    fn readers_until(at: i64) -> OtherHolds {
+        OtherHolds {
+            latest_read: Some(at),
+            writer: false,
+        }
+    }
+
+    fn released(message: RwMode, freed: bool) -> Option<RwEvent> {
+        Some(RwEvent::Released { message, freed })
+    }
+
     #[test]
     fn a_free_lock_is_taken_in_either_mode_as_redissons_scripts_do() {
         let d = read_acquire(RwView::FREE, false, NOW, NOW + 100).unwrap();
@@ -629,21 +641,12 @@ mod tests {
                 Effect::Delete
             ]
         );
-        assert_eq!(
-            d.event,
-            Some(RwEvent::Released {
-                message: RwMode::Read,
-                freed: true
-            })
-        );
+        assert_eq!(d.event, released(RwMode::Read, true));
     }
 
     #[test]
     fn a_read_release_leaves_the_hash_to_the_latest_live_hold() {
-        let others = OtherHolds {
-            latest_read: Some(NOW + 700),
-            writer: false,
-        };
+        let others = readers_until(NOW + 700);
         let d = read_release(view(READ, 2, 0, 900), &others, Some(NOW + 400), NOW);
         assert_eq!(d.reply, RwReleased::StillHeld);
         assert_eq!(
@@ -656,10 +659,7 @@ mod tests {
         );
         assert_eq!(d.event, None);
         // Holds whose deadline passed (a dead reader's) keep nothing alive.
-        let dead = OtherHolds {
-            latest_read: Some(NOW - 1),
-            writer: false,
-        };
+        let dead = readers_until(NOW - 1);
         let d = read_release(view(READ, 1, 0, 900), &dead, None, NOW);
         assert_eq!(d.effects.last(), Some(&Effect::Delete));
     }
@@ -703,21 +703,12 @@ mod tests {
                 Effect::SetMode(RwMode::Read)
             ]
         );
-        assert_eq!(
-            d.event,
-            Some(RwEvent::Released {
-                message: RwMode::Write,
-                freed: false
-            })
-        );
+        assert_eq!(d.event, released(RwMode::Write, false));
     }
 
     #[test]
     fn a_renewal_renews_the_callers_holds_only() {
-        let others = OtherHolds {
-            latest_read: Some(NOW + 50),
-            writer: false,
-        };
+        let others = readers_until(NOW + 50);
         let live = Some(NOW + 10);
         let d = renew(view(READ, 2, 0, 9), &others, live, NOW, NOW + 300);
         assert!(d.reply);
@@ -731,10 +722,7 @@ mod tests {
                 Effect::ExpireAt(NOW + 300)
             ]
         );
-        let later = OtherHolds {
-            latest_read: Some(NOW + 900),
-            writer: false,
-        };
+        let later = readers_until(NOW + 900);
         let d = renew(view(READ, 1, 0, 9), &later, live, NOW, NOW + 300);
         assert_eq!(d.effects[1], Effect::ExpireAt(NOW + 900));
         let d = renew(view(WRITE, 0, 1, 9), &later, None, NOW, NOW + 300);

@@ -290,7 +290,8 @@ impl<'k, 'a> RwLockKey<'k, 'a> {
                     with_mode(mode, |mode_field, mode| {
                         with_decimal(count, |value| {
                             let pairs = ((mode_field, mode), (field.borrow(), value));
-                            self.key.hash_set2(pairs.0, pairs.1);
+                            self.key.hash_set(pairs.0 .0, pairs.0 .1);
+                            self.key.hash_set(pairs.1 .0, pairs.1 .1);
                             ctx.replicate_hset2(name, pairs.0, pairs.1);
                         })
                     });

@@ -17,9 +17,8 @@
 //!
 //! Errors: wrong arity; `WRONGTYPE`.
 
-use crate::args;
+use crate::args::KeyOnly;
 use crate::counter_key::{self, CounterKey};
-use crate::errors::Refusal;
 use crate::ffi::command::{ArgDoc, ArgKind, Command, CommandResult, CommandSpec, KeyFlags};
 use crate::ffi::{Ctx, RStr};
 use crate::handoff;
@@ -29,21 +28,6 @@ use crate::rwlock_key::{RwLockKey, Snapshot};
 
 /// `LOCK.INFO`, as registered.
 pub struct LockInfo;
-
-/// A parsed `LOCK.INFO`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Info<A> {
-    pub key: A,
-}
-
-impl<A: Copy> Info<A> {
-    pub fn parse(argv: &[A]) -> Result<Self, Refusal> {
-        match *argv {
-            [_, key] => Ok(Info { key }),
-            _ => Err(args::arity_error(LockInfo::SPEC.name())),
-        }
-    }
-}
 
 impl Command for LockInfo {
     /// `readonly`; key `RO access`: it shows the hash (as `HGETALL`).
@@ -59,7 +43,7 @@ impl Command for LockInfo {
     };
 
     fn run(ctx: Ctx, argv: &[RStr]) -> CommandResult {
-        let cmd = Info::parse(argv)?;
+        let cmd = KeyOnly::parse(LockInfo::SPEC.name(), argv)?;
         let lock = LockKey::open_read(ctx, cmd.key)?;
         let rw = RwLockKey::of(&lock).snapshot();
         let owners: Vec<(Vec<u8>, Vec<u8>)> = lock
@@ -155,9 +139,10 @@ mod tests {
 
     #[test]
     fn takes_exactly_one_key() {
-        assert_eq!(Info::parse(&["LOCK.INFO", "k"]), Ok(Info { key: "k" }));
+        let parse = |argv| KeyOnly::parse(LockInfo::SPEC.name(), argv);
+        assert_eq!(parse(&["LOCK.INFO", "k"]), Ok(KeyOnly { key: "k" }));
         for args in [&["LOCK.INFO"][..], &["LOCK.INFO", "k", "x"]] {
-            assert!(Info::parse(args).unwrap_err().contains("'lock.info'"));
+            assert!(parse(args).unwrap_err().contains("'lock.info'"));
         }
     }
 }

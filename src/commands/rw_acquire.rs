@@ -34,79 +34,41 @@
 //! `SET <hold n> 1 PXAT <deadline>`, `PEXPIREAT key <deadline>`; write:
 //! `HSET key mode write`, `HSET key owner:write <n>`, `PEXPIREAT key ...`.
 
-use crate::args::{self, Arg};
+use crate::args::Arg;
+use crate::commands::acquire::{self, Acquire};
 use crate::counter_key::{self, NextToken};
 use crate::errors::{self, Refusal};
-use crate::ffi::command::{ArgDoc, ArgKind, Command, CommandResult, CommandSpec, KeyFlags};
+use crate::ffi::command::{ArgDoc, Command, CommandResult, CommandSpec, KeyFlags};
 use crate::ffi::{Ctx, RStr};
 use crate::grant_policy::Ask;
 use crate::lock_key::LockKey;
 use crate::rwlock::{self, RwAcquired, RwMode};
 use crate::rwlock_key::RwLockKey;
-use crate::{config, handoff, replies, stats};
+use crate::{handoff, replies, stats};
 
 /// `LOCK.RACQUIRE`, as registered.
 pub struct LockRAcquire;
 /// `LOCK.WACQUIRE`, as registered.
 pub struct LockWAcquire;
 
-/// A parsed `LOCK.RACQUIRE` / `LOCK.WACQUIRE`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct RwAcquire<A> {
-    pub key: A,
-    pub owner: A,
-    pub lease_ms: i64,
-    pub wait_ms: Option<i64>,
-    /// `TOKEN` (write only).
-    pub token: bool,
-}
-
-impl<'a, A: Arg<'a>> RwAcquire<A> {
-    pub fn parse(mode: RwMode, argv: &[A]) -> Result<Self, Refusal> {
-        let name = match mode {
+/// Parses `LOCK.RACQUIRE` / `LOCK.WACQUIRE`: `LOCK.ACQUIRE`'s grammar with
+/// `WAIT`, and `TOKEN` for writes; never `SYNC`.
+pub fn parse<'a, A: Arg<'a>>(mode: RwMode, argv: &[A]) -> Result<Acquire<A>, Refusal> {
+    let options = acquire::Options {
+        command: match mode {
             RwMode::Read => LockRAcquire::SPEC.name(),
             RwMode::Write => LockWAcquire::SPEC.name(),
-        };
-        let [_, key, owner, lease, ref options @ ..] = *argv else {
-            return Err(args::arity_error(name));
-        };
-        args::owner(owner.bytes())?;
-        let lease_ms = args::lease_ms(lease.bytes())?;
-        let (mut wait_ms, mut token) = (None, false);
-        let mut rest = options;
-        while let [option, ref tail @ ..] = *rest {
-            let word = option.bytes();
-            rest = tail;
-            if word.eq_ignore_ascii_case(b"TOKEN") && !token && mode == RwMode::Write {
-                token = true;
-            } else if word.eq_ignore_ascii_case(b"WAIT") && wait_ms.is_none() {
-                let [timeout, ref tail @ ..] = *rest else {
-                    return Err(args::arity_error(name));
-                };
-                wait_ms = Some(args::wait_timeout_ms(timeout.bytes())?);
-                rest = tail;
-            } else {
-                return Err(errors::SYNTAX_RW_ACQUIRE);
-            }
-        }
-        Ok(RwAcquire {
-            key,
-            owner,
-            lease_ms,
-            wait_ms,
-            token,
-        })
-    }
+        },
+        token: mode == RwMode::Write,
+        sync: false,
+        syntax: errors::SYNTAX_RW_ACQUIRE,
+    };
+    Acquire::parse_with(options, argv)
 }
 
-const ARGS_READ: &[ArgDoc] = &[
-    ArgDoc::new(c"key", ArgKind::Key),
-    ArgDoc::new(c"owner", ArgKind::String),
-    ArgDoc::new(c"lease-ms", ArgKind::Integer),
-    ArgDoc::new(c"timeout-ms", ArgKind::Integer)
-        .token(c"WAIT")
-        .optional(),
-];
+/// `LOCK.WACQUIRE`'s arguments: `LOCK.ACQUIRE`'s without `SYNC`;
+/// `LOCK.RACQUIRE` takes all but `TOKEN`.
+const ARGS: &[ArgDoc] = acquire::ARGS.split_at(5).0;
 
 impl Command for LockRAcquire {
     /// As `LOCK.ACQUIRE`: `write deny-oom fast`, key `RW access update`.
@@ -118,11 +80,11 @@ impl Command for LockRAcquire {
         summary: c"Takes a read hold of a fair, Redisson-compatible read-write lock",
         complexity: c"O(1)",
         arity: -4,
-        args: ARGS_READ,
+        args: ARGS.split_at(4).0,
     };
 
     fn run(ctx: Ctx, argv: &[RStr]) -> CommandResult {
-        run(ctx, RwAcquire::parse(RwMode::Read, argv)?, RwMode::Read)
+        run(ctx, parse(RwMode::Read, argv)?, RwMode::Read)
     }
 }
 
@@ -136,33 +98,18 @@ impl Command for LockWAcquire {
         summary: c"Takes the write hold of a fair, Redisson-compatible read-write lock",
         complexity: c"O(1)",
         arity: -4,
-        args: &[
-            ArgDoc::new(c"key", ArgKind::Key),
-            ArgDoc::new(c"owner", ArgKind::String),
-            ArgDoc::new(c"lease-ms", ArgKind::Integer),
-            ArgDoc::new(c"timeout-ms", ArgKind::Integer)
-                .token(c"WAIT")
-                .optional(),
-            ArgDoc::new(c"token", ArgKind::PureToken)
-                .token(c"TOKEN")
-                .optional(),
-        ],
+        args: ARGS,
     };
 
     fn run(ctx: Ctx, argv: &[RStr]) -> CommandResult {
-        run(ctx, RwAcquire::parse(RwMode::Write, argv)?, RwMode::Write)
+        run(ctx, parse(RwMode::Write, argv)?, RwMode::Write)
     }
 }
 
-fn run(ctx: Ctx, cmd: RwAcquire<RStr>, mode: RwMode) -> CommandResult {
+fn run(ctx: Ctx, cmd: Acquire<RStr>, mode: RwMode) -> CommandResult {
+    let expire_at =
+        acquire::check_before_opening(ctx, cmd.key, cmd.lease_ms, cmd.wait_ms, cmd.token)?;
     let now = ctx.now_ms();
-    let expire_at = args::deadline(now, cmd.lease_ms, config::max_lease_ms())?;
-    if let Some(timeout_ms) = cmd.wait_ms {
-        args::wait_fits(now, timeout_ms)?;
-    }
-    if cmd.token {
-        counter_key::check_name(cmd.key)?;
-    }
     let lock = LockKey::open_write(ctx, cmd.key)?;
     // The queue first: a lock freed behind its back goes to the head, and
     // a newcomer that holds nothing queues behind whoever still waits.
@@ -178,14 +125,8 @@ fn run(ctx: Ctx, cmd: RwAcquire<RStr>, mode: RwMode) -> CommandResult {
     }
     .map_err(|e| e.refusal())?;
     let granted = !matches!(decision.reply, RwAcquired::Busy(_));
-    let counter_name = match granted && cmd.token {
-        true => Some(counter_key::counter_name(cmd.key)?),
-        false => None,
-    };
-    let next_token = match &counter_name {
-        Some(name) => Some(NextToken::prepare(ctx, name.borrow())?),
-        None => None,
-    };
+    let counter = counter_key::wanted_counter(cmd.key, granted && cmd.token)?;
+    let next_token = NextToken::prepare_if(ctx, counter.as_ref())?;
     match handoff::carry_out_rw(ctx, &lock, cmd.owner, decision) {
         RwAcquired::Taken | RwAcquired::Reentered => {
             stats::count_rw_grant(mode);
@@ -224,16 +165,15 @@ mod tests {
 
     #[test]
     fn parses_options_in_any_order_and_token_for_writes_only() {
-        let w = RwAcquire::parse(
+        let w = parse(
             RwMode::Write,
             &argv(&["LOCK.WACQUIRE", "k", "o", "100", "TOKEN", "WAIT", "5"]),
         )
         .unwrap();
         assert_eq!((w.lease_ms, w.wait_ms, w.token), (100, Some(5), true));
-        let r = RwAcquire::parse(RwMode::Read, &argv(&["LOCK.RACQUIRE", "k", "o", "100"])).unwrap();
+        let r = parse(RwMode::Read, &argv(&["LOCK.RACQUIRE", "k", "o", "100"])).unwrap();
         assert_eq!((r.wait_ms, r.token), (None, false));
-        let refused =
-            |mode, args: &[&'static str]| RwAcquire::parse(mode, &argv(args)).unwrap_err();
+        let refused = |mode, args: &[&'static str]| parse(mode, &argv(args)).unwrap_err();
         assert!(
             refused(RwMode::Read, &["LOCK.RACQUIRE", "k", "o", "1", "TOKEN"])
                 .starts_with("ERR syntax error")

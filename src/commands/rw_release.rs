@@ -22,49 +22,18 @@
 //! Errors: wrong arity; empty `owner`; bad `lease-ms`; `WRONGTYPE`; a hold
 //! count that is not an integer. Nothing changes.
 
-use crate::args::{self, Arg};
-use crate::errors::Refusal;
-use crate::ffi::command::{ArgDoc, ArgKind, Command, CommandResult, CommandSpec, KeyFlags};
+use crate::commands::release::{self, Release};
+use crate::ffi::command::{Command, CommandResult, CommandSpec, KeyFlags};
 use crate::ffi::{Ctx, RStr};
+use crate::handoff;
 use crate::lock_key::LockKey;
 use crate::rwlock::{self, RwReleased};
 use crate::rwlock_key::RwLockKey;
-use crate::{config, handoff};
 
 /// `LOCK.RRELEASE`, as registered.
 pub struct LockRRelease;
 /// `LOCK.WRELEASE`, as registered.
 pub struct LockWRelease;
-
-/// A parsed `LOCK.RRELEASE` / `LOCK.WRELEASE`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct RwRelease<A> {
-    pub key: A,
-    pub owner: A,
-    /// Write only: the lease to reset a still-held write lock to.
-    pub lease_ms: Option<i64>,
-}
-
-impl<'a, A: Arg<'a>> RwRelease<A> {
-    pub fn parse(write: bool, argv: &[A]) -> Result<Self, Refusal> {
-        let name = match write {
-            true => LockWRelease::SPEC.name(),
-            false => LockRRelease::SPEC.name(),
-        };
-        let (key, owner, lease) = match *argv {
-            [_, key, owner] => (key, owner, None),
-            [_, key, owner, lease] if write => (key, owner, Some(lease)),
-            _ => return Err(args::arity_error(name)),
-        };
-        args::owner(owner.bytes())?;
-        let lease_ms = lease.map(|l| args::lease_ms(l.bytes())).transpose()?;
-        Ok(RwRelease {
-            key,
-            owner,
-            lease_ms,
-        })
-    }
-}
 
 impl Command for LockRRelease {
     /// As `LOCK.RELEASE`: `write fast`, key `RW delete`.
@@ -77,14 +46,12 @@ impl Command for LockRRelease {
             c"Releases one read hold of a read-write lock; waiting writers or readers are served",
         complexity: c"O(N) where N is the number of read holds of the lock",
         arity: 3,
-        args: &[
-            ArgDoc::new(c"key", ArgKind::Key),
-            ArgDoc::new(c"owner", ArgKind::String),
-        ],
+        args: release::ARGS.split_at(2).0,
     };
 
     fn run(ctx: Ctx, argv: &[RStr]) -> CommandResult {
-        let cmd = RwRelease::parse(false, argv)?;
+        // Arity 3: Redis refuses a lease before this runs.
+        let cmd = Release::parse_for(LockRRelease::SPEC.name(), argv)?;
         let lock = LockKey::open_write(ctx, cmd.key)?;
         let rw = RwLockKey::of(&lock);
         let view = rw.view(cmd.owner)?;
@@ -109,23 +76,12 @@ impl Command for LockWRelease {
             c"Releases one write hold of a read-write lock; waiting readers or a writer are served",
         complexity: c"O(1)",
         arity: -3,
-        args: &[
-            ArgDoc::new(c"key", ArgKind::Key),
-            ArgDoc::new(c"owner", ArgKind::String),
-            ArgDoc::new(c"lease-ms", ArgKind::Integer).optional(),
-        ],
+        args: release::ARGS,
     };
 
     fn run(ctx: Ctx, argv: &[RStr]) -> CommandResult {
-        let cmd = RwRelease::parse(true, argv)?;
-        let expire_at = match cmd.lease_ms {
-            None => None,
-            Some(lease_ms) => {
-                let cap = config::max_lease_ms();
-                let lease_ms = args::release_lease_ms(lease_ms, cap);
-                Some(args::deadline(ctx.now_ms(), lease_ms, cap)?)
-            }
-        };
+        let cmd = Release::parse_for(LockWRelease::SPEC.name(), argv)?;
+        let expire_at = cmd.deadline(ctx)?;
         let lock = LockKey::open_write(ctx, cmd.key)?;
         let view = RwLockKey::of(&lock).view(cmd.owner)?;
         let decision = rwlock::write_release(view, expire_at);
@@ -139,24 +95,5 @@ fn reply(ctx: Ctx, released: RwReleased) {
         RwReleased::NotHeld => ctx.reply_null(),
         RwReleased::StillHeld => ctx.reply_integer(0),
         RwReleased::Done => ctx.reply_integer(1),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    use crate::args::testing::argv;
-
-    #[test]
-    fn a_lease_is_for_write_releases_only() {
-        let w = RwRelease::parse(true, &argv(&["LOCK.WRELEASE", "k", "o", "5"])).unwrap();
-        assert_eq!(w.lease_ms, Some(5));
-        let err = RwRelease::parse(false, &argv(&["LOCK.RRELEASE", "k", "o", "5"])).unwrap_err();
-        assert!(err.contains("'lock.rrelease'"), "{err}");
-        let err = RwRelease::parse(true, &argv(&["LOCK.WRELEASE", "k", ""])).unwrap_err();
-        assert!(err.contains("owner"), "{err}");
-        let err = RwRelease::parse(true, &argv(&["LOCK.WRELEASE", "k", "o", "x"])).unwrap_err();
-        assert!(err.contains("lease-ms"), "{err}");
     }
 }

@@ -18,9 +18,9 @@
 //! Effects (replicated): `PEXPIREAT <hold i> <deadline>` for each of the
 //! owner's read holds, `PEXPIREAT key <deadline>`.
 
-use crate::args::{self, Arg};
-use crate::errors::Refusal;
-use crate::ffi::command::{ArgDoc, ArgKind, Command, CommandResult, CommandSpec, KeyFlags};
+use crate::args;
+use crate::commands::renew::{self, Renew};
+use crate::ffi::command::{Command, CommandResult, CommandSpec, KeyFlags};
 use crate::ffi::{Ctx, RStr};
 use crate::lock_key::LockKey;
 use crate::rwlock;
@@ -29,29 +29,6 @@ use crate::{config, handoff};
 
 /// `LOCK.RWRENEW`, as registered.
 pub struct LockRwRenew;
-
-/// A parsed `LOCK.RWRENEW`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct RwRenew<A> {
-    pub key: A,
-    pub owner: A,
-    pub lease_ms: i64,
-}
-
-impl<'a, A: Arg<'a>> RwRenew<A> {
-    pub fn parse(argv: &[A]) -> Result<Self, Refusal> {
-        let [_, key, owner, lease] = *argv else {
-            return Err(args::arity_error(LockRwRenew::SPEC.name()));
-        };
-        args::owner(owner.bytes())?;
-        let lease_ms = args::lease_ms(lease.bytes())?;
-        Ok(RwRenew {
-            key,
-            owner,
-            lease_ms,
-        })
-    }
-}
 
 impl Command for LockRwRenew {
     /// As `LOCK.RENEW`: `write fast`, key `RW update`.
@@ -63,15 +40,11 @@ impl Command for LockRwRenew {
         summary: c"Renews every hold an owner has on a read-write lock (a watchdog's call)",
         complexity: c"O(N) where N is the number of read holds of the lock",
         arity: 4,
-        args: &[
-            ArgDoc::new(c"key", ArgKind::Key),
-            ArgDoc::new(c"owner", ArgKind::String),
-            ArgDoc::new(c"lease-ms", ArgKind::Integer),
-        ],
+        args: renew::ARGS,
     };
 
     fn run(ctx: Ctx, argv: &[RStr]) -> CommandResult {
-        let cmd = RwRenew::parse(argv)?;
+        let cmd = Renew::parse_for(LockRwRenew::SPEC.name(), argv)?;
         let expire_at = args::deadline(ctx.now_ms(), cmd.lease_ms, config::max_lease_ms())?;
         let lock = LockKey::open_write(ctx, cmd.key)?;
         let rw = RwLockKey::of(&lock);
@@ -92,11 +65,12 @@ mod tests {
 
     #[test]
     fn parses_and_refuses_naming_the_argument() {
-        let r = RwRenew::parse(&argv(&["LOCK.RWRENEW", "k", "o", "30000"])).unwrap();
+        let parse = |args: &[&'static str]| Renew::parse_for(LockRwRenew::SPEC.name(), &argv(args));
+        let r = parse(&["LOCK.RWRENEW", "k", "o", "30000"]).unwrap();
         assert_eq!(r.lease_ms, 30_000);
-        let err = RwRenew::parse(&argv(&["LOCK.RWRENEW", "k", "o"])).unwrap_err();
+        let err = parse(&["LOCK.RWRENEW", "k", "o"]).unwrap_err();
         assert!(err.contains("'lock.rwrenew'"));
-        let err = RwRenew::parse(&argv(&["LOCK.RWRENEW", "k", "o", "-5"])).unwrap_err();
+        let err = parse(&["LOCK.RWRENEW", "k", "o", "-5"]).unwrap_err();
         assert!(err.contains("lease-ms"));
     }
 }

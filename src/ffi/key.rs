@@ -106,28 +106,6 @@ impl<'a> Key<'a> {
         };
     }
 
-    /// Sets two hash fields at once (creating the hash): one call where two
-    /// [`Key::hash_set`] would look the hash up twice.
-    pub fn hash_set2(&self, first: (RStr, RStr), second: (RStr, RStr)) {
-        if self.ptr.is_null() {
-            return; // opened for reading and missing: nothing can be written
-        }
-        // SAFETY: as `hash_set`: a non-null key this value keeps open, two
-        // field/value pairs of valid strings Redis copies, and the NULL that
-        // ends HashSet's varargs.
-        unsafe {
-            api!(RedisModule_HashSet)(
-                self.ptr,
-                raw::REDISMODULE_HASH_NONE as c_int,
-                first.0.as_ptr(),
-                first.1.as_ptr(),
-                second.0.as_ptr(),
-                second.1.as_ptr(),
-                ptr::null_mut::<c_void>(),
-            )
-        };
-    }
-
     /// Deletes the hash field `field` (the hash goes with its last field).
     pub fn hash_del(&self, field: RStr) {
         if self.kind() != KeyKind::Hash {

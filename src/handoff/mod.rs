@@ -277,25 +277,17 @@ fn grant_next(ctx: Ctx, lock: &LockKey, db: i32) -> bool {
 /// Grants `lock` to `waiter` (the policy said it may have it) and answers
 /// it. False when it was refused instead (its token counter is broken).
 fn grant_waiter(ctx: Ctx, lock: &LockKey, waiter: Waiter<BlockedClient>) -> bool {
-    let counter_name = match waiter.token {
-        true => match counter_key::counter_name(lock.name()) {
-            Ok(name) => Some(name),
-            Err(e) => {
-                blocking::unblock(waiter.client, Some(Wake::Refused(e)));
-                return false;
-            }
-        },
-        false => None,
-    };
-    let next_token = match &counter_name {
-        Some(name) => match NextToken::prepare(ctx, name.borrow()) {
-            Ok(next) => Some(next),
-            Err(e) => {
-                blocking::unblock(waiter.client, Some(Wake::Refused(e)));
-                return false;
-            }
-        },
-        None => None,
+    let counter = counter_key::wanted_counter(lock.name(), waiter.token);
+    let next_token = counter
+        .as_ref()
+        .map_err(Clone::clone)
+        .and_then(|counter| NextToken::prepare_if(ctx, counter.as_ref()));
+    let next_token = match next_token {
+        Ok(next) => next,
+        Err(e) => {
+            blocking::unblock(waiter.client, Some(Wake::Refused(e)));
+            return false;
+        }
     };
     let now = ctx.now_ms();
     let expire_at = now.saturating_add(waiter.lease_ms);
