@@ -74,7 +74,7 @@ use synced::hold_reply_for_replicas;
 use timers::{after, look_at, wake_for_timeouts, writes_held_back, LookAt, PAUSE_POLL_MS};
 
 use crate::counter_key::{self, NextToken};
-use crate::events;
+use crate::{errors, events};
 use crate::ffi::blocking::{self, BlockedClient, Wake};
 use crate::ffi::timer::{self, TimerId};
 use crate::ffi::{Ctx, OwnedStr, RStr};
@@ -306,6 +306,14 @@ fn grant_waiter(ctx: Ctx, lock: &LockKey, waiter: Waiter<BlockedClient>) -> bool
             rwlock::hand_off(mode, view, now, waiter.lease_ms).map_err(|e| e.refusal())
         });
         match decision {
+            // The pass admitted it, so the state machine grants it; were
+            // they ever to disagree, the waiter hears an error, never a
+            // grant that was not made.
+            Ok(decision) if matches!(decision.reply, rwlock::RwAcquired::Busy(_)) => {
+                ctx.log_warning("lock module: a read-write waiter admitted but not grantable");
+                blocking::unblock(waiter.client, Some(Wake::Refused(errors::INTERNAL)));
+                return false;
+            }
             Ok(decision) => {
                 carry_out_rw(ctx, lock, owner.borrow(), decision);
                 stats::count_rw_grant(mode);
