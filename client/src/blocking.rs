@@ -24,11 +24,11 @@ use std::time::Duration;
 
 use tokio::runtime::Runtime;
 
-use crate::client::Wait;
+use crate::acquire::{Ask, Wait};
 use crate::error::{LockError, Result};
-use crate::guard::Lost;
+use crate::holds::Lost;
+use crate::options::Options;
 use crate::owner;
-use crate::Options;
 
 /// A blocking client: see the [module docs](self).
 #[derive(Clone)]
@@ -126,17 +126,20 @@ impl LockClient {
         wait: Wait,
         fenced: bool,
     ) -> Result<Option<LockGuard>> {
-        let owner = self.owner();
-        let got = self
-            .runtime
-            .block_on(self.inner.acquire_as(name, &owner, lease, wait, fenced))?;
+        let ask = Ask {
+            name: name.to_string(),
+            owner: self.owner(),
+            lease,
+            wait,
+            fenced,
+        };
+        let got = self.runtime.block_on(self.inner.acquire_as(ask))?;
         Ok(got.map(|g| self.guard(g)))
     }
 
     /// [`crate::LockClient::lock`]: waits as long as it takes; watchdog on.
     pub fn lock(&self, name: &str) -> Result<LockGuard> {
-        self.acquire(name, None, Wait::Forever, false)?
-            .ok_or_else(|| LockError::Protocol("a wait without end ended without the lock".into()))
+        self.lock_with(name, false)
     }
 
     /// [`crate::LockClient::try_lock`]: waits at most `wait`; no watchdog
@@ -147,17 +150,17 @@ impl LockClient {
         wait: Duration,
         lease: Option<Duration>,
     ) -> Result<Option<LockGuard>> {
-        let wait = if wait.is_zero() {
-            Wait::No
-        } else {
-            Wait::For(wait)
-        };
-        self.acquire(name, lease, wait, false)
+        self.acquire(name, lease, Wait::from(wait), false)
     }
 
     /// [`crate::LockClient::lock_fenced`]: the guard carries a fencing token.
     pub fn lock_fenced(&self, name: &str) -> Result<LockGuard> {
-        self.acquire(name, None, Wait::Forever, true)?
+        self.lock_with(name, true)
+    }
+
+    /// `lock` / `lock_fenced`: no lease, no end to the wait.
+    fn lock_with(&self, name: &str, fenced: bool) -> Result<LockGuard> {
+        self.acquire(name, None, Wait::Forever, fenced)?
             .ok_or_else(|| LockError::Protocol("a wait without end ended without the lock".into()))
     }
 

@@ -45,8 +45,8 @@ pub enum LockError {
         /// The count the server has.
         found: u64,
     },
-    /// A synced grant ([`Options::sync`](crate::Options::sync), or the
-    /// module's `lock.sync-replicas`) was not acknowledged by enough
+    /// A synced grant ([`Options::sync_replicas`](crate::Options::sync_replicas),
+    /// or the module's `lock.sync-replicas`) was not acknowledged by enough
     /// replicas in time, and the module undid it: the lock is **not held**
     /// by this owner (it was given back, or handed to the next waiter).
     /// Retrying may succeed once the replicas catch up.

@@ -158,17 +158,24 @@
 //! [`blocking::LockClient`] offers the same API without async, on a runtime
 //! thread of its own (where its watchdog runs).
 
+mod acquire;
 pub mod blocking;
 mod client;
 mod conn;
+mod counted;
 mod error;
 mod guard;
+mod holds;
 mod multi;
+mod options;
 mod owner;
+mod protocol;
 mod tracking;
 mod watchdog;
 
-pub use client::{LockClient, Options};
+pub use client::LockClient;
 pub use error::{LockError, Result};
-pub use guard::{LockGuard, Lost};
+pub use guard::LockGuard;
+pub use holds::Lost;
 pub use multi::{MultiGuard, MultiLock, RedLock, RedLockGuard};
+pub use options::Options;
