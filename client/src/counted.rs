@@ -246,6 +246,7 @@ impl Counted {
                 return Err(LockError::Uncertain {
                     name: name.to_string(),
                     detail: format!("{failure}{during}; reading the hold count back: {why}"),
+                    source: failure,
                 });
             }
         };
