@@ -193,6 +193,10 @@ impl LockClient {
                 "an owner id must not be empty".into(),
             ));
         }
+        if fenced {
+            // Refused before anything is sent, as the module would.
+            protocol::token_key(name)?;
+        }
         let deadline = match wait {
             Wait::No => Some(started),
             // A wait too long for the clock to represent is a wait forever.

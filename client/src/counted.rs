@@ -177,7 +177,7 @@ impl Counted {
     /// holds the lock nobody else can be granted, so the counter's value is
     /// the token of this owner's last grant.
     pub(crate) async fn read_token(&self, name: &str) -> Result<Option<i64>> {
-        protocol::parse_token(&self.simple(&protocol::token(name)).await?)
+        protocol::parse_token(&self.simple(&protocol::token(name)?).await?)
     }
 
     /// Runs a command that moves `owner`'s count from `known` to `applied`

@@ -2,7 +2,13 @@
 //! and every reply it reads, decoded in one place.
 //!
 //! The module's side of the contract is `src/commands/` (the reply shapes
-//! are in the README's command table).
+//! are in the README's command table). Two of its argument rules are
+//! checked here too, with the module's wording, so a caller learns of them
+//! before anything is sent: the longest lease ([`MAX_LEASE_MS`], the
+//! module's `args::MAX_LEASE_MS`) and which lock names can have a fencing
+//! token counter ([`token_key`], the module's `fencing::counter_key`).
+//! Their unit tests below pin the texts; `client/tests/fenced.rs` compares
+//! the counter-key refusal with the module's own.
 
 use std::time::Duration;
 
@@ -10,13 +16,23 @@ use redis::{Cmd, Value};
 
 use crate::error::{LockError, Result};
 
+/// The longest lease the module accepts: 100 years of 365.25 days, in ms
+/// (the module's `args::MAX_LEASE_MS`).
+pub(crate) const MAX_LEASE_MS: u64 = 36_525 * 86_400_000;
+
 /// A lease in whole milliseconds, as every `LOCK.*` command takes it:
-/// positive and representable.
+/// at least 1 ms, at most [`MAX_LEASE_MS`] (longer ones are mistakes, and
+/// the module refuses them).
 pub(crate) fn lease_ms(lease: Duration) -> Result<u64> {
     let ms = lease.as_millis();
-    if ms == 0 || ms > i64::MAX as u128 {
+    if ms == 0 {
         return Err(LockError::InvalidArgument(format!(
-            "a lease must be at least 1 ms and fit in i64 milliseconds: {lease:?}"
+            "a lease must be at least 1 ms: {lease:?}"
+        )));
+    }
+    if ms > u128::from(MAX_LEASE_MS) {
+        return Err(LockError::InvalidArgument(format!(
+            "lease-ms must be at most {MAX_LEASE_MS} (milliseconds, 100 years): {lease:?}"
         )));
     }
     Ok(ms as u64)
@@ -114,10 +130,10 @@ pub(crate) fn lease_left(name: &str) -> Cmd {
 }
 
 /// `GET <counter>`: the lock's fencing token counter.
-pub(crate) fn token(name: &str) -> Cmd {
+pub(crate) fn token(name: &str) -> Result<Cmd> {
     let mut cmd = redis::cmd("GET");
-    cmd.arg(token_key(name));
-    cmd
+    cmd.arg(token_key(name)?);
+    Ok(cmd)
 }
 
 /// A decoded `LOCK.ACQUIRE` reply.
@@ -268,13 +284,41 @@ fn is_text(v: &Value, text: &[u8]) -> bool {
     }
 }
 
-/// Redisson's `prefixName("redisson_lock_token", name)`: the token counter's key.
-pub(crate) fn token_key(name: &str) -> String {
-    if name.contains('{') {
+/// The token counter of lock `name`: Redisson's `prefixName`,
+/// `redisson_lock_token:{name}`, or `redisson_lock_token:name` when the
+/// name has a hash tag of its own.
+///
+/// Refused, as the module refuses `TOKEN` for them (`fencing::counter_key`,
+/// the same check and text), where that rule would put the counter in
+/// another cluster slot than the lock: an empty name, a `'}'` without a
+/// `'{'`, a `'{'` without a closing `'}'`, an empty hash tag `'{}'`.
+pub(crate) fn token_key(name: &str) -> Result<String> {
+    let bytes = name.as_bytes();
+    let valid_tag = match bytes.iter().position(|&b| b == b'{') {
+        // `{}` would be an empty hash tag.
+        None if bytes.is_empty() => return Err(counter_elsewhere(name, "is empty")),
+        None if !bytes.contains(&b'}') => false,
+        None => return Err(counter_elsewhere(name, "has a '}' without a '{'")),
+        Some(open) => match bytes[open + 1..].iter().position(|&b| b == b'}') {
+            Some(len) if len > 0 => true,
+            Some(_) => return Err(counter_elsewhere(name, "has an empty hash tag '{}'")),
+            None => return Err(counter_elsewhere(name, "has a '{' without a closing '}'")),
+        },
+    };
+    Ok(if valid_tag {
         format!("redisson_lock_token:{name}")
     } else {
         format!("redisson_lock_token:{{{name}}}")
-    }
+    })
+}
+
+/// The module's `errors::counter_elsewhere`, without its `ERR ` code.
+fn counter_elsewhere(name: &str, why: &str) -> LockError {
+    LockError::InvalidArgument(format!(
+        "TOKEN needs the token counter in the lock's cluster slot, and key '{}' {why}: \
+         use a key without braces or with a non-empty hash tag such as '{{orders}}:42'",
+        name.escape_debug()
+    ))
 }
 
 #[cfg(test)]
@@ -294,10 +338,24 @@ mod tests {
     }
 
     #[test]
-    fn leases_must_be_whole_positive_milliseconds() {
+    fn leases_must_be_whole_positive_milliseconds_of_at_most_100_years() {
         assert!(lease_ms(Duration::from_micros(999)).is_err());
         assert_eq!(lease_ms(Duration::from_secs(30)).ok(), Some(30_000));
-        assert!(lease_ms(Duration::MAX).is_err());
+        let century = Duration::from_millis(MAX_LEASE_MS);
+        assert_eq!(lease_ms(century).ok(), Some(3_155_760_000_000));
+        for too_long in [
+            century + Duration::from_millis(1),
+            Duration::from_millis(i64::MAX as u64),
+            Duration::MAX,
+        ] {
+            let err = lease_ms(too_long).expect_err("over 100 years");
+            // The module's words (`errors::LEASE_TOO_LONG`).
+            assert!(
+                err.to_string()
+                    .contains("lease-ms must be at most 3155760000000 (milliseconds, 100 years)"),
+                "{err}"
+            );
+        }
     }
 
     #[test]
@@ -397,8 +455,41 @@ mod tests {
 
     #[test]
     fn token_keys_follow_redissons_prefix_rule() {
-        assert_eq!(token_key("stock"), "redisson_lock_token:{stock}");
-        assert_eq!(token_key("{o}:s"), "redisson_lock_token:{o}:s");
+        for (name, counter) in [
+            ("stock", "redisson_lock_token:{stock}"),
+            ("{o}:s", "redisson_lock_token:{o}:s"),
+            ("a:{b}:c", "redisson_lock_token:a:{b}:c"),
+            // Accepted by the module too: the first tag is the one hashed.
+            ("x{y}z{w}", "redisson_lock_token:x{y}z{w}"),
+            ("a{b}}", "redisson_lock_token:a{b}}"),
+        ] {
+            assert_eq!(token_key(name).ok().as_deref(), Some(counter), "{name}");
+        }
+    }
+
+    /// The module's cases (`fencing.rs`: `keys_whose_braces_would_move_the_counter_are_refused`).
+    #[test]
+    fn names_whose_braces_would_move_the_counter_are_refused_as_the_module_does() {
+        for (name, why) in [
+            ("a{b", "has a '{' without a closing '}'"),
+            ("{}x", "has an empty hash tag '{}'"),
+            ("a}b", "has a '}' without a '{'"),
+            ("", "is empty"),
+        ] {
+            let err = token_key(name).expect_err(name);
+            let LockError::InvalidArgument(text) = &err else {
+                panic!("{err:?}");
+            };
+            assert_eq!(
+                *text,
+                format!(
+                    "TOKEN needs the token counter in the lock's cluster slot, and key '{name}' \
+                     {why}: use a key without braces or with a non-empty hash tag such as \
+                     '{{orders}}:42'"
+                )
+            );
+            assert!(token(name).is_err());
+        }
     }
 
     #[test]
