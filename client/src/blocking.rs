@@ -54,9 +54,18 @@ impl LockClient {
         LockClient::build(|| crate::LockClient::with_options(client, options))
     }
 
-    /// A client for a Redis Cluster, with default [`Options`].
+    /// A client for a Redis Cluster, with default [`Options`]: see
+    /// [`crate::LockClient::cluster`].
     pub fn cluster(client: redis::cluster::ClusterClient) -> Result<LockClient> {
-        LockClient::build(|| crate::LockClient::cluster(client))
+        LockClient::cluster_with_options(client, Options::default())
+    }
+
+    /// As [`LockClient::cluster`], with `options`.
+    pub fn cluster_with_options(
+        client: redis::cluster::ClusterClient,
+        options: Options,
+    ) -> Result<LockClient> {
+        LockClient::build(|| crate::LockClient::cluster_with_options(client, options))
     }
 
     /// A client for the master Sentinel names `master_name`, see
@@ -84,6 +93,11 @@ impl LockClient {
             runtime: Arc::new(runtime),
             inner,
         })
+    }
+
+    /// Whether this client talks to a cluster.
+    pub fn is_cluster(&self) -> bool {
+        self.inner.is_cluster()
     }
 
     /// The async client underneath (it shares everything with this one).
@@ -162,6 +176,17 @@ impl LockClient {
     fn lock_with(&self, name: &str, fenced: bool) -> Result<LockGuard> {
         self.acquire(name, None, Wait::Forever, fenced)?
             .ok_or_else(|| LockError::Protocol("a wait without end ended without the lock".into()))
+    }
+
+    /// [`crate::LockClient::try_lock_fenced`]: [`LockClient::try_lock`]
+    /// whose guard carries a fencing token.
+    pub fn try_lock_fenced(
+        &self,
+        name: &str,
+        wait: Duration,
+        lease: Option<Duration>,
+    ) -> Result<Option<LockGuard>> {
+        self.acquire(name, lease, Wait::from(wait), true)
     }
 
     /// Whether anyone holds the lock.
