@@ -170,9 +170,9 @@ impl LockGuard {
         Ok(renewed)
     }
 
-    /// Releases this hold. [`LockError::NotHeld`] when the lock was lost
-    /// before (its lease ended or it was forced): whatever was done under it
-    /// may have overlapped another holder.
+    /// Releases this hold. [`LockError::NotHeld`](crate::LockError::NotHeld)
+    /// when the lock was lost before (its lease ended or it was forced):
+    /// whatever was done under it may have overlapped another holder.
     pub async fn unlock(mut self) -> Result<()> {
         self.armed = false;
         self.client.release(&self.entry).await
