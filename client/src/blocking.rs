@@ -11,7 +11,7 @@
 //!
 //! ```no_run
 //! # fn demo() -> Result<(), redis_lock_client::LockError> {
-//! use redis_lock_client::blocking::LockClient;
+//! use redis_lock_client::{blocking::LockClient, redis};
 //! let locks = LockClient::new(redis::Client::open("redis://127.0.0.1/").unwrap())?;
 //! let guard = locks.lock("order:42")?;
 //! // ... work; guard.is_lost() tells you if the watchdog lost it ...

@@ -31,7 +31,8 @@ use crate::watchdog;
 ///
 /// ```no_run
 /// # async fn demo() -> Result<(), redis_lock_client::LockError> {
-/// let locks = redis_lock_client::LockClient::new(redis::Client::open("redis://127.0.0.1/").unwrap())?;
+/// use redis_lock_client::{redis, LockClient};
+/// let locks = LockClient::new(redis::Client::open("redis://127.0.0.1/").unwrap())?;
 /// let guard = locks.lock("order:42").await?; // waits, the watchdog keeps it
 /// // ... work ...
 /// guard.unlock().await?;
