@@ -55,8 +55,8 @@ pub(crate) fn acquire(
     fenced: bool,
     sync: Option<(u32, u64)>,
 ) -> Cmd {
-    let mut cmd = redis::cmd("LOCK.ACQUIRE");
-    cmd.arg(name).arg(owner).arg(lease_ms);
+    let mut cmd = on_hold("LOCK.ACQUIRE", name, owner);
+    cmd.arg(lease_ms);
     if let Some(wait) = wait_ms {
         cmd.arg("WAIT").arg(wait);
     }
@@ -69,11 +69,24 @@ pub(crate) fn acquire(
     cmd
 }
 
+/// `command key`: the commands on a lock's key alone.
+fn on_key(command: &str, key: &str) -> Cmd {
+    let mut cmd = redis::cmd(command);
+    cmd.arg(key);
+    cmd
+}
+
+/// `command name owner`: the commands on one owner's hold.
+fn on_hold(command: &str, name: &str, owner: &str) -> Cmd {
+    let mut cmd = on_key(command, name);
+    cmd.arg(owner);
+    cmd
+}
+
 /// `LOCK.RELEASE name owner [lease-ms]`: with a lease, holds that remain
 /// restart it (Redisson sends its watchdog lease with every unlock).
 pub(crate) fn release(name: &str, owner: &str, lease_ms: Option<u64>) -> Cmd {
-    let mut cmd = redis::cmd("LOCK.RELEASE");
-    cmd.arg(name).arg(owner);
+    let mut cmd = on_hold("LOCK.RELEASE", name, owner);
     if let Some(ms) = lease_ms {
         cmd.arg(ms);
     }
@@ -82,58 +95,44 @@ pub(crate) fn release(name: &str, owner: &str, lease_ms: Option<u64>) -> Cmd {
 
 /// `LOCK.RENEW name owner lease-ms`.
 pub(crate) fn renew(name: &str, owner: &str, lease_ms: u64) -> Cmd {
-    let mut cmd = redis::cmd("LOCK.RENEW");
-    cmd.arg(name).arg(owner).arg(lease_ms);
+    let mut cmd = on_hold("LOCK.RENEW", name, owner);
+    cmd.arg(lease_ms);
     cmd
 }
 
 /// `LOCK.FORCE name`.
 pub(crate) fn force(name: &str) -> Cmd {
-    let mut cmd = redis::cmd("LOCK.FORCE");
-    cmd.arg(name);
-    cmd
+    on_key("LOCK.FORCE", name)
 }
 
 /// `LOCK.INFO name`.
 pub(crate) fn info(name: &str) -> Cmd {
-    let mut cmd = redis::cmd("LOCK.INFO");
-    cmd.arg(name);
-    cmd
+    on_key("LOCK.INFO", name)
 }
 
 /// `HGET name owner`: `owner`'s hold count in Redisson's lock hash.
 pub(crate) fn hold_count(name: &str, owner: &str) -> Cmd {
-    let mut cmd = redis::cmd("HGET");
-    cmd.arg(name).arg(owner);
-    cmd
+    on_hold("HGET", name, owner)
 }
 
 /// `HEXISTS name owner`: whether `owner` holds the lock.
 pub(crate) fn is_held(name: &str, owner: &str) -> Cmd {
-    let mut cmd = redis::cmd("HEXISTS");
-    cmd.arg(name).arg(owner);
-    cmd
+    on_hold("HEXISTS", name, owner)
 }
 
 /// `EXISTS name`: whether anyone holds the lock.
 pub(crate) fn is_locked(name: &str) -> Cmd {
-    let mut cmd = redis::cmd("EXISTS");
-    cmd.arg(name);
-    cmd
+    on_key("EXISTS", name)
 }
 
 /// `PTTL name`: the lock's lease left.
 pub(crate) fn lease_left(name: &str) -> Cmd {
-    let mut cmd = redis::cmd("PTTL");
-    cmd.arg(name);
-    cmd
+    on_key("PTTL", name)
 }
 
 /// `GET <counter>`: the lock's fencing token counter.
 pub(crate) fn token(name: &str) -> Result<Cmd> {
-    let mut cmd = redis::cmd("GET");
-    cmd.arg(token_key(name)?);
-    Ok(cmd)
+    Ok(on_key("GET", &token_key(name)?))
 }
 
 /// A decoded `LOCK.ACQUIRE` reply.
@@ -492,18 +491,20 @@ mod tests {
         }
     }
 
-    #[test]
-    fn commands_put_wait_before_token() {
-        let cmd = acquire("k", "o", 100, Some(5), true, Some((1, 250)));
-        let text: Vec<String> = cmd
-            .args_iter()
+    fn words(cmd: &Cmd) -> Vec<String> {
+        cmd.args_iter()
             .map(|a| match a {
                 redis::Arg::Simple(b) => String::from_utf8_lossy(b).into_owned(),
                 redis::Arg::Cursor => String::new(),
             })
-            .collect();
+            .collect()
+    }
+
+    #[test]
+    fn commands_put_wait_before_token() {
+        let cmd = acquire("k", "o", 100, Some(5), true, Some((1, 250)));
         assert_eq!(
-            text,
+            words(&cmd),
             [
                 "LOCK.ACQUIRE",
                 "k",
@@ -516,6 +517,30 @@ mod tests {
                 "1",
                 "250"
             ]
+        );
+        assert_eq!(
+            words(&acquire("k", "o", 100, None, false, None)),
+            ["LOCK.ACQUIRE", "k", "o", "100"]
+        );
+    }
+
+    #[test]
+    fn every_command_names_its_key_first() {
+        assert_eq!(
+            words(&release("k", "o", Some(30))),
+            ["LOCK.RELEASE", "k", "o", "30"]
+        );
+        assert_eq!(words(&release("k", "o", None)), ["LOCK.RELEASE", "k", "o"]);
+        assert_eq!(words(&renew("k", "o", 30)), ["LOCK.RENEW", "k", "o", "30"]);
+        assert_eq!(words(&hold_count("k", "o")), ["HGET", "k", "o"]);
+        assert_eq!(words(&force("k")), ["LOCK.FORCE", "k"]);
+        let get = token("k").map(|cmd| words(&cmd)).ok();
+        assert_eq!(
+            get,
+            Some(vec![
+                "GET".to_string(),
+                "redisson_lock_token:{k}".to_string()
+            ])
         );
     }
 }
