@@ -189,9 +189,15 @@ impl State {
 
     /// Records a release: `held` when the server had the hold (one fewer
     /// now), not when it had none (none left here either). Returns the
-    /// holds left.
+    /// holds left. (A release runs only with a hold counted, under the
+    /// entry's operation lock; saturating all the same, so a slip can
+    /// never panic in a user's drop.)
     pub(crate) fn released(&mut self, held: bool) -> u64 {
-        self.holds = if held { self.holds - 1 } else { 0 };
+        self.holds = if held {
+            self.holds.saturating_sub(1)
+        } else {
+            0
+        };
         self.holds
     }
 
