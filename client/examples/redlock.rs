@@ -10,7 +10,7 @@
 
 use std::time::Duration;
 
-use redis_lock_client::{LockClient, RedLock};
+use redis_lock_client::{redis, LockClient, RedLock};
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {

@@ -11,7 +11,7 @@
 
 use std::time::{Duration, Instant};
 
-use redis_lock_client::{LockClient, Options};
+use redis_lock_client::{redis, LockClient, Options};
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {

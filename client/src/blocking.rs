@@ -11,7 +11,7 @@
 //!
 //! ```no_run
 //! # fn demo() -> Result<(), redis_lock_client::LockError> {
-//! use redis_lock_client::blocking::LockClient;
+//! use redis_lock_client::{blocking::LockClient, redis};
 //! let locks = LockClient::new(redis::Client::open("redis://127.0.0.1/").unwrap())?;
 //! let guard = locks.lock("order:42")?;
 //! // ... work; guard.is_lost() tells you if the watchdog lost it ...
@@ -24,11 +24,11 @@ use std::time::Duration;
 
 use tokio::runtime::Runtime;
 
-use crate::client::Wait;
+use crate::acquire::{Ask, Wait};
 use crate::error::{LockError, Result};
-use crate::guard::Lost;
+use crate::holds::Lost;
+use crate::options::Options;
 use crate::owner;
-use crate::Options;
 
 /// A blocking client: see the [module docs](self).
 #[derive(Clone)]
@@ -54,9 +54,18 @@ impl LockClient {
         LockClient::build(|| crate::LockClient::with_options(client, options))
     }
 
-    /// A client for a Redis Cluster, with default [`Options`].
+    /// A client for a Redis Cluster, with default [`Options`]: see
+    /// [`crate::LockClient::cluster`].
     pub fn cluster(client: redis::cluster::ClusterClient) -> Result<LockClient> {
-        LockClient::build(|| crate::LockClient::cluster(client))
+        LockClient::cluster_with_options(client, Options::default())
+    }
+
+    /// As [`LockClient::cluster`], with `options`.
+    pub fn cluster_with_options(
+        client: redis::cluster::ClusterClient,
+        options: Options,
+    ) -> Result<LockClient> {
+        LockClient::build(|| crate::LockClient::cluster_with_options(client, options))
     }
 
     /// A client for the master Sentinel names `master_name`, see
@@ -84,6 +93,11 @@ impl LockClient {
             runtime: Arc::new(runtime),
             inner,
         })
+    }
+
+    /// Whether this client talks to a cluster.
+    pub fn is_cluster(&self) -> bool {
+        self.inner.is_cluster()
     }
 
     /// The async client underneath (it shares everything with this one).
@@ -126,17 +140,20 @@ impl LockClient {
         wait: Wait,
         fenced: bool,
     ) -> Result<Option<LockGuard>> {
-        let owner = self.owner();
-        let got = self
-            .runtime
-            .block_on(self.inner.acquire_as(name, &owner, lease, wait, fenced))?;
+        let ask = Ask {
+            name: name.to_string(),
+            owner: self.owner(),
+            lease,
+            wait,
+            fenced,
+        };
+        let got = self.runtime.block_on(self.inner.acquire_as(ask))?;
         Ok(got.map(|g| self.guard(g)))
     }
 
     /// [`crate::LockClient::lock`]: waits as long as it takes; watchdog on.
     pub fn lock(&self, name: &str) -> Result<LockGuard> {
-        self.acquire(name, None, Wait::Forever, false)?
-            .ok_or_else(|| LockError::Protocol("a wait without end ended without the lock".into()))
+        self.lock_with(name, false)
     }
 
     /// [`crate::LockClient::try_lock`]: waits at most `wait`; no watchdog
@@ -147,18 +164,29 @@ impl LockClient {
         wait: Duration,
         lease: Option<Duration>,
     ) -> Result<Option<LockGuard>> {
-        let wait = if wait.is_zero() {
-            Wait::No
-        } else {
-            Wait::For(wait)
-        };
-        self.acquire(name, lease, wait, false)
+        self.acquire(name, lease, Wait::from(wait), false)
     }
 
     /// [`crate::LockClient::lock_fenced`]: the guard carries a fencing token.
     pub fn lock_fenced(&self, name: &str) -> Result<LockGuard> {
-        self.acquire(name, None, Wait::Forever, true)?
+        self.lock_with(name, true)
+    }
+
+    /// `lock` / `lock_fenced`: no lease, no end to the wait.
+    fn lock_with(&self, name: &str, fenced: bool) -> Result<LockGuard> {
+        self.acquire(name, None, Wait::Forever, fenced)?
             .ok_or_else(|| LockError::Protocol("a wait without end ended without the lock".into()))
+    }
+
+    /// [`crate::LockClient::try_lock_fenced`]: [`LockClient::try_lock`]
+    /// whose guard carries a fencing token.
+    pub fn try_lock_fenced(
+        &self,
+        name: &str,
+        wait: Duration,
+        lease: Option<Duration>,
+    ) -> Result<Option<LockGuard>> {
+        self.acquire(name, lease, Wait::from(wait), true)
     }
 
     /// Whether anyone holds the lock.

@@ -11,7 +11,7 @@
 //! transit the library kills that id (`CLIENT KILL ID`) from a new connection
 //! before it reads the lock's state back: once the kill returns, the server
 //! has executed whatever it had read from the dead connection and will never
-//! read more, so the state read afterwards is final (see `client.rs`).
+//! read more, so the state read afterwards is final (see `counted.rs`).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -259,15 +259,6 @@ impl Connections {
             Ok(Err(e)) => e.detail().is_some_and(|d| d.contains("No such client")),
             Err(_) => false,
         }
-    }
-}
-
-/// Whether an `HGET lock owner` reply says the owner holds nothing.
-pub(crate) fn is_hold_count_zero(reply: &Value) -> bool {
-    match reply {
-        Value::Nil | Value::Int(0) => true,
-        Value::BulkString(b) => b == b"0",
-        _ => false,
     }
 }
 

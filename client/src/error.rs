@@ -9,6 +9,10 @@
 use std::fmt;
 
 /// Everything that can go wrong when taking, renewing or giving back a lock.
+///
+/// Where a redis-rs error is behind it (a refusal, a broken connection, a
+/// `NOSYNC` reply), [`std::error::Error::source`] returns it, so its kind
+/// (`is_timeout()`, `code()`...) stays at hand.
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum LockError {
@@ -21,11 +25,15 @@ pub enum LockError {
     /// A connection failed after a command was sent, and the library could
     /// not read back whether it took effect. The lock may be held by this
     /// owner until its lease ends (no watchdog renews it).
+    #[non_exhaustive]
     Uncertain {
         /// The lock's name.
         name: String,
-        /// What failed, for the log.
+        /// What failed, for the log: the failure in transit, and why the
+        /// hold count could not be read back.
         detail: String,
+        /// The failure in transit ([`std::error::Error::source`]).
+        source: redis::RedisError,
     },
     /// [`unlock`](crate::LockGuard::unlock) of a hold the server no longer
     /// has: its lease ended, or an operator forced it (`LOCK.FORCE`).
@@ -45,16 +53,19 @@ pub enum LockError {
         /// The count the server has.
         found: u64,
     },
-    /// A synced grant ([`Options::sync`](crate::Options::sync), or the
-    /// module's `lock.sync-replicas`) was not acknowledged by enough
+    /// A synced grant ([`Options::sync_replicas`](crate::Options::sync_replicas),
+    /// or the module's `lock.sync-replicas`) was not acknowledged by enough
     /// replicas in time, and the module undid it: the lock is **not held**
     /// by this owner (it was given back, or handed to the next waiter).
     /// Retrying may succeed once the replicas catch up.
+    #[non_exhaustive]
     NotSynced {
         /// The lock's name.
         name: String,
         /// The module's `NOSYNC` message (how many replicas acknowledged).
         detail: String,
+        /// The module's `NOSYNC` reply ([`std::error::Error::source`]).
+        source: redis::RedisError,
     },
     /// The server answered something the `LOCK.*` contract does not allow.
     Protocol(String),
@@ -81,7 +92,7 @@ impl fmt::Display for LockError {
         match self {
             LockError::Server(e) => write!(f, "the server refused the lock command: {e}"),
             LockError::Connection(e) => write!(f, "cannot reach the lock server: {e}"),
-            LockError::Uncertain { name, detail } => write!(
+            LockError::Uncertain { name, detail, .. } => write!(
                 f,
                 "lock {name:?}: the connection failed after the command was sent and its \
                  outcome could not be read back ({detail}); the lock may be held until its lease ends"
@@ -99,7 +110,7 @@ impl fmt::Display for LockError {
                 "lock {name:?}: the server counts {found} holds for this owner where this client \
                  expected one of {expected:?}; is the owner id used elsewhere?"
             ),
-            LockError::NotSynced { name, detail } => write!(
+            LockError::NotSynced { name, detail, .. } => write!(
                 f,
                 "lock {name:?} is NOT held: the grant was undone because too few replicas \
                  acknowledged it in time ({detail})"
@@ -114,9 +125,15 @@ impl fmt::Display for LockError {
 impl std::error::Error for LockError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            LockError::Server(e) | LockError::Connection(e) => Some(e),
+            LockError::Server(e)
+            | LockError::Connection(e)
+            | LockError::Uncertain { source: e, .. }
+            | LockError::NotSynced { source: e, .. } => Some(e),
             LockError::Runtime(e) => Some(e),
-            _ => None,
+            LockError::NotHeld { .. }
+            | LockError::HoldCountMismatch { .. }
+            | LockError::Protocol(_)
+            | LockError::InvalidArgument(_) => None,
         }
     }
 }
@@ -133,6 +150,7 @@ pub(crate) fn refused(name: &str, e: redis::RedisError) -> LockError {
         return LockError::NotSynced {
             name: name.to_string(),
             detail,
+            source: e,
         };
     }
     LockError::Server(e)
@@ -176,7 +194,32 @@ mod tests {
             text.contains("NOT held") && text.contains("0 of 1"),
             "{text}"
         );
+        let source = std::error::Error::source(&err).map(|s| s.to_string());
+        assert!(
+            source.as_deref().is_some_and(|s| s.contains("NOSYNC")),
+            "the reply is the cause: {source:?}"
+        );
         let e = reply_error(b"-ERR syntax error\r\n");
         assert!(matches!(refused("k", e), LockError::Server(_)));
+    }
+
+    #[test]
+    fn every_error_with_a_redis_error_behind_it_keeps_it_as_its_source() {
+        use std::error::Error;
+        let transit = || redis::RedisError::from(std::io::Error::other("connection reset"));
+        let uncertain = LockError::Uncertain {
+            name: "k".into(),
+            detail: "connection reset; reading the hold count back: refused".into(),
+            source: transit(),
+        };
+        for (err, cause) in [
+            (uncertain, "connection reset"),
+            (LockError::Connection(transit()), "connection reset"),
+            (LockError::Server(reply_error(b"-ERR nope\r\n")), "nope"),
+        ] {
+            let source = err.source().map(|s| s.to_string()).unwrap_or_default();
+            assert!(source.contains(cause), "{err:?}: {source:?}");
+        }
+        assert!(LockError::NotHeld { name: "k".into() }.source().is_none());
     }
 }

@@ -1,41 +1,16 @@
 //! [`LockGuard`]: one hold of a lock, released by `unlock()` or on drop, and
-//! the signal that tells its holder when the lock is gone.
+//! the signal that tells its holder when the lock is gone. What the guard
+//! knows of its hold is the client's (`holds.rs`): it asks, never sets.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use redis::Value;
 use tokio::sync::watch;
 
-use crate::client::{Entry, LockClient};
-use crate::error::{LockError, Result};
-use crate::watchdog;
-
-/// Why a held lock was lost. Once lost, the holder must stop relying on it:
-/// another owner may already hold it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Lost {
-    /// A renewal found the lock no longer held by this owner: an operator
-    /// forced it (`LOCK.FORCE`), someone deleted the key, or the lease ended
-    /// before the renewal arrived.
-    NotHeld,
-    /// Renewals failed (the server was unreachable) until the lease had
-    /// passed: the server has freed the lock by now. Carries the last error.
-    RenewalFailed(String),
-    /// A lease the caller chose (no watchdog) has run out.
-    LeaseExpired,
-}
-
-impl std::fmt::Display for Lost {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Lost::NotHeld => write!(f, "the lock is no longer held by this owner"),
-            Lost::RenewalFailed(e) => write!(f, "renewals failed until the lease passed: {e}"),
-            Lost::LeaseExpired => write!(f, "the lease ran out"),
-        }
-    }
-}
+use crate::client::LockClient;
+use crate::error::Result;
+use crate::holds::{Entry, Lost};
+use crate::protocol;
 
 /// A hold of a lock. Release it with [`LockGuard::unlock`] (which reports
 /// errors) or by dropping it (which releases in the background, on the
@@ -77,7 +52,7 @@ impl std::fmt::Debug for LockGuard {
 
 impl LockGuard {
     pub(crate) fn new(client: LockClient, entry: Arc<Entry>, token: Option<i64>) -> LockGuard {
-        let lost = entry.lost.subscribe();
+        let lost = entry.lost_signal();
         LockGuard {
             client,
             entry,
@@ -105,14 +80,17 @@ impl LockGuard {
 
     /// How many holds this owner has on the lock, as this client counts them.
     pub fn hold_count(&self) -> u64 {
-        self.entry.state().holds
+        self.entry.state().holds()
     }
 
     /// Whether the lock is known to be lost, and why. A lease that has
     /// passed without a successful renewal counts, even before the watchdog
     /// has run.
     pub fn is_lost(&self) -> Option<Lost> {
-        watchdog::expire_if_due(&self.client.inner, &self.entry, Instant::now());
+        self.client
+            .inner
+            .holds
+            .expire_if_due(&self.entry, Instant::now());
         self.lost.borrow().clone()
     }
 
@@ -127,7 +105,10 @@ impl LockGuard {
     pub async fn lost(&self) -> Lost {
         let mut rx = self.lost.clone();
         loop {
-            watchdog::expire_if_due(&self.client.inner, &self.entry, Instant::now());
+            self.client
+                .inner
+                .holds
+                .expire_if_due(&self.entry, Instant::now());
             if let Some(why) = rx.borrow_and_update().clone() {
                 return why;
             }
@@ -135,7 +116,7 @@ impl LockGuard {
             // then checked above, whatever the watchdog task is doing.
             let (expires, held) = {
                 let state = self.entry.state();
-                (state.expires, !state.retired && state.holds > 0)
+                (state.expires(), state.is_held())
             };
             if !held {
                 // Retired without a reason yet: wait for the one coming.
@@ -166,12 +147,8 @@ impl LockGuard {
     /// Asks the server whether this owner still holds the lock (Redisson's
     /// `isHeldByThread`).
     pub async fn is_held(&self) -> Result<bool> {
-        let mut cmd = redis::cmd("HEXISTS");
-        cmd.arg(&self.entry.name).arg(&self.entry.owner);
-        match self.client.simple(&cmd).await? {
-            Value::Int(n) => Ok(n == 1),
-            other => Err(LockError::Protocol(format!("HEXISTS answered {other:?}"))),
-        }
+        let cmd = protocol::is_held(&self.entry.name, &self.entry.owner);
+        protocol::parse_flag("HEXISTS", &self.client.simple(&cmd).await?)
     }
 
     /// The lease left on the server; None if the lock is free.
@@ -183,16 +160,19 @@ impl LockGuard {
     /// is no longer held. For multi-locks, whose parts must end together.
     pub(crate) async fn restart_lease(&self, lease: Duration) -> Result<bool> {
         let sent = Instant::now();
-        let renewed = self.client.renew(&self.entry, lease).await?;
+        let counted = &self.client.inner.counted;
+        let renewed = counted
+            .renew(&self.entry.name, &self.entry.owner, lease)
+            .await?;
         if renewed {
-            self.entry.state().expires = sent + lease;
+            self.entry.state().lease_restarted(sent, lease);
         }
         Ok(renewed)
     }
 
-    /// Releases this hold. [`LockError::NotHeld`] when the lock was lost
-    /// before (its lease ended or it was forced): whatever was done under it
-    /// may have overlapped another holder.
+    /// Releases this hold. [`LockError::NotHeld`](crate::LockError::NotHeld)
+    /// when the lock was lost before (its lease ended or it was forced):
+    /// whatever was done under it may have overlapped another holder.
     pub async fn unlock(mut self) -> Result<()> {
         self.armed = false;
         self.client.release(&self.entry).await

@@ -9,11 +9,16 @@
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), redis_lock_client::LockError> {
-//! let locks = redis_lock_client::LockClient::new(redis::Client::open("redis://127.0.0.1/").unwrap())?;
+//! use redis_lock_client::{redis, LockClient};
+//! let locks = LockClient::new(redis::Client::open("redis://127.0.0.1/").unwrap())?;
 //! let guard = locks.lock("order:42").await?;
 //! guard.unlock().await?;
 //! # Ok(()) }
 //! ```
+//!
+//! redis-rs is re-exported ([`redis`]): a program needs no `redis`
+//! dependency of its own, and one that has it must use this crate's version
+//! (0.27), or its `redis::Client` is another type.
 //!
 //! # Locks and guards
 //!
@@ -123,7 +128,7 @@
 //! ```no_run
 //! # use std::time::Duration;
 //! # async fn demo() -> Result<(), redis_lock_client::LockError> {
-//! use redis_lock_client::{LockClient, LockError, Options};
+//! use redis_lock_client::{redis, LockClient, LockError, Options};
 //! let options = Options::default().sync_replicas(1, Duration::from_millis(200));
 //! let locks = LockClient::with_options(redis::Client::open("redis://127.0.0.1/").unwrap(), options)?;
 //! match locks.lock("ledger").await {
@@ -143,8 +148,8 @@
 //!
 //! # Cluster
 //!
-//! [`LockClient::cluster`] takes a `redis::cluster::ClusterClient`; every
-//! command routes by the lock's name.
+//! [`LockClient::cluster`] (or [`LockClient::cluster_with_options`]) takes a
+//! `redis::cluster::ClusterClient`; every command routes by the lock's name.
 //!
 //! # Sentinel
 //!
@@ -155,20 +160,34 @@
 //!
 //! # Blocking code
 //!
-//! [`blocking::LockClient`] offers the same API without async, on a runtime
+//! [`blocking::LockClient`] offers the same single-lock API without async
+//! (plain and fenced, single server, Sentinel or cluster), on a runtime
 //! thread of its own (where its watchdog runs).
 
+mod acquire;
 pub mod blocking;
 mod client;
 mod conn;
+mod counted;
 mod error;
 mod guard;
+mod holds;
 mod multi;
+mod options;
 mod owner;
+mod protocol;
 mod tracking;
 mod watchdog;
 
-pub use client::{LockClient, Options};
+/// The redis-rs this crate is built on (0.27), re-exported so a program
+/// needs no `redis` dependency of its own to make the `redis::Client` (or
+/// `ClusterClient`) a [`LockClient`] takes, and cannot pick a version
+/// whose types do not match.
+pub use redis;
+
+pub use client::LockClient;
 pub use error::{LockError, Result};
-pub use guard::{LockGuard, Lost};
+pub use guard::LockGuard;
+pub use holds::Lost;
 pub use multi::{MultiGuard, MultiLock, RedLock, RedLockGuard};
+pub use options::Options;

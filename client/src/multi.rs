@@ -17,9 +17,12 @@ use std::time::{Duration, Instant};
 
 use redis::Value;
 
-use crate::client::{acquire_cmd, lease_ms, LockClient, Wait};
-use crate::error::{is_transport, LockError, Result};
-use crate::guard::{LockGuard, Lost};
+use crate::acquire::{Ask, Wait};
+use crate::client::LockClient;
+use crate::error::{LockError, Result};
+use crate::guard::LockGuard;
+use crate::holds::Lost;
+use crate::protocol;
 
 /// All of several locks, or none: taken one after the other in the order
 /// given, within one shared wait budget; if one cannot be had, those already
@@ -76,12 +79,7 @@ impl MultiLock {
         wait: Duration,
         lease: Option<Duration>,
     ) -> Result<Option<MultiGuard>> {
-        let wait = if wait.is_zero() {
-            Wait::No
-        } else {
-            Wait::For(wait)
-        };
-        self.acquire(wait, lease).await
+        self.acquire(Wait::from(wait), lease).await
     }
 
     async fn acquire(&self, wait: Wait, lease: Option<Duration>) -> Result<Option<MultiGuard>> {
@@ -93,19 +91,17 @@ impl MultiLock {
         let mut held: Vec<LockGuard> = Vec::with_capacity(self.parts.len());
         for (client, name) in &self.parts {
             let part_wait = match (wait, deadline) {
-                (Wait::For(_), Some(d)) => {
-                    let left = d.saturating_duration_since(Instant::now());
-                    if left.is_zero() {
-                        Wait::No
-                    } else {
-                        Wait::For(left)
-                    }
-                }
+                (Wait::For(_), Some(d)) => Wait::from(d.saturating_duration_since(Instant::now())),
                 (other, _) => other,
             };
-            let owner = client.owner();
             match client
-                .acquire_as(name, &owner, lease, part_wait, false)
+                .acquire_as(Ask {
+                    name: name.clone(),
+                    owner: client.owner(),
+                    lease,
+                    wait: part_wait,
+                    fenced: false,
+                })
                 .await
             {
                 Ok(Some(guard)) => held.push(guard),
@@ -240,12 +236,12 @@ impl RedLock {
     /// Takes the lock on a quorum within `wait`, for `lease`. `Ok(None)` when
     /// no round won within the budget (busy, or too few masters reachable).
     pub async fn try_lock(&self, wait: Duration, lease: Duration) -> Result<Option<RedLockGuard>> {
-        let ms = lease_ms(lease)?;
+        let ms = protocol::lease_ms(lease)?;
         // A budget too long for the clock never ends.
         let budget_end = Instant::now().checked_add(wait);
         let per_master = (lease / 10).clamp(
             Duration::from_millis(5),
-            self.masters[0].inner.options.command_timeout,
+            self.masters[0].options().command_timeout,
         );
         let drift = lease / 100 + Duration::from_millis(2);
         loop {
@@ -257,16 +253,16 @@ impl RedLock {
             let started = Instant::now();
             let attempts = self.masters.iter().map(|m| {
                 // A master whose sync setting is invalid cannot grant.
-                let sync = m.inner.options.sync_args();
+                let sync = m.options().sync_args();
                 let cmd = sync
                     .as_ref()
                     .ok()
-                    .map(|sync| acquire_cmd(&self.name, &owner, ms, None, false, *sync));
-                let within = per_master + m.inner.options.sync_time();
+                    .map(|sync| protocol::acquire(&self.name, &owner, ms, None, false, *sync));
+                let within = per_master + m.options().sync_time();
                 async move {
                     let Some(cmd) = cmd else { return false };
                     matches!(
-                        tokio::time::timeout(within, one_shot(m, &cmd)).await,
+                        tokio::time::timeout(within, m.inner.counted.one_shot(&cmd)).await,
                         Ok(Ok(Value::Nil))
                     )
                 }
@@ -301,27 +297,6 @@ impl RedLock {
             let pause =
                 Duration::from_millis(u64::from(uuid::Uuid::new_v4().as_bytes()[0]) % 40 + 10);
             tokio::time::sleep(pause.min(left)).await;
-        }
-    }
-}
-
-/// One attempt on the shared connection, no retry (RedLock's rounds are
-/// its retries); a broken connection is dropped for the next round.
-async fn one_shot(client: &LockClient, cmd: &redis::Cmd) -> Result<Value> {
-    let h = client
-        .inner
-        .conns
-        .shared()
-        .await
-        .map_err(LockError::Connection)?;
-    let mut con = h.con.clone();
-    match con.query(cmd).await {
-        Ok(v) => Ok(v),
-        Err(e) => {
-            if is_transport(&e) {
-                client.inner.conns.discard_shared(&h);
-            }
-            Err(LockError::Connection(e))
         }
     }
 }
@@ -366,11 +341,10 @@ impl RedLockGuard {
 
 async fn release_everywhere(masters: &[LockClient], name: &str, owner: &str) {
     let releases = masters.iter().map(|m| {
-        let mut cmd = redis::cmd("LOCK.RELEASE");
-        cmd.arg(name).arg(owner);
-        let within = m.inner.options.command_timeout;
+        let cmd = protocol::release(name, owner, None);
+        let within = m.options().command_timeout;
         async move {
-            let _ = tokio::time::timeout(within, one_shot(m, &cmd)).await;
+            let _ = tokio::time::timeout(within, m.inner.counted.one_shot(&cmd)).await;
         }
     });
     futures_util::future::join_all(releases).await;

@@ -34,9 +34,10 @@ use redis::aio::{ConnectionLike, MultiplexedConnection};
 use redis::{AsyncConnectionConfig, PushInfo, PushKind, Value};
 use tokio::sync::mpsc;
 
-use crate::client::{Entry, Inner};
-use crate::conn::{is_hold_count_zero, timeout_error};
-use crate::watchdog;
+use crate::client::Inner;
+use crate::conn::timeout_error;
+use crate::holds::Entry;
+use crate::protocol;
 
 /// The client's handle on its tracking task.
 pub(crate) struct Tracking {
@@ -201,10 +202,7 @@ async fn run(
 /// Drops entries no longer held (released or lost).
 fn prune(watched: &mut HashMap<String, Vec<Arc<Entry>>>) {
     watched.retain(|_, entries| {
-        entries.retain(|e| {
-            let state = e.state();
-            !state.retired && state.holds > 0
-        });
+        entries.retain(|e| e.state().is_held());
         !entries.is_empty()
     });
 }
@@ -234,7 +232,7 @@ fn spawn_check(inner: &Weak<Inner>, con: &MultiplexedConnection, entry: Arc<Entr
         return;
     };
     let runtime = strong.runtime.clone();
-    let timeout = strong.options.command_timeout;
+    let timeout = strong.counted.options.command_timeout;
     drop(strong);
     let inner = inner.clone();
     let mut con = con.clone();
@@ -242,21 +240,17 @@ fn spawn_check(inner: &Weak<Inner>, con: &MultiplexedConnection, entry: Arc<Entr
         // Not while an acquisition or release of this hold is under way:
         // its outcome is not recorded yet.
         let _op = entry.op.lock().await;
-        {
-            let state = entry.state();
-            if state.retired || state.holds == 0 {
-                return;
-            }
+        if !entry.state().is_held() {
+            return;
         }
-        let mut hget = redis::cmd("HGET");
-        hget.arg(&entry.name).arg(&entry.owner);
+        let hget = protocol::hold_count(&entry.name, &entry.owner);
         let reply = tokio::time::timeout(timeout, con.req_packed_command(&hget)).await;
         // Failures are left to the renewal (and a broken connection to the
         // task, which hears of it).
         if let Ok(Ok(count)) = reply {
-            if is_hold_count_zero(&count) {
+            if protocol::is_hold_count_zero(&count) {
                 if let Some(inner) = inner.upgrade() {
-                    watchdog::mark_gone(&inner, &entry, Instant::now());
+                    inner.holds.mark_gone(&entry, Instant::now());
                 }
             }
         }

@@ -173,3 +173,91 @@ async fn the_cluster_client_routes_every_lock_command_to_the_keys_node() {
     assert!(locks.force_unlock("lock:7").await.expect("force"));
     assert_eq!(got.lost().await, Lost::NotHeld);
 }
+
+#[test]
+fn the_blocking_api_takes_fenced_locks_with_a_wait_and_a_lease() {
+    let server = Server::start();
+    let client = || redis::Client::open(server.url()).expect("url");
+    let locks = blocking::LockClient::new(client()).expect("client");
+    assert!(!locks.is_cluster());
+    let a = locks.as_owner("a");
+    let b = locks.as_owner("b");
+
+    let first = a
+        .try_lock_fenced("stock", Duration::ZERO, None)
+        .expect("try")
+        .expect("free");
+    let t1 = first.token().expect("a fenced guard has a token");
+    assert!(b
+        .try_lock_fenced("stock", Duration::ZERO, None)
+        .expect("try")
+        .is_none());
+    // A waiter is handed the lock, with a larger token.
+    let waiting = {
+        let b = b.clone();
+        std::thread::spawn(move || b.try_lock_fenced("stock", Duration::from_secs(10), None))
+    };
+    poll_until(Duration::from_secs(5), "b waits", || {
+        waiter_owners(&server, "stock") == ["b"]
+    });
+    first.unlock().expect("unlock");
+    let handed = waiting
+        .join()
+        .expect("thread")
+        .expect("wait")
+        .expect("granted");
+    assert!(handed.token().expect("token") > t1);
+    handed.unlock().expect("unlock");
+
+    // With a lease: no watchdog, lost when it ends.
+    let leased = a
+        .try_lock_fenced("stock", Duration::ZERO, Some(Duration::from_millis(300)))
+        .expect("try")
+        .expect("free");
+    assert!(leased.token().is_some());
+    assert_eq!(
+        leased.wait_lost(Duration::from_secs(5)),
+        Some(Lost::LeaseExpired)
+    );
+    // A name whose counter cannot share its slot: refused before sending.
+    assert!(matches!(
+        a.try_lock_fenced("a{b", Duration::ZERO, None),
+        Err(redis_lock_client::LockError::InvalidArgument(_))
+    ));
+}
+
+#[test]
+fn the_blocking_cluster_client_takes_options() {
+    let nodes = cluster();
+    let urls: Vec<String> = nodes.iter().map(|n| n.url()).collect();
+    let lease = Duration::from_millis(900);
+    let locks = blocking::LockClient::cluster_with_options(
+        redis::cluster::ClusterClient::new(urls).expect("cluster client"),
+        Options::default().watchdog_lease(lease),
+    )
+    .expect("client");
+    assert!(locks.is_cluster());
+    let guards: Vec<_> = (0..6)
+        .map(|i| locks.lock(&format!("lock:{i}")).expect("lock"))
+        .collect();
+    for guard in &guards {
+        // The option's lease, not the default 30 s.
+        let left = guard.remaining_lease().expect("pttl").expect("held");
+        assert!(left <= lease, "{}: {left:?}", guard.name());
+    }
+    // This thread sleeps past the lease; the watchdog renews on every node.
+    std::thread::sleep(lease * 2);
+    for guard in &guards {
+        assert_eq!(guard.is_lost(), None, "{}", guard.name());
+        assert!(guard.is_held().expect("is_held"));
+    }
+    let fenced = locks
+        .try_lock_fenced("{stock}:1", Duration::ZERO, None)
+        .expect("try")
+        .expect("free");
+    assert!(fenced.token().is_some());
+    fenced.unlock().expect("unlock");
+    for guard in guards {
+        guard.unlock().expect("unlock");
+    }
+}

@@ -117,3 +117,43 @@ async fn the_fence_refuses_a_holder_whose_lock_was_taken_over() {
     expect_err(stale, "STALE", "", "the old holder's late write");
     fast.unlock().await.expect("unlock");
 }
+
+/// The client refuses a fenced lock on a name whose counter would land in
+/// another cluster slot before sending anything, with the module's rule and
+/// the module's words (`protocol::token_key` mirrors `fencing::counter_key`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn names_the_module_refuses_for_tokens_are_refused_by_the_client_in_its_words() {
+    let server = Server::start();
+    let locks = client_on(server.port, Options::default());
+    let mut con = server.connection();
+    let acquires = || server.command_stats().get("lock.acquire").copied();
+    for name in ["a{b", "{}x", "a}b"] {
+        let module = redis::cmd("LOCK.ACQUIRE")
+            .arg(name)
+            .arg("o")
+            .arg(1000)
+            .arg("TOKEN")
+            .query::<redis::Value>(&mut con);
+        let module = expect_err(module, "ERR", "TOKEN needs", name);
+        let sent = acquires();
+        let client = locks.try_lock_fenced(name, Duration::ZERO, None).await;
+        match client {
+            Err(redis_lock_client::LockError::InvalidArgument(text)) => {
+                assert_eq!(format!("ERR {text}"), module, "{name}");
+            }
+            other => panic!("{name}: expected InvalidArgument, got {other:?}"),
+        }
+        let waited = locks
+            .try_lock_fenced(name, Duration::from_secs(1), None)
+            .await;
+        assert!(waited.is_err(), "{name}: {waited:?}");
+        assert_eq!(acquires(), sent, "{name}: nothing was sent");
+    }
+    // The plain API has no counter, and no such rule.
+    let plain = locks
+        .try_lock("a{b", Duration::ZERO, None)
+        .await
+        .expect("try")
+        .expect("free");
+    plain.unlock().await.expect("unlock");
+}

@@ -463,3 +463,43 @@ async fn force_unlock_and_bad_arguments_are_reported() {
         other => panic!("{other:?}"),
     }
 }
+
+/// A lease over 100 years is refused by the client before anything is
+/// sent, as the module refuses it (`args::MAX_LEASE_MS`), in its words.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leases_over_100_years_are_refused_before_sending_as_the_module_does() {
+    let server = Server::start();
+    let locks = client_on(server.port, options());
+    let mut con = server.connection();
+    let century = Duration::from_millis(3_155_760_000_000);
+    let module = redis::cmd("LOCK.ACQUIRE")
+        .arg("x")
+        .arg("o")
+        .arg(century.as_millis() as u64 + 1)
+        .query::<Value>(&mut con);
+    let module = expect_err(module, "ERR", "at most", "a lease of 100 years and 1 ms");
+    let words = module.trim_start_matches("ERR ");
+    let acquires = || server.command_stats().get("lock.acquire").copied();
+    let sent = acquires();
+    for lease in [century + Duration::from_millis(1), Duration::MAX] {
+        match locks.try_lock("x", Duration::ZERO, Some(lease)).await {
+            Err(LockError::InvalidArgument(text)) => {
+                assert!(text.contains(words), "{text:?} says {words:?}")
+            }
+            other => panic!("{lease:?}: expected InvalidArgument, got {other:?}"),
+        }
+    }
+    assert_eq!(acquires(), sent, "nothing was sent");
+    let watchdog = redis_lock_client::LockClient::with_options(
+        redis::Client::open(server.url()).expect("url"),
+        options().watchdog_lease(century + Duration::from_secs(1)),
+    );
+    assert!(matches!(watchdog, Err(LockError::InvalidArgument(_))));
+    // 100 years exactly is a lease like any other.
+    let guard = locks
+        .try_lock("x", Duration::ZERO, Some(century))
+        .await
+        .expect("try")
+        .expect("free");
+    guard.unlock().await.expect("unlock");
+}

@@ -143,9 +143,11 @@ async fn an_unacknowledged_grant_is_undone_and_reported_not_held() {
     let err = locks.lock("s").await.expect_err("not synced");
     let took = started.elapsed();
     match &err {
-        LockError::NotSynced { name, detail } => {
+        LockError::NotSynced { name, detail, .. } => {
             assert_eq!(name, "s");
             assert!(detail.starts_with("NOSYNC"), "{detail}");
+            let cause = std::error::Error::source(&err).map(|e| e.to_string());
+            assert!(cause.is_some_and(|c| c.contains("NOSYNC")), "{err:?}");
         }
         other => panic!("expected NotSynced, got {other:?}"),
     }

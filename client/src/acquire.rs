@@ -1,0 +1,424 @@
+//! Taking a lock: the one acquisition path every API uses (`lock`,
+//! `try_lock`, their fenced and blocking forms, `MultiLock`).
+//!
+//! An acquisition first tries once on the shared connection, then, if the
+//! lock is busy and the caller waits, queues on the server with
+//! `LOCK.ACQUIRE ... WAIT` on a connection of its own (a blocked connection
+//! cannot carry other commands). Either send may break in transit: the
+//! hold count decides whether it ran (`counted.rs`). It runs in a task of
+//! its own, so a caller that stops waiting cannot leave a lock behind
+//! ([`LockClient::abandon`]).
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::client::LockClient;
+use crate::conn::{ClientId, Handle};
+use crate::counted::{Outcome, Ran, Sent};
+use crate::error::{refused, LockError, Result};
+use crate::guard::LockGuard;
+use crate::holds::{later, lease_end, Entry, Lost};
+use crate::protocol::{self, Acquired};
+
+/// How long to wait for a held lock.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Wait {
+    No,
+    For(Duration),
+    Forever,
+}
+
+impl From<Duration> for Wait {
+    /// A zero wait is one attempt.
+    fn from(wait: Duration) -> Wait {
+        if wait.is_zero() {
+            Wait::No
+        } else {
+            Wait::For(wait)
+        }
+    }
+}
+
+/// What a caller asks for: one acquisition's arguments.
+#[derive(Debug)]
+pub(crate) struct Ask {
+    pub(crate) name: String,
+    pub(crate) owner: String,
+    /// The caller's lease (no watchdog); None: the watchdog's, renewed.
+    pub(crate) lease: Option<Duration>,
+    pub(crate) wait: Wait,
+    /// With a fencing token (`TOKEN`).
+    pub(crate) fenced: bool,
+}
+
+/// When a grant's lease ends on the server, as far as the client can tell
+/// ([`LockClient::grant_expiry`]).
+enum Expiry {
+    /// No earlier than this.
+    Until(Instant),
+    /// The lease could not be measured: about then, to be confirmed by a
+    /// renewal at once.
+    Unmeasured(Instant),
+    /// The owner no longer held the lock when its lease was measured.
+    Gone,
+}
+
+/// What an acquisition in progress has done, for [`LockClient::abandon`].
+#[derive(Default)]
+struct Progress {
+    /// The entry whose operation lock it took, and the count it found.
+    entry: Option<Arc<Entry>>,
+    known: u64,
+    /// Set once a `WAIT` went out on a connection of its own: that
+    /// connection's `CLIENT ID`, if known.
+    waiting: Option<Option<ClientId>>,
+    /// The shared connection the last acquire without `WAIT` went out on.
+    /// A clean-up reads behind it there, or fences it: the shared slot may
+    /// hold another connection by then, one not ordered after the acquire.
+    sent_on: Option<Handle>,
+}
+
+type Tracker = Arc<Mutex<Progress>>;
+
+fn progress(tracker: &Tracker) -> std::sync::MutexGuard<'_, Progress> {
+    // Plain assignments only: a poisoned lock holds whole values.
+    tracker
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// One acquisition's fixed parts, for its waiting half.
+struct Request<'a> {
+    entry: &'a Arc<Entry>,
+    /// The entry's hold count before this acquisition.
+    known: u64,
+    lease: Duration,
+    lease_ms: u64,
+    /// Whether the watchdog keeps the lock (no caller-given lease).
+    watchdog: bool,
+    fenced: bool,
+    sync: Option<(u32, u64)>,
+    deadline: Option<Instant>,
+}
+
+impl LockClient {
+    /// Takes `name` for `owner`: the one acquisition path every API uses.
+    ///
+    /// The work runs in a task of its own, so a caller that stops waiting
+    /// (its future dropped by a `timeout` or `select!`) cannot leave a lock
+    /// behind: the task then finds out whether the server granted the lock
+    /// meanwhile and, if so, gives it back ([`LockClient::abandon`]). A
+    /// grant that completes after the caller left is released the same way,
+    /// through its guard's drop.
+    pub(crate) async fn acquire_as(&self, ask: Ask) -> Result<Option<LockGuard>> {
+        let (mut reply, caller) = tokio::sync::oneshot::channel();
+        let this = self.clone();
+        self.inner.runtime.spawn(async move {
+            let tracker: Tracker = Arc::default();
+            let finished = tokio::select! {
+                biased;
+                result = this.acquire_inner(&ask, &tracker) => {
+                    Some(result)
+                }
+                () = reply.closed() => None,
+            };
+            match finished {
+                // If the caller left meanwhile, the guard comes back here
+                // and its drop releases the lock.
+                Some(result) => drop(reply.send(result)),
+                None => this.abandon(&tracker).await,
+            }
+        });
+        // `caller` only errs if the task was dropped: the runtime shut down.
+        caller.await.unwrap_or_else(|_| {
+            Err(LockError::Runtime(std::io::Error::other(
+                "the client's runtime shut down during the acquisition",
+            )))
+        })
+    }
+
+    /// Cleans up after a caller that stopped waiting for an acquisition:
+    /// the acquisition's future has been dropped (releasing the entry's
+    /// operation lock) at any point. A grant it made but did not record
+    /// shows as `known + 1` on the server, and is released.
+    async fn abandon(&self, tracker: &Tracker) {
+        let (entry, known, waiting, sent_on) = {
+            let p = progress(tracker);
+            (p.entry.clone(), p.known, p.waiting, p.sent_on.clone())
+        };
+        let Some(entry) = entry else {
+            return; // nothing was sent
+        };
+        let _op = entry.op.lock().await;
+        if entry.state().holds() != known {
+            return; // the grant was recorded: its guard releases it
+        }
+        let counted = &self.inner.counted;
+        let (name, owner) = (entry.name.as_str(), entry.owner.as_str());
+        let found = match (waiting, sent_on) {
+            // A WAIT was in flight on its own connection: kill it (or wait
+            // for the server to drop it), then look.
+            (Some(dead), _) => counted.read_back(dead, true, name, owner).await,
+            // Read on the connection the acquire went out on, after it,
+            // even if the shared slot moved on to another connection: a
+            // read elsewhere could come before an acquire still delayed in
+            // the network, which would then take the lock for nobody.
+            (None, Some(h)) => counted.read_behind(&h, name, owner).await,
+            (None, None) => Ok(known), // nothing was sent
+        };
+        if found == Ok(known + 1) {
+            let release = protocol::release(name, owner, None);
+            let within = counted.options.command_timeout;
+            let _ = counted
+                .run(&release, name, owner, (known + 1, known), &|_| {}, within)
+                .await;
+        }
+        if known == 0 {
+            self.inner.holds.retire(&entry);
+        }
+    }
+
+    async fn acquire_inner(&self, ask: &Ask, tracker: &Tracker) -> Result<Option<LockGuard>> {
+        let started = Instant::now();
+        let (name, owner) = (ask.name.as_str(), ask.owner.as_str());
+        let (lease, wait, fenced) = (ask.lease, ask.wait, ask.fenced);
+        let counted = &self.inner.counted;
+        let options = &counted.options;
+        let watchdog = lease.is_none();
+        let lease = lease.unwrap_or(options.watchdog_lease);
+        let lease_ms = protocol::lease_ms(lease)?;
+        let sync = options.sync_args()?;
+        if owner.is_empty() {
+            return Err(LockError::InvalidArgument(
+                "an owner id must not be empty".into(),
+            ));
+        }
+        if fenced {
+            // Refused before anything is sent, as the module would.
+            protocol::token_key(name)?;
+        }
+        let deadline = match wait {
+            Wait::No => Some(started),
+            // A wait too long for the clock to represent is a wait forever.
+            Wait::For(d) => started.checked_add(d),
+            Wait::Forever => None,
+        };
+        loop {
+            let entry = self.inner.holds.entry(name, owner);
+            let _op = entry.op.lock().await;
+            let (retired, known) = {
+                let state = entry.state();
+                (state.is_retired(), state.holds())
+            };
+            if retired {
+                continue; // released or lost meanwhile: take a fresh entry
+            }
+            {
+                let mut p = progress(tracker);
+                p.entry = Some(entry.clone());
+                p.known = known;
+            }
+
+            // One attempt without waiting, on the shared connection.
+            let sent = Instant::now();
+            let cmd = protocol::acquire(name, owner, lease_ms, None, fenced, sync);
+            // The module answers a synced grant once replicas acknowledged
+            // it, or undid it: up to the sync timeout later.
+            let within = options.command_timeout + options.sync_time();
+            let record = |h: &Handle| progress(tracker).sent_on = Some(h.clone());
+            let acquired = match counted
+                .run(&cmd, name, owner, (known, known + 1), &record, within)
+                .await?
+            {
+                Outcome::Reply(v) => protocol::parse_acquire(v, fenced)?,
+                Outcome::AppliedUnseen if fenced => {
+                    Acquired::Granted(counted.read_token(name).await?)
+                }
+                Outcome::AppliedUnseen => Acquired::Granted(None),
+            };
+            if let Acquired::Granted(token) = acquired {
+                let expiry = self.grant_expiry(name, owner, sent, lease).await;
+                return Ok(Some(self.granted(&entry, expiry, watchdog, token)));
+            }
+            if matches!(wait, Wait::No) {
+                return Ok(None);
+            }
+            let request = Request {
+                entry: &entry,
+                known,
+                lease,
+                lease_ms,
+                watchdog,
+                fenced,
+                sync,
+                deadline,
+            };
+            return self.wait_for(&request, tracker).await;
+        }
+    }
+
+    /// The waiting half of an acquisition: `LOCK.ACQUIRE ... WAIT` on a
+    /// connection of its own, with the reply awaited a margin longer than
+    /// the wait. Called with the entry's operation lock held.
+    async fn wait_for(
+        &self,
+        request: &Request<'_>,
+        tracker: &Tracker,
+    ) -> Result<Option<LockGuard>> {
+        let counted = &self.inner.counted;
+        let options = &counted.options;
+        let entry = request.entry;
+        let (name, owner) = (entry.name.as_str(), entry.owner.as_str());
+        let mut attempts = 0;
+        loop {
+            let remaining = match request.deadline {
+                Some(d) => {
+                    let left = d.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        return Ok(None);
+                    }
+                    Some(left)
+                }
+                None => None,
+            };
+            // WAIT 0 waits forever, as BLPOP.
+            let cmd = protocol::acquire(
+                name,
+                owner,
+                request.lease_ms,
+                Some(remaining.map_or(0, protocol::wait_ms)),
+                request.fenced,
+                request.sync,
+            );
+            let h = match counted.conns.dedicated().await {
+                Ok(h) => h,
+                Err(e) => {
+                    counted.retry(&mut attempts, e).await?;
+                    continue;
+                }
+            };
+            progress(tracker).waiting = Some(h.id);
+            let sent = Instant::now();
+            // A grant at the wait's end may still wait for replicas.
+            let within = remaining.map(|left| left + options.wait_margin + options.sync_time());
+            let failure = match counted.send(&h, &cmd, within).await {
+                Sent::Reply(v) => {
+                    counted.conns.give_back(h);
+                    return match protocol::parse_acquire(v, request.fenced)? {
+                        Acquired::Granted(token) => {
+                            Ok(Some(self.grant(request, sent, token).await))
+                        }
+                        Acquired::Busy => Ok(None),
+                    };
+                }
+                Sent::Refused(e) => {
+                    // An error reply: the connection is still in order.
+                    counted.conns.give_back(h);
+                    return Err(refused(name, e));
+                }
+                // Broken, or the server stopped being the master (a wait
+                // ended by a failover): look, as for a break, and queue
+                // again (through Sentinel, on the new master).
+                Sent::WrongRole(e) | Sent::Broken(e) => e,
+            };
+            // The connection broke while waiting: was the lock granted at
+            // that instant? Close and kill the waiter's connection, then look.
+            let dead = h.id;
+            drop(h);
+            let counts = (request.known, request.known + 1);
+            match counted
+                .ran(failure, dead, true, name, owner, counts)
+                .await?
+            {
+                Ran::Yes => {
+                    let token = if request.fenced {
+                        counted.read_token(name).await?
+                    } else {
+                        None
+                    };
+                    return Ok(Some(self.grant(request, sent, token).await));
+                }
+                Ran::No(failure) => counted.retry(&mut attempts, failure).await?,
+            }
+        }
+    }
+
+    /// Records the grant of a wait sent at `sent`, and makes its guard.
+    async fn grant(&self, request: &Request<'_>, sent: Instant, token: Option<i64>) -> LockGuard {
+        let entry = request.entry;
+        let expiry = self
+            .grant_expiry(&entry.name, &entry.owner, sent, request.lease)
+            .await;
+        self.granted(entry, expiry, request.watchdog, token)
+    }
+
+    /// When the lease of a grant to `owner`, asked for at `sent`, ends on
+    /// the server at the earliest.
+    ///
+    /// The server started the lease when it granted the lock: no earlier
+    /// than `sent`, no later than now (the reply's arrival). Counting from
+    /// `sent` is safe, and it is what a grant answered at once gets. A
+    /// grant that took a third of the lease or more to arrive (a wait
+    /// handed the lock over late, a slow server, retries) would be due for
+    /// renewal, or even expired, on arrival by that count: a lock held
+    /// fresh would be reported lost and never renewed. Its lease is
+    /// measured instead: `LOCK.INFO`, sent at `asked`, shows the lease left
+    /// at some instant after `asked`, so the lease ends no earlier than
+    /// `asked` + that, again a safe bound, and a tight one.
+    async fn grant_expiry(
+        &self,
+        name: &str,
+        owner: &str,
+        sent: Instant,
+        lease: Duration,
+    ) -> Expiry {
+        let received = Instant::now();
+        if sent
+            .checked_add(lease / 3)
+            .is_some_and(|due| received < due)
+        {
+            return Expiry::Until(lease_end(sent, lease));
+        }
+        let asked = Instant::now();
+        let info = self.inner.counted.simple(&protocol::info(name)).await;
+        match info.map(|v| protocol::info_lease_left(&v, owner)) {
+            Ok(Some(Some(left))) => Expiry::Until(lease_end(asked, left.min(lease))),
+            Ok(Some(None)) => Expiry::Gone,
+            // The lease could not be measured. The grant is certain and a
+            // few moments old, so it is not reported lost: its lease is
+            // counted from the reply's arrival (later than the server's
+            // start by the reply's transit only) and the watchdog renews it
+            // at once, which restores a safe count.
+            Ok(None) | Err(_) => Expiry::Unmeasured(later(received, lease)),
+        }
+    }
+
+    /// Records a grant (called with the entry's operation lock held) and
+    /// makes its guard.
+    fn granted(
+        &self,
+        entry: &Arc<Entry>,
+        expiry: Expiry,
+        watchdog: bool,
+        token: Option<i64>,
+    ) -> LockGuard {
+        let now = Instant::now();
+        let (expires, renew_now) = match expiry {
+            Expiry::Until(at) => (at, false),
+            Expiry::Unmeasured(at) => (at, true),
+            Expiry::Gone => (now, true),
+        };
+        let renewed_to = watchdog.then_some(self.inner.counted.options.watchdog_lease);
+        entry.state().granted(expires, renewed_to, renew_now, now);
+        self.start_watchdog();
+        self.inner.wake.notify_one();
+        let guard = LockGuard::new(self.clone(), entry.clone(), token);
+        if matches!(expiry, Expiry::Gone) {
+            // Forced or deleted between the grant and the measurement.
+            self.inner.holds.mark_lost(entry, Lost::NotHeld);
+        } else if let Some(tracking) = &self.inner.tracking {
+            tracking.watch(entry);
+        }
+        guard
+    }
+}
