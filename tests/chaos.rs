@@ -90,8 +90,6 @@
 //! `make test-chaos` runs 60 s per server (see the Makefile), and prints
 //! a summary per run.
 
-mod common;
-
 #[path = "chaos/checker.rs"]
 mod checker;
 #[path = "chaos/cluster.rs"]
@@ -110,8 +108,8 @@ use rand::{Rng, SeedableRng};
 
 use checker::Report;
 use cluster::Cluster;
-use common::server_binary;
 use nemesis::Action;
+use redis_lock_test_support::server_binary;
 use worker::{history_key, Shared, WorkerConfig};
 
 const LEASE_MS: i64 = 2000;

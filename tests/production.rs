@@ -1,12 +1,10 @@
 //! Production fit: ACLs, configuration, INFO, COMMAND DOCS.
 
-mod common;
-
 use std::time::Duration;
 
-use common::raw::RawClient;
-use common::*;
 use redis::{Connection, Value};
+use redis_lock_test_support::raw::{RawClient, Resp};
+use redis_lock_test_support::*;
 
 fn as_user(server: &Server, user: &str, password: &str) -> Connection {
     let mut con = server.connection();
@@ -323,7 +321,7 @@ fn info_lock_counts_what_happened() {
     acquire(&mut con, "k", "b", 30_000);
     let mut timed_out = RawClient::connect(server.port);
     timed_out.send(&["LOCK.ACQUIRE", "k", "c", "1000", "WAIT", "20"]);
-    assert!(matches!(timed_out.read(), common::raw::Resp::Int(_)));
+    assert!(matches!(timed_out.read(), Resp::Int(_)));
     let mut waiter = RawClient::connect(server.port);
     waiter.send(&["LOCK.ACQUIRE", "k", "d", "1000", "WAIT", "0"]);
     poll_until(Duration::from_secs(5), "one waiting client", || {

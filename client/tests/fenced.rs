@@ -2,15 +2,13 @@
 //! grow (re-entry, hand-off, a lost reply), and `LOCK.FENCE` on the
 //! resource's side refuses a holder whose lock was taken over.
 
-#[path = "../../tests/common/mod.rs"]
-mod common;
 mod support;
 
 use std::time::Duration;
 
-use common::*;
 use redis_lock_client::Options;
-use support::{client_on, queue_becomes, Proxy};
+use redis_lock_test_support::*;
+use support::{client_on, Proxy};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fenced_grants_carry_growing_tokens() {

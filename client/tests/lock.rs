@@ -6,19 +6,17 @@
 // which is its purpose.
 #![allow(clippy::await_holding_lock)]
 
-#[path = "../../tests/common/mod.rs"]
-mod common;
 mod support;
 
 use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::redisson::{script_acquire, script_unlock, ACQUIRE_HINCRBY};
-use common::*;
 use redis::Value;
 use redis_lock_client::{LockError, Lost, Options};
-use support::{client_on, eventually, queue_becomes};
+use redis_lock_test_support::redisson::{script_acquire, script_unlock, ACQUIRE_HINCRBY};
+use redis_lock_test_support::*;
+use support::client_on;
 
 fn options() -> Options {
     Options::default()

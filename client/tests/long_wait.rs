@@ -7,15 +7,13 @@
 // binary; holding it across awaits blocks only the other tests' threads.
 #![allow(clippy::await_holding_lock)]
 
-#[path = "../../tests/common/mod.rs"]
-mod common;
 mod support;
 
 use std::time::{Duration, Instant};
 
-use common::*;
 use redis_lock_client::{blocking, LockError, Lost, MultiLock, Options};
-use support::{client_on, queue_becomes};
+use redis_lock_test_support::*;
+use support::client_on;
 
 /// The watchdog lease of these tests: short, so a wait of 1.5 of it is quick.
 const LEASE: Duration = Duration::from_millis(1000);

@@ -6,14 +6,12 @@
 // which is its purpose.
 #![allow(clippy::await_holding_lock)]
 
-#[path = "../../tests/common/mod.rs"]
-mod common;
 mod support;
 
 use std::time::{Duration, Instant};
 
-use common::*;
 use redis_lock_client::{LockClient, MultiLock, Options, RedLock};
+use redis_lock_test_support::*;
 use support::client_on;
 
 fn clients(servers: &[Server]) -> Vec<LockClient> {
@@ -77,7 +75,7 @@ async fn a_multilock_over_three_servers_rolls_back_a_partial_grant() {
         tokio::spawn(async move { multi.try_lock(Duration::from_secs(10), None).await })
     };
     let third = &servers[2];
-    support::eventually(Duration::from_secs(5), "queued for the third", || {
+    eventually(Duration::from_secs(5), "queued for the third", || {
         waiter_owners(third, "account:3").len() == 1
     })
     .await;

@@ -3,16 +3,14 @@
 //! ran (its reply is swallowed), or right before (it never ran). The
 //! library must end with the hold count the caller believes in.
 
-#[path = "../../tests/common/mod.rs"]
-mod common;
 mod support;
 
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use common::*;
 use redis_lock_client::Options;
-use support::{client_on, eventually, queue_becomes, Proxy};
+use redis_lock_test_support::*;
+use support::{client_on, Proxy};
 
 fn count(server: &Server, key: &str, owner: &str) -> Vec<(String, String)> {
     let _ = owner;
@@ -20,10 +18,6 @@ fn count(server: &Server, key: &str, owner: &str) -> Vec<(String, String)> {
 }
 
 /// How many times the server executed `command` (commandstats name).
-fn calls(server: &Server, command: &str) -> u64 {
-    server.command_stats().get(command).copied().unwrap_or(0)
-}
-
 fn held(owner: &str, n: u64) -> Vec<(String, String)> {
     vec![(owner.to_string(), n.to_string())]
 }

@@ -5,15 +5,13 @@
 // binary; holding it across awaits blocks only the other tests' threads.
 #![allow(clippy::await_holding_lock)]
 
-#[path = "../../tests/common/mod.rs"]
-mod common;
 mod support;
 
 use std::time::{Duration, Instant};
 
-use common::*;
 use redis_lock_client::{blocking, LockError, Options};
-use support::{client_on, queue_becomes};
+use redis_lock_test_support::*;
+use support::client_on;
 
 const SYNC_TIMEOUT: Duration = Duration::from_millis(300);
 
@@ -64,7 +62,7 @@ impl Drop for Frozen<'_> {
 /// undoes the grant on its next timer tick (about a millisecond later).
 async fn undone(server: &Server, key: &str) {
     let what = format!("the grant of {key} was undone");
-    support::eventually(Duration::from_millis(100), &what, || {
+    eventually(Duration::from_millis(100), &what, || {
         !exists(&mut server.connection(), key)
     })
     .await;

@@ -1,6 +1,6 @@
 //! Redis Sentinel processes for tests: `N` sentinels on free loopback ports
 //! monitoring one master, each in its own temporary directory (Sentinel
-//! rewrites its config file there), killed on drop like a [`Server`].
+//! rewrites its config file there), killed on drop like a [`Server`](crate::Server).
 //!
 //! They run the same binary as the servers (`$REDIS_SERVER ... --sentinel`),
 //! which works for Redis 7.0, Redis 8 and Valkey. Timings are small so that a
@@ -19,10 +19,9 @@ use std::time::{Duration, Instant};
 
 use redis::{Connection, RedisResult, Value};
 
-use super::{
-    as_string, free_port, info_field, map_pairs, poll_until, server_binary, TestDir, IO_TIMEOUT,
-    STARTUP_TIMEOUT,
-};
+use crate::reply::{as_string, map_pairs};
+use crate::server::{free_port, info_field, server_binary, TestDir, IO_TIMEOUT, STARTUP_TIMEOUT};
+use crate::timing::poll_until;
 
 /// What the sentinels monitor, and how fast they act.
 #[derive(Clone, Debug)]
