@@ -90,13 +90,9 @@
 //! `make test-chaos` runs 60 s per server (see the Makefile), and prints
 //! a summary per run.
 
-#[path = "chaos/checker.rs"]
 mod checker;
-#[path = "chaos/cluster.rs"]
 mod cluster;
-#[path = "chaos/nemesis.rs"]
 mod nemesis;
-#[path = "chaos/worker.rs"]
 mod worker;
 
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
