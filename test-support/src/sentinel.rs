@@ -20,7 +20,9 @@ use std::time::{Duration, Instant};
 use redis::{Connection, RedisResult, Value};
 
 use crate::reply::{as_string, map_pairs};
-use crate::server::{free_port, info_field, server_binary, TestDir, IO_TIMEOUT, STARTUP_TIMEOUT};
+use crate::server::{
+    connect, free_port, info_field, server_binary, show_log_tail, TestDir, STARTUP_TIMEOUT,
+};
 use crate::timing::poll_until;
 
 /// What the sentinels monitor, and how fast they act.
@@ -130,7 +132,7 @@ impl Sentinel {
                     }
                     panic!("sentinel exited at startup ({status}) on port {port}; log:\n{text}");
                 }
-                if let Ok(mut con) = connect(port) {
+                if let Ok(mut con) = connect(port, false) {
                     if let Ok(info) = redis::cmd("INFO").arg("server").query::<String>(&mut con) {
                         if info_field(&info, "process_id").as_deref() == Some(pid.as_str()) {
                             break Ok(());
@@ -168,7 +170,7 @@ impl Sentinel {
 
     /// A connection with read/write timeouts.
     pub fn connection(&self) -> RedisResult<Connection> {
-        connect(self.port)
+        connect(self.port, false)
     }
 
     /// The sentinel's log so far.
@@ -215,14 +217,7 @@ impl Sentinel {
 impl Drop for Sentinel {
     fn drop(&mut self) {
         if std::thread::panicking() {
-            let log = self.log();
-            let tail: Vec<&str> = log.lines().rev().take(30).collect();
-            let tail: Vec<&str> = tail.into_iter().rev().collect();
-            eprintln!(
-                "---- sentinel on port {} log tail ----\n{}\n----",
-                self.port,
-                tail.join("\n")
-            );
+            show_log_tail(&format!("sentinel on port {}", self.port), &self.log(), 30);
         }
         self.kill();
     }
@@ -328,12 +323,4 @@ impl Sentinel {
             .count()
             .to_string()
     }
-}
-
-fn connect(port: u16) -> RedisResult<Connection> {
-    let client = redis::Client::open(format!("redis://127.0.0.1:{port}/"))?;
-    let con = client.get_connection_with_timeout(Duration::from_secs(2))?;
-    con.set_read_timeout(Some(IO_TIMEOUT))?;
-    con.set_write_timeout(Some(IO_TIMEOUT))?;
-    Ok(con)
 }

@@ -478,18 +478,19 @@ impl Server {
 impl Drop for Server {
     fn drop(&mut self) {
         if std::thread::panicking() {
-            let log = self.log();
-            let tail: Vec<&str> = log.lines().rev().take(40).collect();
-            let tail: Vec<&str> = tail.into_iter().rev().collect();
-            eprintln!(
-                "---- redis-server on port {} ({:?}) log tail ----\n{}\n----",
-                self.port,
-                self.options,
-                tail.join("\n")
-            );
+            let what = format!("redis-server on port {} ({:?})", self.port, self.options);
+            show_log_tail(&what, &self.log(), 40);
         }
         self.crash();
     }
+}
+
+/// Prints the last `lines` lines of `what`'s `log` to stderr: a failing test
+/// shows what its servers said last.
+pub(crate) fn show_log_tail(what: &str, log: &str, lines: usize) {
+    let tail: Vec<&str> = log.lines().rev().take(lines).collect();
+    let tail: Vec<&str> = tail.into_iter().rev().collect();
+    eprintln!("---- {what} log tail ----\n{}\n----", tail.join("\n"));
 }
 
 /// The command line of every server the tests start: `port` on loopback
@@ -571,7 +572,8 @@ pub fn startup_refused(options: Options) -> String {
     }
 }
 
-fn connect(port: u16, resp3: bool) -> RedisResult<Connection> {
+/// A connection to `127.0.0.1:port` with read and write timeouts.
+pub(crate) fn connect(port: u16, resp3: bool) -> RedisResult<Connection> {
     let url = if resp3 {
         format!("redis://127.0.0.1:{port}/?protocol=resp3")
     } else {
