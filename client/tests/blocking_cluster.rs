@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use redis::Value;
 use redis_lock_client::{blocking, LockClient, Lost, Options};
 use redis_lock_test_support::*;
+use support::handed_to;
 
 #[test]
 fn the_blocking_api_locks_per_thread_and_its_watchdog_runs_alone() {
@@ -118,11 +119,7 @@ async fn the_cluster_client_routes_every_lock_command_to_the_keys_node() {
     for guard in guards {
         guard.unlock().await.expect("unlock");
     }
-    let got = waiting
-        .await
-        .expect("task")
-        .expect("wait")
-        .expect("granted");
+    let got = handed_to(waiting).await;
     assert_eq!(got.owner(), "waiter");
     assert!(locks.force_unlock("lock:7").await.expect("force"));
     assert_eq!(got.lost().await, Lost::NotHeld);

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use redis_lock_client::{LockClient, MultiLock, Options, RedLock};
 use redis_lock_test_support::*;
-use support::client_on;
+use support::{client_on, handed_to};
 
 fn clients(servers: &[Server]) -> Vec<LockClient> {
     servers
@@ -80,11 +80,7 @@ async fn a_multilock_over_three_servers_rolls_back_a_partial_grant() {
     })
     .await;
     blocker.unlock().await.expect("unlock");
-    let all = waiting
-        .await
-        .expect("task")
-        .expect("try")
-        .expect("all three");
+    let all = handed_to(waiting).await;
     for (server, (guard, key)) in
         servers.iter().zip(
             all.guards()

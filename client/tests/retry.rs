@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use redis_lock_client::Options;
 use redis_lock_test_support::*;
-use support::{client_on, Proxy};
+use support::{client_on, handed_to, Proxy};
 
 fn count(server: &Server, key: &str, owner: &str) -> Vec<(String, String)> {
     let _ = owner;
@@ -141,11 +141,7 @@ async fn grant_at_the_cut_is_adopted(
     holder.unlock().await.expect("unlock");
     // The server hands the lock to the waiter; the proxy swallows the reply
     // and cuts.
-    let guard = waiting
-        .await
-        .expect("task")
-        .expect("no error")
-        .expect("the grant is adopted");
+    let guard = handed_to(waiting).await;
     assert_eq!(proxy.cuts.load(Ordering::SeqCst), 1);
     assert_eq!(count(server, "k", "waiter"), held("waiter", 1));
     assert!(guard.is_held().await.expect("is_held"));
@@ -168,11 +164,7 @@ async fn a_wait_cut_before_any_grant_waits_again() {
     queue_becomes(&server, "k", &["waiter"]).await;
     assert_eq!(proxy.cuts.load(Ordering::SeqCst), 1);
     holder.unlock().await.expect("unlock");
-    let guard = waiting
-        .await
-        .expect("task")
-        .expect("wait")
-        .expect("granted");
+    let guard = handed_to(waiting).await;
     assert_eq!(count(&server, "k", "waiter"), held("waiter", 1));
     guard.unlock().await.expect("unlock");
 }

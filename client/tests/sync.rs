@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use redis_lock_client::{blocking, LockError, Options};
 use redis_lock_test_support::*;
-use support::client_on;
+use support::{client_on, handed_to};
 
 const SYNC_TIMEOUT: Duration = Duration::from_millis(300);
 
@@ -98,11 +98,7 @@ async fn a_synced_grant_succeeds_with_a_live_replica_through_every_api() {
     };
     queue_becomes(&master, "s", &["waiter"]).await;
     holder.unlock().await.expect("holder unlocks");
-    let guard = waiting
-        .await
-        .expect("task")
-        .expect("try_lock")
-        .expect("handed over");
+    let guard = handed_to(waiting).await;
     assert!(holder_is(&mut replica.connection(), "s", "waiter"));
     guard.unlock().await.expect("unlock");
 
@@ -208,11 +204,7 @@ async fn an_unacknowledged_hand_off_is_undone_and_the_lock_handed_on() {
         Err(LockError::NotSynced { name, .. }) => assert_eq!(name, "s"),
         other => panic!("expected NotSynced, got {other:?}"),
     }
-    let next = second
-        .await
-        .expect("task")
-        .expect("try_lock")
-        .expect("handed on to the next waiter");
+    let next = handed_to(second).await;
     assert!(holder_is(&mut master.connection(), "s", "next"));
     next.unlock().await.expect("unlock");
     drop(frozen);

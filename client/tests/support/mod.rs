@@ -239,3 +239,16 @@ fn pump(
     let _ = server.shutdown(Shutdown::Both);
     let _ = back.join();
 }
+
+/// Awaits a spawned wait (`try_lock`, a MultiLock's `try_lock`) that must
+/// end in a grant: the task ended, the wait answered without an error, and
+/// it was granted. Its guard.
+pub async fn handed_to<G, E: std::fmt::Debug>(
+    waiting: tokio::task::JoinHandle<Result<Option<G>, E>>,
+) -> G {
+    waiting
+        .await
+        .expect("the waiting task ends")
+        .expect("the wait answers without an error")
+        .expect("the wait is granted")
+}
