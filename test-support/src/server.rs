@@ -352,23 +352,24 @@ impl Server {
         std::fs::read_to_string(self.dir.join("redis.log")).unwrap_or_default()
     }
 
-    /// One `INFO <section>` field.
-    pub fn info(&self, section: &str, field: &str) -> Option<String> {
-        let text: String = redis::cmd("INFO")
+    /// The text of `INFO <section>`.
+    pub fn info_section(&self, section: &str) -> String {
+        redis::cmd("INFO")
             .arg(section)
             .query(&mut self.connection())
-            .expect("INFO");
-        info_field(&text, field)
+            .unwrap_or_else(|e| panic!("INFO {section}: {e}"))
+    }
+
+    /// One `INFO <section>` field.
+    pub fn info(&self, section: &str, field: &str) -> Option<String> {
+        info_field(&self.info_section(section), field)
     }
 
     /// The `lock_stats` INFO section as field -> value (fields keep their
     /// `lock_` prefix, e.g. `lock_acquired`).
     pub fn lock_stats(&self) -> HashMap<String, u64> {
-        let text: String = redis::cmd("INFO")
-            .arg("lock_stats")
-            .query(&mut self.connection())
-            .expect("INFO lock_stats");
-        text.lines()
+        self.info_section("lock_stats")
+            .lines()
             .filter_map(|line| line.split_once(':'))
             .filter_map(|(k, v)| {
                 v.trim()
@@ -381,11 +382,8 @@ impl Server {
 
     /// `INFO commandstats` as command name (lower case, e.g. `lock.acquire`) -> calls.
     pub fn command_stats(&self) -> HashMap<String, u64> {
-        let text: String = redis::cmd("INFO")
-            .arg("commandstats")
-            .query(&mut self.connection())
-            .expect("INFO commandstats");
-        text.lines()
+        self.info_section("commandstats")
+            .lines()
             .filter_map(|line| line.strip_prefix("cmdstat_"))
             .filter_map(|line| line.split_once(':'))
             .map(|(name, rest)| {
