@@ -42,7 +42,7 @@ help:
 	@echo "                     -- -D warnings -D clippy::undocumented_unsafe_blocks (every unsafe block says why)"
 	@echo "make servers        fetch Redis 8.2.3 and Valkey 9.1.2 into .cache/servers/"
 	@echo "make test-matrix    integration tests (module and client library) on Redis 7.0.15, Redis 8.2.3 and Valkey 9.1.2"
-	@echo "make test-chaos     the chaos test (tests/chaos.rs: Sentinel failovers, a nemesis, a history checker)"
+	@echo "make test-chaos     the chaos test (tests/chaos/: Sentinel failovers, a nemesis, a history checker)"
 	@echo "                     for CHAOS_SECS=60 s per mode on each matrix server, CHAOS_RUNS=1 times;"
 	@echo "                     replay one run with CHAOS_SEED=<seed it printed>"
 	@echo "make bench          contention: this module vs Redisson's protocol, redis-py Lock, python-redis-lock"

@@ -2,13 +2,11 @@
 //! message, keyspace notifications, configs, INFO counters, command metadata,
 //! and the commands inside MULTI/EXEC and Lua.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::redisson::ACQUIRE_HINCRBY;
-use common::*;
 use redis::Value;
+use redis_lock_test_support::redisson::ACQUIRE_HINCRBY;
+use redis_lock_test_support::*;
 
 const LEASE: i64 = 30_000;
 

@@ -8,13 +8,11 @@
 //! the pause ends the queued hand-offs happen at once, in FIFO order, with
 //! nobody barging.
 
-mod common;
-
 use std::time::Duration;
 
-use common::raw::{RawClient, Resp};
-use common::*;
 use redis::{Connection, Value};
+use redis_lock_test_support::raw::{RawClient, Resp};
+use redis_lock_test_support::*;
 
 /// Reads a waiter's reply, which must not arrive before `not_before` (unix
 /// ms); returns it with how long after `not_before` it came.

@@ -3,18 +3,16 @@
 //! a failover that lost writes, AOF and older-RDB restarts; replicas hold
 //! the same counter; a fence refuses a paused holder's stale write.
 
-mod common;
-
 use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::Duration;
 
-use common::raw::{RawClient, Resp};
-use common::redisson::{script_fenced_acquire, script_unlock};
-use common::*;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use redis::{Connection, Value};
+use redis_lock_test_support::raw::{RawClient, Resp};
+use redis_lock_test_support::redisson::{script_fenced_acquire, script_unlock};
+use redis_lock_test_support::*;
 
 const COUNTER: &str = "redisson_lock_token:{L}";
 

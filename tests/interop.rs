@@ -3,11 +3,9 @@
 //! release each other's holds with the right counts, and publish the same
 //! unlock message.
 
-mod common;
-
-use common::redisson::*;
-use common::*;
 use redis::{Connection, Value};
+use redis_lock_test_support::redisson::*;
+use redis_lock_test_support::*;
 
 const VARIANTS: [(&str, &str); 2] = [("hincrby", ACQUIRE_HINCRBY), ("hset", ACQUIRE_HSET)];
 const LEASE: i64 = 30_000;

@@ -1,12 +1,10 @@
 //! Production fit: ACLs, configuration, INFO, COMMAND DOCS.
 
-mod common;
-
 use std::time::Duration;
 
-use common::raw::RawClient;
-use common::*;
 use redis::{Connection, Value};
+use redis_lock_test_support::raw::{RawClient, Resp};
+use redis_lock_test_support::*;
 
 fn as_user(server: &Server, user: &str, password: &str) -> Connection {
     let mut con = server.connection();
@@ -114,8 +112,13 @@ fn lock_commands_carry_acl_categories_where_the_server_supports_them() {
             "lock.fence",
             "lock.force",
             "lock.info",
+            "lock.racquire",
             "lock.release",
-            "lock.renew"
+            "lock.renew",
+            "lock.rrelease",
+            "lock.rwrenew",
+            "lock.wacquire",
+            "lock.wrelease"
         ]
     );
     assert_eq!(
@@ -124,8 +127,13 @@ fn lock_commands_carry_acl_categories_where_the_server_supports_them() {
             "lock.acquire",
             "lock.fence",
             "lock.force",
+            "lock.racquire",
             "lock.release",
-            "lock.renew"
+            "lock.renew",
+            "lock.rrelease",
+            "lock.rwrenew",
+            "lock.wacquire",
+            "lock.wrelease"
         ]
     );
     assert_eq!(
@@ -134,8 +142,13 @@ fn lock_commands_carry_acl_categories_where_the_server_supports_them() {
             "lock.acquire",
             "lock.fence",
             "lock.force",
+            "lock.racquire",
             "lock.release",
-            "lock.renew"
+            "lock.renew",
+            "lock.rrelease",
+            "lock.rwrenew",
+            "lock.wacquire",
+            "lock.wrelease"
         ]
     );
     assert_eq!(category(&mut con, "read"), ["lock.info"]);
@@ -323,7 +336,7 @@ fn info_lock_counts_what_happened() {
     acquire(&mut con, "k", "b", 30_000);
     let mut timed_out = RawClient::connect(server.port);
     timed_out.send(&["LOCK.ACQUIRE", "k", "c", "1000", "WAIT", "20"]);
-    assert!(matches!(timed_out.read(), common::raw::Resp::Int(_)));
+    assert!(matches!(timed_out.read(), Resp::Int(_)));
     let mut waiter = RawClient::connect(server.port);
     waiter.send(&["LOCK.ACQUIRE", "k", "d", "1000", "WAIT", "0"]);
     poll_until(Duration::from_secs(5), "one waiting client", || {

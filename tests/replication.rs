@@ -2,12 +2,10 @@
 //! `DEL`): replicas with and without the module, and an AOF reloaded after a
 //! crash, end with exactly the master's hash and deadline.
 
-mod common;
-
 use std::collections::HashMap;
 
-use common::*;
 use redis::{Connection, Value};
+use redis_lock_test_support::*;
 
 /// A master with the module, a replica with it and a replica without it.
 struct Trio {
@@ -286,18 +284,7 @@ fn replica_attached_after_the_lock_gets_it_by_full_sync() {
 
 /// Every file under `dir` except the log, searched for LOCK.* command names.
 fn lock_commands_in_files(dir: &std::path::Path) -> Vec<String> {
-    fn walk(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
-        for entry in std::fs::read_dir(dir).expect("read the data dir").flatten() {
-            let path = entry.path();
-            if path.is_dir() {
-                walk(&path, out);
-            } else {
-                out.push(path);
-            }
-        }
-    }
-    let mut files = Vec::new();
-    walk(dir, &mut files);
+    let files = files_under(dir);
     let mut found = Vec::new();
     for file in files {
         if file.file_name().and_then(|n| n.to_str()) == Some("redis.log") {

@@ -2,14 +2,12 @@
 //! changes nothing; thousands of random argument lists leave the server alive,
 //! its wrong-type keys untouched and its lock hashes well formed.
 
-mod common;
-
 use std::collections::HashMap;
 
-use common::*;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use redis::{Connection, ConnectionLike, Value};
+use redis_lock_test_support::*;
 
 /// Everything observable about the keys a bad command might damage.
 #[derive(Debug, PartialEq)]

@@ -5,13 +5,11 @@
 //! upgrade, holds that end on their own deadlines, Redisson's scripts both
 //! ways, replication and restarts.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::raw::{RawClient, Resp};
-use common::*;
 use redis::{Connection, Value};
+use redis_lock_test_support::raw::{RawClient, Resp};
+use redis_lock_test_support::*;
 
 const READ_LOCK: &str = include_str!("../redisson/rw-read-lock.lua");
 const READ_UNLOCK: &str = include_str!("../redisson/rw-read-unlock.lua");

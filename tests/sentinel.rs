@@ -1,14 +1,12 @@
-//! The harness's Sentinel spawner (`tests/common/sentinel.rs`) does what the
-//! chaos test and the client's Sentinel tests rely on: the sentinels find
-//! each other and the replicas, answer the master's address, and fail over
-//! to a replica when the master dies.
-
-mod common;
+//! The test support's Sentinel spawner (`test-support/src/sentinel.rs`) does
+//! what the chaos test and the client's Sentinel tests rely on: the sentinels
+//! find each other and the replicas, answer the master's address, and fail
+//! over to a replica when the master dies.
 
 use std::time::Duration;
 
-use common::sentinel::{SentinelConfig, Sentinels};
-use common::*;
+use redis_lock_test_support::sentinel::{SentinelConfig, Sentinels};
+use redis_lock_test_support::*;
 
 #[test]
 fn sentinels_report_the_master_and_fail_over_when_it_dies() {

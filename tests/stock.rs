@@ -2,16 +2,14 @@
 //! taking the `MoonCake` lock to read and decrement the stock. Exactly 90 sales,
 //! never below zero, never two buyers in the critical section.
 
-mod common;
-
 use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
-use common::redisson::{script_acquire, script_unlock, ACQUIRE_HINCRBY};
-use common::*;
 use rand::Rng;
 use redis::{Connection, Value};
+use redis_lock_test_support::redisson::{script_acquire, script_unlock, ACQUIRE_HINCRBY};
+use redis_lock_test_support::*;
 
 const PRODUCT: &str = "MoonCake";
 const PRODUCT_STOCK: &str = "MoonCakeStock";
@@ -49,7 +47,7 @@ struct Tally {
 #[derive(Clone, Copy)]
 enum Side {
     Command,
-    /// Redisson's own scripts (tests/common/redisson.rs).
+    /// Redisson's own scripts (`redis_lock_test_support::redisson`).
     Script,
 }
 

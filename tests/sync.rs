@@ -5,13 +5,11 @@
 //! with and without the module; where the client cannot block; when the
 //! client leaves; and nothing of it in the AOF.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::raw::{RawClient, Resp};
-use common::*;
 use redis::Value;
+use redis_lock_test_support::raw::{RawClient, Resp};
+use redis_lock_test_support::*;
 
 /// A master with `replicas` replicas (the first without the module when
 /// `plain_first`), all caught up.
@@ -412,7 +410,7 @@ fn replica_acknowledgement_requests_stay_out_of_the_aof() {
     );
     assert_eq!(reply, Resp::Nil);
     let mut aof = Vec::new();
-    for entry in walk(dir.path()) {
+    for entry in files_under(dir.path()) {
         aof.extend(std::fs::read(entry).unwrap_or_default());
     }
     let text = String::from_utf8_lossy(&aof);
@@ -424,18 +422,4 @@ fn replica_acknowledgement_requests_stay_out_of_the_aof() {
         !text.to_ascii_uppercase().contains("GETACK"),
         "no REPLCONF GETACK in the AOF"
     );
-}
-
-/// Every file under `dir` (the AOF is a directory of files on Redis 7+).
-fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
-    let mut files = Vec::new();
-    for entry in std::fs::read_dir(dir).expect("read dir").flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            files.extend(walk(&path));
-        } else {
-            files.push(path);
-        }
-    }
-    files
 }

@@ -4,15 +4,13 @@
 //! `LOCK.INFO` (so queue order is known), and reads the reply later; closing
 //! the socket is a real disconnect.
 
-mod common;
-
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::{Duration, Instant};
 
-use common::raw::{RawClient, Resp};
-use common::*;
 use redis::Value;
+use redis_lock_test_support::raw::{RawClient, Resp};
+use redis_lock_test_support::*;
 
 #[test]
 fn ten_waiters_are_granted_in_arrival_order() {

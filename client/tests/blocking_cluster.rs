@@ -1,16 +1,13 @@
 //! The blocking API, and the client on a Redis Cluster.
 
-#[path = "../../tests/common/mod.rs"]
-mod common;
 mod support;
 
-use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::Options as ServerOptions;
-use common::*;
 use redis::Value;
 use redis_lock_client::{blocking, LockClient, Lost, Options};
+use redis_lock_test_support::*;
+use support::handed_to;
 
 #[test]
 fn the_blocking_api_locks_per_thread_and_its_watchdog_runs_alone() {
@@ -59,51 +56,9 @@ fn the_blocking_api_locks_per_thread_and_its_watchdog_runs_alone() {
     ));
 }
 
-/// Three masters, each with the module, joined by `redis-cli --cluster create`.
-fn cluster() -> Vec<Server> {
-    let nodes: Vec<Server> = (0..3)
-        .map(|_| {
-            Server::with(
-                ServerOptions::new()
-                    .config("cluster-enabled", &["yes"])
-                    .config("cluster-config-file", &["nodes.conf"])
-                    .config("cluster-port", &[&free_port().to_string()]),
-            )
-        })
-        .collect();
-    let cli = std::env::var("REDIS_CLI").unwrap_or_else(|_| "redis-cli".to_string());
-    let output = Command::new(&cli)
-        .arg("--cluster")
-        .arg("create")
-        .args(nodes.iter().map(|n| format!("127.0.0.1:{}", n.port)))
-        .arg("--cluster-yes")
-        .output()
-        .unwrap_or_else(|e| panic!("run `{cli} --cluster create` ({e}); set REDIS_CLI"));
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stdout)
-    );
-    for node in &nodes {
-        poll_until(
-            Duration::from_secs(20),
-            "the cluster is ok everywhere",
-            || {
-                let info: String = redis::cmd("CLUSTER")
-                    .arg("INFO")
-                    .query(&mut node.connection())
-                    .expect("CLUSTER INFO");
-                info_field(&info, "cluster_state").as_deref() == Some("ok")
-                    && info_field(&info, "cluster_known_nodes").as_deref() == Some("3")
-            },
-        );
-    }
-    nodes
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_cluster_client_routes_every_lock_command_to_the_keys_node() {
-    let nodes = cluster();
+    let nodes = Cluster::start().nodes;
     let urls: Vec<String> = nodes.iter().map(|n| n.url()).collect();
     let locks = LockClient::cluster_with_options(
         redis::cluster::ClusterClient::new(urls).expect("cluster client"),
@@ -164,11 +119,7 @@ async fn the_cluster_client_routes_every_lock_command_to_the_keys_node() {
     for guard in guards {
         guard.unlock().await.expect("unlock");
     }
-    let got = waiting
-        .await
-        .expect("task")
-        .expect("wait")
-        .expect("granted");
+    let got = handed_to(waiting).await;
     assert_eq!(got.owner(), "waiter");
     assert!(locks.force_unlock("lock:7").await.expect("force"));
     assert_eq!(got.lost().await, Lost::NotHeld);

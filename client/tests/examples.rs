@@ -1,11 +1,8 @@
 //! The examples run against throw-away servers, so CI keeps them working.
 
-#[path = "../../tests/common/mod.rs"]
-mod common;
-
 use std::process::Command;
 
-use common::*;
+use redis_lock_test_support::*;
 
 /// `cargo run --release --example <name> -- <args>`: (success, stdout+stderr).
 fn run_example(name: &str, args: &[String]) -> (bool, String) {

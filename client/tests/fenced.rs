@@ -2,15 +2,13 @@
 //! grow (re-entry, hand-off, a lost reply), and `LOCK.FENCE` on the
 //! resource's side refuses a holder whose lock was taken over.
 
-#[path = "../../tests/common/mod.rs"]
-mod common;
 mod support;
 
 use std::time::Duration;
 
-use common::*;
 use redis_lock_client::Options;
-use support::{client_on, queue_becomes, Proxy};
+use redis_lock_test_support::*;
+use support::{client_on, handed_to, Proxy};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fenced_grants_carry_growing_tokens() {
@@ -42,11 +40,7 @@ async fn fenced_grants_carry_growing_tokens() {
     queue_becomes(&server, "stock", &["b"]).await;
     again.unlock().await.expect("unlock");
     first.unlock().await.expect("unlock");
-    let handed = waiting
-        .await
-        .expect("task")
-        .expect("wait")
-        .expect("granted");
+    let handed = handed_to(waiting).await;
     let t3 = handed.token().expect("a token");
     assert!(t3 > t2, "hand-off: {t2} then {t3}");
 

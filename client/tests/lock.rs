@@ -6,19 +6,17 @@
 // which is its purpose.
 #![allow(clippy::await_holding_lock)]
 
-#[path = "../../tests/common/mod.rs"]
-mod common;
 mod support;
 
 use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::redisson::{script_acquire, script_unlock, ACQUIRE_HINCRBY};
-use common::*;
 use redis::Value;
 use redis_lock_client::{LockError, Lost, Options};
-use support::{client_on, eventually, queue_becomes};
+use redis_lock_test_support::redisson::{script_acquire, script_unlock, ACQUIRE_HINCRBY};
+use redis_lock_test_support::*;
+use support::{client_on, handed_to};
 
 fn options() -> Options {
     Options::default()
@@ -262,11 +260,7 @@ async fn a_waiter_queues_in_the_server_and_is_handed_the_lock() {
     };
     queue_becomes(&server, "q", &["waiter"]).await;
     holder.unlock().await.expect("unlock");
-    let guard = waiting
-        .await
-        .expect("task")
-        .expect("wait")
-        .expect("granted");
+    let guard = handed_to(waiting).await;
     assert!(holder_is(&mut server.connection(), "q", "waiter"));
     guard.unlock().await.expect("unlock");
 

@@ -7,15 +7,13 @@
 // binary; holding it across awaits blocks only the other tests' threads.
 #![allow(clippy::await_holding_lock)]
 
-#[path = "../../tests/common/mod.rs"]
-mod common;
 mod support;
 
 use std::time::{Duration, Instant};
 
-use common::*;
 use redis_lock_client::{blocking, LockError, Lost, MultiLock, Options};
-use support::{client_on, queue_becomes};
+use redis_lock_test_support::*;
+use support::{client_on, handed_to};
 
 /// The watchdog lease of these tests: short, so a wait of 1.5 of it is quick.
 const LEASE: Duration = Duration::from_millis(1000);
@@ -76,11 +74,7 @@ async fn a_caller_given_lease_handed_over_late_runs_from_the_grant() {
     tokio::time::sleep(LEASE * 3 / 2).await;
     a.unlock().await.expect("a unlocks");
     let granted = Instant::now();
-    let b = waiting
-        .await
-        .expect("task")
-        .expect("try_lock")
-        .expect("b is handed the lock");
+    let b = handed_to(waiting).await;
     assert_eq!(b.is_lost(), None, "a fresh grant is not lost");
     let why = tokio::time::timeout(LEASE * 2, b.lost())
         .await

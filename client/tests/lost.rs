@@ -6,15 +6,13 @@
 // binary; holding it across awaits blocks only the other tests' threads.
 #![allow(clippy::await_holding_lock)]
 
-#[path = "../../tests/common/mod.rs"]
-mod common;
 mod support;
 
 use std::time::{Duration, Instant};
 
-use common::*;
 use redis::Value;
 use redis_lock_client::{LockClient, Lost, Options};
+use redis_lock_test_support::*;
 use support::client_on;
 
 /// How soon a loss must be told: far below a third of the 30 s lease.
@@ -190,7 +188,7 @@ async fn one_tracking_connection_per_client_and_it_comes_back() {
         async move { locks.lock(&format!("many-{i}")).await.expect("lock") }
     }))
     .await;
-    support::eventually(Duration::from_secs(2), "one tracking connection", || {
+    eventually(Duration::from_secs(2), "one tracking connection", || {
         tracking_connections(&server).len() == 1
     })
     .await;

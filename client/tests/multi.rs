@@ -6,15 +6,13 @@
 // which is its purpose.
 #![allow(clippy::await_holding_lock)]
 
-#[path = "../../tests/common/mod.rs"]
-mod common;
 mod support;
 
 use std::time::{Duration, Instant};
 
-use common::*;
 use redis_lock_client::{LockClient, MultiLock, Options, RedLock};
-use support::client_on;
+use redis_lock_test_support::*;
+use support::{client_on, handed_to};
 
 fn clients(servers: &[Server]) -> Vec<LockClient> {
     servers
@@ -77,16 +75,12 @@ async fn a_multilock_over_three_servers_rolls_back_a_partial_grant() {
         tokio::spawn(async move { multi.try_lock(Duration::from_secs(10), None).await })
     };
     let third = &servers[2];
-    support::eventually(Duration::from_secs(5), "queued for the third", || {
+    eventually(Duration::from_secs(5), "queued for the third", || {
         waiter_owners(third, "account:3").len() == 1
     })
     .await;
     blocker.unlock().await.expect("unlock");
-    let all = waiting
-        .await
-        .expect("task")
-        .expect("try")
-        .expect("all three");
+    let all = handed_to(waiting).await;
     for (server, (guard, key)) in
         servers.iter().zip(
             all.guards()

@@ -3,16 +3,14 @@
 //! ran (its reply is swallowed), or right before (it never ran). The
 //! library must end with the hold count the caller believes in.
 
-#[path = "../../tests/common/mod.rs"]
-mod common;
 mod support;
 
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use common::*;
 use redis_lock_client::Options;
-use support::{client_on, eventually, queue_becomes, Proxy};
+use redis_lock_test_support::*;
+use support::{client_on, handed_to, Proxy};
 
 fn count(server: &Server, key: &str, owner: &str) -> Vec<(String, String)> {
     let _ = owner;
@@ -20,10 +18,6 @@ fn count(server: &Server, key: &str, owner: &str) -> Vec<(String, String)> {
 }
 
 /// How many times the server executed `command` (commandstats name).
-fn calls(server: &Server, command: &str) -> u64 {
-    server.command_stats().get(command).copied().unwrap_or(0)
-}
-
 fn held(owner: &str, n: u64) -> Vec<(String, String)> {
     vec![(owner.to_string(), n.to_string())]
 }
@@ -147,11 +141,7 @@ async fn grant_at_the_cut_is_adopted(
     holder.unlock().await.expect("unlock");
     // The server hands the lock to the waiter; the proxy swallows the reply
     // and cuts.
-    let guard = waiting
-        .await
-        .expect("task")
-        .expect("no error")
-        .expect("the grant is adopted");
+    let guard = handed_to(waiting).await;
     assert_eq!(proxy.cuts.load(Ordering::SeqCst), 1);
     assert_eq!(count(server, "k", "waiter"), held("waiter", 1));
     assert!(guard.is_held().await.expect("is_held"));
@@ -174,11 +164,7 @@ async fn a_wait_cut_before_any_grant_waits_again() {
     queue_becomes(&server, "k", &["waiter"]).await;
     assert_eq!(proxy.cuts.load(Ordering::SeqCst), 1);
     holder.unlock().await.expect("unlock");
-    let guard = waiting
-        .await
-        .expect("task")
-        .expect("wait")
-        .expect("granted");
+    let guard = handed_to(waiting).await;
     assert_eq!(count(&server, "k", "waiter"), held("waiter", 1));
     guard.unlock().await.expect("unlock");
 }

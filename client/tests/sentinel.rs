@@ -5,17 +5,12 @@
 // across awaits blocks only the other tests' threads.
 #![allow(clippy::await_holding_lock)]
 
-#[path = "../../tests/common/mod.rs"]
-mod common;
-mod support;
-
 use std::time::{Duration, Instant};
 
-use common::sentinel::{SentinelConfig, Sentinels};
-use common::*;
 use redis::Value;
 use redis_lock_client::{LockClient, Lost, Options};
-use support::{eventually, queue_becomes};
+use redis_lock_test_support::sentinel::{SentinelConfig, Sentinels};
+use redis_lock_test_support::*;
 
 fn run(server: &Server, args: &[&str]) {
     let _: Value = redis::cmd(args[0])
@@ -48,10 +43,6 @@ fn role(server: &Server) -> Option<String> {
         .ok()?;
     let text: String = redis::cmd("INFO").arg("replication").query(&mut con).ok()?;
     info_field(&text, "role")
-}
-
-fn calls(server: &Server, command: &str) -> u64 {
-    server.command_stats().get(command).copied().unwrap_or(0)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -5,15 +5,13 @@
 // binary; holding it across awaits blocks only the other tests' threads.
 #![allow(clippy::await_holding_lock)]
 
-#[path = "../../tests/common/mod.rs"]
-mod common;
 mod support;
 
 use std::time::{Duration, Instant};
 
-use common::*;
 use redis_lock_client::{blocking, LockError, Options};
-use support::{client_on, queue_becomes};
+use redis_lock_test_support::*;
+use support::{client_on, handed_to};
 
 const SYNC_TIMEOUT: Duration = Duration::from_millis(300);
 
@@ -64,7 +62,7 @@ impl Drop for Frozen<'_> {
 /// undoes the grant on its next timer tick (about a millisecond later).
 async fn undone(server: &Server, key: &str) {
     let what = format!("the grant of {key} was undone");
-    support::eventually(Duration::from_millis(100), &what, || {
+    eventually(Duration::from_millis(100), &what, || {
         !exists(&mut server.connection(), key)
     })
     .await;
@@ -100,11 +98,7 @@ async fn a_synced_grant_succeeds_with_a_live_replica_through_every_api() {
     };
     queue_becomes(&master, "s", &["waiter"]).await;
     holder.unlock().await.expect("holder unlocks");
-    let guard = waiting
-        .await
-        .expect("task")
-        .expect("try_lock")
-        .expect("handed over");
+    let guard = handed_to(waiting).await;
     assert!(holder_is(&mut replica.connection(), "s", "waiter"));
     guard.unlock().await.expect("unlock");
 
@@ -212,11 +206,7 @@ async fn an_unacknowledged_hand_off_is_undone_and_the_lock_handed_on() {
         Err(LockError::NotSynced { name, .. }) => assert_eq!(name, "s"),
         other => panic!("expected NotSynced, got {other:?}"),
     }
-    let next = second
-        .await
-        .expect("task")
-        .expect("try_lock")
-        .expect("handed on to the next waiter");
+    let next = handed_to(second).await;
     assert!(holder_is(&mut master.connection(), "s", "next"));
     next.unlock().await.expect("unlock");
     drop(frozen);

@@ -74,7 +74,6 @@ use synced::hold_reply_for_replicas;
 use timers::{after, look_at, wake_for_timeouts, writes_held_back, LookAt, PAUSE_POLL_MS};
 
 use crate::counter_key::{self, NextToken};
-use crate::{errors, events};
 use crate::ffi::blocking::{self, BlockedClient, Wake};
 use crate::ffi::timer::{self, TimerId};
 use crate::ffi::{Ctx, OwnedStr, RStr};
@@ -86,6 +85,7 @@ use crate::rwlock::{self, Effect, RwDecision, RwEvent, RwMode};
 use crate::rwlock_key::RwLockKey;
 use crate::stats::{self, Counted};
 use crate::wait_queue::{WaitQueues, Waiter, WaiterInfo};
+use crate::{errors, events};
 
 type Queues = WaitQueues<BlockedClient, TimerId<LookAt>>;
 

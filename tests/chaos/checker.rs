@@ -1,5 +1,5 @@
 //! The chaos test's checker: the recorded history against the definitions
-//! in `tests/chaos.rs`'s header.
+//! in `tests/chaos/main.rs`'s header.
 
 use std::collections::{BTreeMap, HashMap};
 

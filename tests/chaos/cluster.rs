@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 
 use redis::Value;
 
-use crate::common::sentinel::{SentinelConfig, Sentinels};
-use crate::common::*;
+use redis_lock_test_support::sentinel::{SentinelConfig, Sentinels};
+use redis_lock_test_support::*;
 
 /// Sentinel's name for the monitored master.
 pub const MASTER_NAME: &str = "chaos";

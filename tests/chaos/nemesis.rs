@@ -11,7 +11,7 @@ use rand::Rng;
 
 use super::cluster::{probe, replication_info, Cluster};
 use super::worker::{lock_name, Shared};
-use crate::common::info_field;
+use redis_lock_test_support::info_field;
 
 /// How long Sentinel may take to fail over, and the cluster to heal.
 const FAILOVER_TIMEOUT: Duration = Duration::from_secs(45);

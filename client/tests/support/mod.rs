@@ -1,7 +1,7 @@
-//! What the client's tests share beyond the module's harness
-//! (`tests/common/`, included by path in each test file): clients on a test
-//! server, and a TCP proxy that cuts a connection right after a chosen
-//! command reached the server.
+//! What the client's tests share beyond the workspace's test support (the
+//! `redis-lock-test-support` crate, which the module's tests use too):
+//! clients on a test server, and a TCP proxy that cuts a connection right
+//! after a chosen command reached the server.
 
 #![allow(dead_code)]
 
@@ -18,29 +18,6 @@ pub fn client_on(port: u16, options: Options) -> LockClient {
     let url = format!("redis://127.0.0.1:{port}/");
     LockClient::with_options(redis::Client::open(url).expect("a valid URL"), options)
         .expect("created inside a runtime")
-}
-
-/// Polls `check` every 5 ms (yielding to the runtime) until true; panics
-/// naming `what` after `timeout`.
-pub async fn eventually(timeout: Duration, what: &str, mut check: impl FnMut() -> bool) {
-    let deadline = Instant::now() + timeout;
-    while !check() {
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {timeout:?} waiting for: {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-}
-
-/// Waits (up to 5 s) until the waiters queued on `key` are exactly `owners`,
-/// in order: a wait has reached the server, or left it.
-pub async fn queue_becomes(server: &crate::common::Server, key: &str, owners: &[&str]) {
-    let what = format!("the queue of {key} is {owners:?}");
-    eventually(Duration::from_secs(5), &what, || {
-        crate::common::waiter_owners(server, key) == owners
-    })
-    .await;
 }
 
 /// The armed cut: the command to look for, and how to cut.
@@ -261,4 +238,17 @@ fn pump(
     let _ = client.shutdown(Shutdown::Both);
     let _ = server.shutdown(Shutdown::Both);
     let _ = back.join();
+}
+
+/// Awaits a spawned wait (`try_lock`, a MultiLock's `try_lock`) that must
+/// end in a grant: the task ended, the wait answered without an error, and
+/// it was granted. Its guard.
+pub async fn handed_to<G, E: std::fmt::Debug>(
+    waiting: tokio::task::JoinHandle<Result<Option<G>, E>>,
+) -> G {
+    waiting
+        .await
+        .expect("the waiting task ends")
+        .expect("the wait answers without an error")
+        .expect("the wait is granted")
 }

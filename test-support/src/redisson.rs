@@ -5,7 +5,7 @@
 
 use redis::{ConnectionLike, ToRedisArgs, Value};
 
-use super::unlock_channel;
+use crate::pubsub::unlock_channel;
 
 /// Redisson's `LockPubSub.UNLOCK_MESSAGE`.
 pub const UNLOCK_MESSAGE: &str = "0";

@@ -90,15 +90,9 @@
 //! `make test-chaos` runs 60 s per server (see the Makefile), and prints
 //! a summary per run.
 
-mod common;
-
-#[path = "chaos/checker.rs"]
 mod checker;
-#[path = "chaos/cluster.rs"]
 mod cluster;
-#[path = "chaos/nemesis.rs"]
 mod nemesis;
-#[path = "chaos/worker.rs"]
 mod worker;
 
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
@@ -110,8 +104,8 @@ use rand::{Rng, SeedableRng};
 
 use checker::Report;
 use cluster::Cluster;
-use common::server_binary;
 use nemesis::Action;
+use redis_lock_test_support::server_binary;
 use worker::{history_key, Shared, WorkerConfig};
 
 const LEASE_MS: i64 = 2000;

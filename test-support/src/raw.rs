@@ -1,11 +1,14 @@
 //! A raw RESP2 client over TCP, for what a library client hides: a command
-//! that blocks (read its reply later), pub/sub pushes, and real disconnects.
+//! that blocks (read its reply later), pub/sub pushes, and real disconnects;
+//! and waiters (`LOCK.ACQUIRE ... WAIT`) queued from raw clients.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{Shutdown, TcpStream};
 use std::time::Duration;
 
-use super::IO_TIMEOUT;
+use crate::lock::waiter_owners;
+use crate::server::{Server, IO_TIMEOUT};
+use crate::timing::{now_ms, poll_until};
 
 /// A RESP2 value.
 #[derive(Debug, Clone, PartialEq)]
@@ -141,4 +144,41 @@ impl RawClient {
     pub fn disconnect(self) {
         let _ = self.reader.get_ref().shutdown(Shutdown::Both);
     }
+}
+
+// ---------------------------------------------------------------------------
+// Waiting (LOCK.ACQUIRE ... WAIT) from raw clients
+// ---------------------------------------------------------------------------
+
+/// Sends `LOCK.ACQUIRE key owner lease WAIT timeout` and returns once the
+/// server shows the client queued (so the next waiter queues behind it).
+pub fn queue(server: &Server, key: &str, owner: &str, lease_ms: u64, timeout_ms: u64) -> RawClient {
+    queue_with(server, key, owner, lease_ms, timeout_ms, &[])
+}
+
+/// [`queue`] with more options after `WAIT timeout` (`TOKEN`).
+pub fn queue_with(
+    server: &Server,
+    key: &str,
+    owner: &str,
+    lease_ms: u64,
+    timeout_ms: u64,
+    options: &[&str],
+) -> RawClient {
+    let before = waiter_owners(server, key).len();
+    let mut waiter = RawClient::connect(server.port);
+    let (lease, timeout) = (lease_ms.to_string(), timeout_ms.to_string());
+    let mut command = vec!["LOCK.ACQUIRE", key, owner, &lease, "WAIT", &timeout];
+    command.extend_from_slice(options);
+    waiter.send(&command);
+    poll_until(Duration::from_secs(5), "the waiter is queued", || {
+        waiter_owners(server, key).len() > before
+    });
+    waiter
+}
+
+/// A waiter's reply and the unix-ms time it arrived.
+pub fn reply_at(waiter: &mut RawClient) -> (Resp, i64) {
+    let reply = waiter.read();
+    (reply, now_ms())
 }

@@ -1,6 +1,6 @@
 //! Redis Sentinel processes for tests: `N` sentinels on free loopback ports
 //! monitoring one master, each in its own temporary directory (Sentinel
-//! rewrites its config file there), killed on drop like a [`Server`].
+//! rewrites its config file there), killed on drop like a [`Server`](crate::Server).
 //!
 //! They run the same binary as the servers (`$REDIS_SERVER ... --sentinel`),
 //! which works for Redis 7.0, Redis 8 and Valkey. Timings are small so that a
@@ -19,10 +19,11 @@ use std::time::{Duration, Instant};
 
 use redis::{Connection, RedisResult, Value};
 
-use super::{
-    as_string, free_port, info_field, map_pairs, poll_until, server_binary, TestDir, IO_TIMEOUT,
-    STARTUP_TIMEOUT,
+use crate::reply::{as_string, map_pairs};
+use crate::server::{
+    connect, free_port, info_field, server_binary, show_log_tail, TestDir, STARTUP_TIMEOUT,
 };
+use crate::timing::poll_until;
 
 /// What the sentinels monitor, and how fast they act.
 #[derive(Clone, Debug)]
@@ -131,7 +132,7 @@ impl Sentinel {
                     }
                     panic!("sentinel exited at startup ({status}) on port {port}; log:\n{text}");
                 }
-                if let Ok(mut con) = connect(port) {
+                if let Ok(mut con) = connect(port, false) {
                     if let Ok(info) = redis::cmd("INFO").arg("server").query::<String>(&mut con) {
                         if info_field(&info, "process_id").as_deref() == Some(pid.as_str()) {
                             break Ok(());
@@ -169,7 +170,7 @@ impl Sentinel {
 
     /// A connection with read/write timeouts.
     pub fn connection(&self) -> RedisResult<Connection> {
-        connect(self.port)
+        connect(self.port, false)
     }
 
     /// The sentinel's log so far.
@@ -216,14 +217,7 @@ impl Sentinel {
 impl Drop for Sentinel {
     fn drop(&mut self) {
         if std::thread::panicking() {
-            let log = self.log();
-            let tail: Vec<&str> = log.lines().rev().take(30).collect();
-            let tail: Vec<&str> = tail.into_iter().rev().collect();
-            eprintln!(
-                "---- sentinel on port {} log tail ----\n{}\n----",
-                self.port,
-                tail.join("\n")
-            );
+            show_log_tail(&format!("sentinel on port {}", self.port), &self.log(), 30);
         }
         self.kill();
     }
@@ -329,12 +323,4 @@ impl Sentinel {
             .count()
             .to_string()
     }
-}
-
-fn connect(port: u16) -> RedisResult<Connection> {
-    let client = redis::Client::open(format!("redis://127.0.0.1:{port}/"))?;
-    let con = client.get_connection_with_timeout(Duration::from_secs(2))?;
-    con.set_read_timeout(Some(IO_TIMEOUT))?;
-    con.set_write_timeout(Some(IO_TIMEOUT))?;
-    Ok(con)
 }

@@ -29,18 +29,19 @@ use std::sync::OnceLock;
 use std::time::{Instant, SystemTime};
 
 /// The module's package directory: where `cargo build` runs and what "inside
-/// the crate" means. It is the package whose tests hold this harness
-/// (`tests/common/`), also when another workspace member's tests include it
-/// by path (`client/tests/` does): the nearest ancestor of the including
-/// package that has this file.
+/// the crate" means. This crate (`test-support/`) lives inside it, so it is
+/// the nearest ancestor of this crate's own directory that holds the
+/// module's sources (`src/lib.rs`), whichever package's tests (the module's,
+/// the client's) use this crate.
 fn crate_dir() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
-        let including = Path::new(env!("CARGO_MANIFEST_DIR"));
-        including
+        let support = Path::new(env!("CARGO_MANIFEST_DIR"));
+        support
             .ancestors()
-            .find(|dir| dir.join("tests/common/module.rs").is_file())
-            .unwrap_or(including)
+            .skip(1)
+            .find(|dir| dir.join("src/lib.rs").is_file() && dir.join("Cargo.toml").is_file())
+            .unwrap_or(support)
             .to_path_buf()
     })
 }

@@ -1,0 +1,117 @@
+//! Plain commands, typed: one call per command a test reads a lock or a
+//! server with (`HGETALL`, `PTTL`, `EXISTS`, `CONFIG`...). A server error
+//! fails the test, naming the command.
+//!
+//! Helpers take keys and owners as anything the `redis` crate can send
+//! (`"L"`, `b"k\x00"`, `&String`, `&[u8]`...) and any connection
+//! (`redis::Connection`, a cluster connection).
+
+use redis::{ConnectionLike, ToRedisArgs, Value};
+
+use crate::server::info_field;
+
+/// A command from its name and arguments in one list: `&["SET", "k", "v"]`,
+/// `&[b"LOCK.INFO", key]`, `&args` of a `Vec<Vec<u8>>`...
+pub fn command(args: impl ToRedisArgs) -> redis::Cmd {
+    let mut cmd = redis::Cmd::new();
+    cmd.arg(args);
+    cmd
+}
+
+/// Runs `args` (name first); a server error fails the test, naming the command.
+pub fn run(con: &mut impl ConnectionLike, args: &[&str]) -> Value {
+    command(args)
+        .query(con)
+        .unwrap_or_else(|e| panic!("{}: {e}", args.join(" ")))
+}
+
+/// Runs `cmd` and decodes its reply; an error fails the test, naming the command.
+pub(crate) fn query<T: redis::FromRedisValue>(
+    con: &mut impl ConnectionLike,
+    cmd: &redis::Cmd,
+) -> T {
+    cmd.query(con).unwrap_or_else(|e| {
+        let line = cmd
+            .args_iter()
+            .map(|a| match a {
+                redis::Arg::Simple(bytes) => format!("{:?}", String::from_utf8_lossy(bytes)),
+                redis::Arg::Cursor => "<cursor>".to_string(),
+            })
+            .collect::<Vec<_>>()
+            .join(" ");
+        panic!("{line}: {e}")
+    })
+}
+
+/// `cmd` with `name` and one `arg`: most helpers below are one of these.
+pub(crate) fn cmd1(name: &str, arg: impl ToRedisArgs) -> redis::Cmd {
+    let mut cmd = redis::cmd(name);
+    cmd.arg(arg);
+    cmd
+}
+
+/// The hash of a lock as sorted (field, value) pairs.
+pub fn hgetall(con: &mut impl ConnectionLike, key: impl ToRedisArgs) -> Vec<(Vec<u8>, Vec<u8>)> {
+    sorted_pairs(con, key)
+}
+
+/// The hash of a lock as sorted (owner, count) text pairs: what [`owned_by`]
+/// builds.
+pub fn holders(con: &mut impl ConnectionLike, key: impl ToRedisArgs) -> Vec<(String, String)> {
+    sorted_pairs(con, key)
+}
+
+fn sorted_pairs<T: redis::FromRedisValue + Ord>(
+    con: &mut impl ConnectionLike,
+    key: impl ToRedisArgs,
+) -> Vec<(T, T)> {
+    let mut pairs: Vec<(T, T)> = query(con, &cmd1("HGETALL", key));
+    pairs.sort();
+    pairs
+}
+
+/// What [`holders`] answers for a lock `owner` holds once.
+pub fn owned_by(owner: &str) -> Vec<(String, String)> {
+    vec![(owner.to_string(), "1".to_string())]
+}
+
+pub fn holder_is(con: &mut impl ConnectionLike, key: impl ToRedisArgs, owner: &str) -> bool {
+    holders(con, key) == owned_by(owner)
+}
+
+pub fn pttl(con: &mut impl ConnectionLike, key: impl ToRedisArgs) -> i64 {
+    query(con, &cmd1("PTTL", key))
+}
+
+pub fn pexpiretime(con: &mut impl ConnectionLike, key: impl ToRedisArgs) -> i64 {
+    query(con, &cmd1("PEXPIRETIME", key))
+}
+
+pub fn exists(con: &mut impl ConnectionLike, key: impl ToRedisArgs) -> bool {
+    query::<i64>(con, &cmd1("EXISTS", key)) == 1
+}
+
+/// `CONFIG GET name`: its one value.
+pub fn config_get(con: &mut impl ConnectionLike, name: &str) -> String {
+    let pair: Vec<String> = query(con, &cmd1("CONFIG", &["GET", name]));
+    match <[String; 2]>::try_from(pair) {
+        Ok([got, value]) if got == name => value,
+        Ok(pair) => panic!("CONFIG GET {name} answered another config: {pair:?}"),
+        Err(pair) => panic!("{name} is a config: CONFIG GET answered {pair:?}"),
+    }
+}
+
+/// `CONFIG SET name value`, which must succeed.
+pub fn config_set(con: &mut impl ConnectionLike, name: &str, value: impl ToRedisArgs) {
+    let mut cmd = cmd1("CONFIG", &["SET", name]);
+    cmd.arg(value);
+    let () = query(con, &cmd);
+}
+
+/// `used_memory` from INFO memory.
+pub fn used_memory(con: &mut impl ConnectionLike) -> i64 {
+    let info: String = query(con, &cmd1("INFO", "memory"));
+    info_field(&info, "used_memory")
+        .and_then(|v| v.parse().ok())
+        .expect("used_memory in INFO memory")
+}
