@@ -1,0 +1,228 @@
+"""Locks over several locks or several servers (thread-based API).
+
+* :class:`MultiLock`: all of several locks or none (Redisson's
+  ``RedissonMultiLock``), possibly on independent servers.
+* :class:`RedLock`: one lock on a majority of independent masters (Redisson's
+  deprecated ``RedissonRedLock``). Its safety rests on bounded clock drift
+  and pauses, and it has no fencing token: prefer ``lock_fenced`` on a
+  replicated master (see the README's "Which lock?").
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+import threading
+import time
+from collections.abc import Iterable
+from types import TracebackType
+from typing import Optional
+
+from . import _core
+from ._core import LostReason, Number
+from ._sync import LockClient, LockGuard
+from .errors import LockError
+
+
+class MultiLock:
+    """All of several locks, or none: taken in the order given within one
+    shared wait budget; if one cannot be had, those already taken are
+    released before the call returns. List the locks in the same order
+    everywhere (opposite orders can each hold one and wait for the other).
+
+    ::
+
+        both = MultiLock([(east, "account:1"), (west, "account:2")])
+        with both.try_lock(wait=1.0) as guard:  # raises if not had in time
+            ...
+    """
+
+    def __init__(self, parts: Iterable[tuple[LockClient, str]]) -> None:
+        self._parts = list(parts)
+        if not self._parts:
+            raise ValueError("a MultiLock needs at least one lock")
+
+    def lock(self) -> MultiGuard:
+        """Takes every lock, waiting as long as it takes; watchdogs keep them."""
+        guard = self._acquire(None, None)
+        assert guard is not None
+        return guard
+
+    def try_lock(self, wait: Number = 0, lease: Optional[Number] = None) -> Optional[MultiGuard]:
+        """Every lock within ``wait`` seconds (shared), or None. With a
+        ``lease``, every lease restarts together once all are held."""
+        return self._acquire(float(wait), lease)
+
+    def _acquire(self, wait: Optional[float], lease: Optional[Number]) -> Optional[MultiGuard]:
+        deadline = None if wait is None else _core.monotonic() + wait
+        held: list[LockGuard] = []
+        try:
+            for client, name in self._parts:
+                part_wait = None if deadline is None else max(0.0, deadline - _core.monotonic())
+                guard = client._acquire(name, client.owner, lease, part_wait, False, None)
+                if guard is None:
+                    _roll_back(held)
+                    return None
+                held.append(guard)
+            if lease is not None and len(held) > 1:
+                # The first lease started long before the last: restart all.
+                for guard in held:
+                    if not _restart(guard, float(lease)):
+                        _roll_back(held)
+                        return None
+        except BaseException:
+            _roll_back(held)
+            raise
+        return MultiGuard(held)
+
+
+def _restart(guard: LockGuard, lease: float) -> bool:
+    sent = _core.monotonic()
+    reply = guard._client._simple(guard.name, ["LOCK.RENEW", guard.name, guard.owner,
+                                               _core.lease_ms(lease)])
+    if reply != 1:
+        return False
+    with guard._entry.mutex:
+        guard._entry.state.expires = sent + lease
+    return True
+
+
+def _roll_back(held: list[LockGuard]) -> None:
+    for guard in reversed(held):
+        try:
+            guard.unlock()
+        except LockError:
+            pass
+
+
+class MultiGuard:
+    """The locks of a :class:`MultiLock`, released together."""
+
+    def __init__(self, guards: list[LockGuard]) -> None:
+        self.guards = guards
+
+    def lost_reason(self) -> Optional[tuple[int, LostReason]]:
+        """The index of a lock known lost and why, or None."""
+        for i, guard in enumerate(self.guards):
+            why = guard.lost_reason
+            if why is not None:
+                return i, why
+        return None
+
+    def unlock(self) -> None:
+        """Releases every lock (all are attempted); raises the first error."""
+        first: Optional[LockError] = None
+        for guard in self.guards:
+            try:
+                guard.unlock()
+            except LockError as e:
+                first = first or e
+        if first is not None:
+            raise first
+
+    def __enter__(self) -> MultiGuard:
+        return self
+
+    def __exit__(self, et: Optional[type[BaseException]], ev: Optional[BaseException],
+                 tb: Optional[TracebackType]) -> None:
+        try:
+            self.unlock()
+        except LockError:
+            if et is None:
+                raise
+
+
+_rounds = itertools.count(1)
+
+
+class RedLock:
+    """One lock on a majority (N/2 + 1) of N independent masters.
+
+    Each round sends one ``LOCK.ACQUIRE`` (no waiting) to every master, each
+    bounded by a short timeout; it wins when a quorum granted it and time is
+    left: validity = lease - elapsed - drift (1% of the lease + 2 ms). A lost
+    round is released on every master, and the next starts after a short
+    random pause until ``wait`` is spent. Each round uses a fresh owner id
+    and never resends, so releasing it everywhere never frees another
+    holder's lock: no re-entry, no watchdog (pick a lease longer than the
+    work), no fencing token.
+    """
+
+    def __init__(self, masters: list[LockClient], name: str) -> None:
+        if not masters:
+            raise ValueError("a RedLock needs at least one master")
+        self._masters = list(masters)
+        self.name = name
+
+    @property
+    def quorum(self) -> int:
+        return len(self._masters) // 2 + 1
+
+    def try_lock(self, wait: Number, lease: Number) -> Optional[RedLockGuard]:
+        """The lock on a quorum within ``wait`` s for ``lease`` s, or None."""
+        ms = _core.lease_ms(lease)
+        lease = float(lease)
+        budget_end = _core.monotonic() + float(wait)
+        per_master = min(max(lease / 10, 0.005), self._masters[0].options.command_timeout)
+        drift = lease / 100 + 0.002
+        while True:
+            owner = f"{self._masters[0].id}:redlock-{next(_rounds)}"
+            started = _core.monotonic()
+            results: list[bool] = [False] * len(self._masters)
+
+            def attempt(i: int, master: LockClient, owner: str = owner) -> None:
+                try:
+                    reply = master._simple(self.name, ["LOCK.ACQUIRE", self.name, owner, ms],
+                                           timeout=per_master, retries=0)
+                    results[i] = reply is None
+                except LockError:
+                    pass
+
+            threads = [threading.Thread(target=attempt, args=(i, m), daemon=True)
+                       for i, m in enumerate(self._masters)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            validity = lease - (_core.monotonic() - started) - drift
+            guard = RedLockGuard(self._masters, self.name, owner, started + validity)
+            if sum(results) >= self.quorum and validity > 0:
+                return guard
+            guard.unlock()
+            left = budget_end - _core.monotonic()
+            if left <= 0:
+                return None
+            time.sleep(min(left, random.uniform(0.01, 0.05)))
+
+
+class RedLockGuard:
+    """A :class:`RedLock` held on a quorum, valid for :meth:`validity` more
+    seconds; released on every master by :meth:`unlock` or the ``with``
+    block's end."""
+
+    def __init__(self, masters: list[LockClient], name: str, owner: str,
+                 valid_until: float) -> None:
+        self._masters = masters
+        self.name = name
+        self.owner = owner
+        self._valid_until = valid_until
+
+    def validity(self) -> float:
+        """Seconds the lock is still valid (0 when it is not)."""
+        return max(0.0, self._valid_until - _core.monotonic())
+
+    def unlock(self) -> None:
+        """Releases it on every master, reachable or not (errors ignored: an
+        unreachable master's hold ends with its lease)."""
+        for master in self._masters:
+            try:
+                master._simple(self.name, ["LOCK.RELEASE", self.name, self.owner], retries=0)
+            except LockError:
+                pass
+
+    def __enter__(self) -> RedLockGuard:
+        return self
+
+    def __exit__(self, et: Optional[type[BaseException]], ev: Optional[BaseException],
+                 tb: Optional[TracebackType]) -> None:
+        self.unlock()
