@@ -868,7 +868,7 @@ class AsyncLockGuard:
 
     async def is_held(self) -> bool:
         """Asks the server whether this owner still holds the lock."""
-        v = self._client._simple(self.name, ["HGET", self.name, self.owner])
+        v = await self._client._simple(self.name, ["HGET", self.name, self.owner])
         return _core.hold_count(v) > 0
 
     async def remaining_lease(self) -> Optional[float]:

@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Iterable
 from types import TracebackType
-from typing import Optional
+from typing import Callable, Optional
 
 from . import _core
 from ._core import LostReason, Number
@@ -178,12 +178,7 @@ class RedLock:
                 except LockError:
                     pass
 
-            threads = [threading.Thread(target=attempt, args=(i, m), daemon=True)
-                       for i, m in enumerate(self._masters)]
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join()
+            _each(self._masters, attempt, started + per_master)
             validity = lease - (_core.monotonic() - started) - drift
             guard = RedLockGuard(self._masters, self.name, owner, started + validity)
             if sum(results) >= self.quorum and validity > 0:
@@ -193,6 +188,20 @@ class RedLock:
             if left <= 0:
                 return None
             time.sleep(min(left, random.uniform(0.01, 0.05)))
+
+
+def _each(masters: list[LockClient], call: Callable[[int, LockClient], None],
+          deadline: float) -> None:
+    """``call(i, master)`` for every master at once, waiting until
+    ``deadline`` at most: a master slow to connect or answer is left behind
+    (a grant it makes late ends with its lease, and is released by the
+    release sent to every master)."""
+    threads = [threading.Thread(target=call, args=(i, m), daemon=True)
+               for i, m in enumerate(masters)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(max(0.0, deadline - _core.monotonic()))
 
 
 class RedLockGuard:
@@ -214,11 +223,14 @@ class RedLockGuard:
     def unlock(self) -> None:
         """Releases it on every master, reachable or not (errors ignored: an
         unreachable master's hold ends with its lease)."""
-        for master in self._masters:
+        def release(_: int, master: LockClient) -> None:
             try:
                 master._simple(self.name, ["LOCK.RELEASE", self.name, self.owner], retries=0)
             except LockError:
                 pass
+
+        timeout = self._masters[0].options.command_timeout
+        _each(self._masters, release, _core.monotonic() + timeout)
 
     def __enter__(self) -> RedLockGuard:
         return self
