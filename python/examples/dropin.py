@@ -1,6 +1,6 @@
 """Moving redis-py Lock code to the module with one argument.
 
-    python examples/dropin.py redis://127.0.0.1:6379/
+python examples/dropin.py redis://127.0.0.1:6379/
 """
 
 import sys

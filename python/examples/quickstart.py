@@ -1,6 +1,6 @@
 """The README's three lines: a lock kept by the watchdog, released on exit.
 
-    python examples/quickstart.py redis://127.0.0.1:6379/
+python examples/quickstart.py redis://127.0.0.1:6379/
 """
 
 import sys

@@ -12,8 +12,9 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any
 
 import redis
 
@@ -39,15 +40,29 @@ class Server:
         self.args = list(args)
         self.module = module
         self.port = 0
-        self.proc: Optional[subprocess.Popen[bytes]] = None
+        self.proc: subprocess.Popen[bytes] | None = None
         self.start()
 
     def start(self) -> None:
         for _ in range(5):
             self.port = free_port()
-            cmd = [SERVER, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", self.dir,
-                   "--save", "", "--appendonly", "no", "--logfile", "server.log",
-                   "--enable-debug-command", "yes"]
+            cmd = [
+                SERVER,
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--dir",
+                self.dir,
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--logfile",
+                "server.log",
+                "--enable-debug-command",
+                "yes",
+            ]
             if self.module:
                 cmd += ["--loadmodule", MODULE]
             cmd += self.args
@@ -101,7 +116,7 @@ class Proxy:
         self.sock.bind(("127.0.0.1", 0))
         self.sock.listen(64)
         self.port = int(self.sock.getsockname()[1])
-        self.rule: Optional[tuple[str, bytes]] = None
+        self.rule: tuple[str, bytes] | None = None
         self.fired = threading.Event()
         self.held = threading.Event()
         self.release = threading.Event()
@@ -127,7 +142,7 @@ class Proxy:
     def release_held(self) -> None:
         self.release.set()
 
-    def _take(self, data: bytes) -> Optional[str]:
+    def _take(self, data: bytes) -> str | None:
         with self.lock:
             if self.rule is not None and self.rule[1] in data:
                 kind = self.rule[0]
@@ -145,7 +160,7 @@ class Proxy:
             threading.Thread(target=self._pipe, args=(c, s), daemon=True).start()
 
     def _pipe(self, c: socket.socket, s: socket.socket) -> None:
-        cut: Optional[str] = None
+        cut: str | None = None
         try:
             while True:
                 ready, _, _ = select.select([c, s], [], [], 0.5)

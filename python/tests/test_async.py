@@ -137,9 +137,7 @@ async def test_cancelled_just_as_the_server_granted_gives_it_back(
         proxy.close()
 
 
-async def test_async_retry_cut_after_acquire_is_not_resent(
-    server: Server, r: redis.Redis
-) -> None:
+async def test_async_retry_cut_after_acquire_is_not_resent(server: Server, r: redis.Redis) -> None:
     proxy = Proxy(server.port)
     try:
         locks = AsyncLockClient(aredis.Redis(port=proxy.port), retry_interval=0.01)

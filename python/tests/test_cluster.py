@@ -17,9 +17,19 @@ from redis_lock_client import LockClient
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[list[Server]]:
     buses = [free_port() for _ in range(3)]
-    nodes = [Server("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-                    "--cluster-port", str(bus), "--cluster-node-timeout", "2000")
-             for bus in buses]
+    nodes = [
+        Server(
+            "--cluster-enabled",
+            "yes",
+            "--cluster-config-file",
+            "nodes.conf",
+            "--cluster-port",
+            str(bus),
+            "--cluster-node-timeout",
+            "2000",
+        )
+        for bus in buses
+    ]
     try:
         ranges = [(0, 5460), (5461, 10922), (10923, 16383)]
         for node, (lo, hi) in zip(nodes, ranges):

@@ -21,8 +21,12 @@ EXAMPLES = ROOT / "python" / "examples"
     ],
 )
 def test_example_runs(server: Server, script: str, expected: list[str]) -> None:
-    done = subprocess.run([sys.executable, str(EXAMPLES / script), server.url()],
-                          capture_output=True, text=True, timeout=30)
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLES / script), server.url()],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     for text in expected:
         assert text in done.stdout, done.stdout

@@ -21,8 +21,10 @@ def test_redisson_scripts_and_this_client_exclude_each_other(r: redis.Redis) -> 
     # Redisson first: the client is excluded, then waits and gets it.
     assert r.eval(TRY_LOCK, 1, "i:lock", 30000, "redisson-uuid:1") is None
     assert locks.try_lock("i:lock", 0) is None
-    assert r.eval(UNLOCK, 2, "i:lock", "redisson_lock__channel:{i:lock}", 0, 30000,
-                  "redisson-uuid:1") == 1
+    assert (
+        r.eval(UNLOCK, 2, "i:lock", "redisson_lock__channel:{i:lock}", 0, 30000, "redisson-uuid:1")
+        == 1
+    )
     g = locks.try_lock("i:lock", 0)
     assert g is not None
     # The client first: Redisson's script answers the remaining lease.
@@ -37,8 +39,12 @@ def test_an_owner_shared_with_redisson_reenters_both_ways(r: redis.Redis) -> Non
     g = shared.lock("i:shared")
     assert r.eval(TRY_LOCK, 1, "i:shared", 30000, "redisson-uuid:7") is None
     assert r.hget("i:shared", "redisson-uuid:7") == b"2"
-    assert r.eval(UNLOCK, 2, "i:shared", "redisson_lock__channel:{i:shared}", 0, 30000,
-                  "redisson-uuid:7") == 0
+    assert (
+        r.eval(
+            UNLOCK, 2, "i:shared", "redisson_lock__channel:{i:shared}", 0, 30000, "redisson-uuid:7"
+        )
+        == 0
+    )
     g.unlock()
     assert not r.exists("i:shared")
 
@@ -46,20 +52,37 @@ def test_an_owner_shared_with_redisson_reenters_both_ways(r: redis.Redis) -> Non
 def rust_example() -> Path:
     exe = ROOT / "target/release/examples/watchdog"
     if not exe.exists():
-        subprocess.run(["cargo", "build", "--release", "-q", "-p", "redis-lock-client",
-                        "--example", "watchdog"], cwd=ROOT, check=True,
-                       env={**os.environ, "PATH": os.path.expanduser("~/.cargo/bin:")
-                            + os.environ.get("PATH", "")})
+        subprocess.run(
+            [
+                "cargo",
+                "build",
+                "--release",
+                "-q",
+                "-p",
+                "redis-lock-client",
+                "--example",
+                "watchdog",
+            ],
+            cwd=ROOT,
+            check=True,
+            env={
+                **os.environ,
+                "PATH": os.path.expanduser("~/.cargo/bin:") + os.environ.get("PATH", ""),
+            },
+        )
     return exe
 
 
-def test_the_rust_crate_and_this_client_exclude_each_other(server: Server,
-                                                          r: redis.Redis) -> None:
+def test_the_rust_crate_and_this_client_exclude_each_other(server: Server, r: redis.Redis) -> None:
     name = "example:watchdog"  # the lock the Rust example takes
     locks = LockClient(r)
     mine = locks.lock(name)
-    rust = subprocess.Popen([str(rust_example()), server.url()], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+    rust = subprocess.Popen(
+        [str(rust_example()), server.url()],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     assert rust.stdout is not None
     try:
         # The Rust client waits in the queue behind this one.

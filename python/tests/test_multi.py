@@ -39,8 +39,10 @@ def test_multilock_takes_all_or_rolls_back(servers: list[Server]) -> None:
 def test_redlock_survives_a_minority_and_fails_without_a_quorum(
     servers: list[Server],
 ) -> None:
-    clients = [LockClient(s.client(socket_connect_timeout=0.2), command_timeout=0.2,
-                          retries=0) for s in servers]
+    clients = [
+        LockClient(s.client(socket_connect_timeout=0.2), command_timeout=0.2, retries=0)
+        for s in servers
+    ]
     red = RedLock(clients, "m:red")
     assert red.quorum == 3
     g = red.try_lock(1.0, 5.0)

@@ -69,9 +69,7 @@ def test_release_cut_before_it_ran_is_resent(r: redis.Redis, proxy: Proxy) -> No
     assert not r.exists("rt:relb")
 
 
-def test_a_wait_cut_as_the_lock_was_granted_adopts_the_grant(
-    r: redis.Redis, proxy: Proxy
-) -> None:
+def test_a_wait_cut_as_the_lock_was_granted_adopts_the_grant(r: redis.Redis, proxy: Proxy) -> None:
     holder = LockClient(r).as_owner("holder")
     h = holder.lock("rt:wait")
     waiter = client(proxy).as_owner("waiter")
@@ -111,12 +109,14 @@ def test_a_wait_cut_without_a_grant_queues_again(r: redis.Redis, proxy: Proxy) -
 def test_without_client_kill_the_wait_is_dequeued_before_the_read_back(
     server: object, r: redis.Redis, proxy: Proxy
 ) -> None:
-    r.acl_setuser("nokill", enabled=True, passwords=["+pw"], keys=["*"],
-                  commands=["+@all", "-client|kill"])
+    r.acl_setuser(
+        "nokill", enabled=True, passwords=["+pw"], keys=["*"], commands=["+@all", "-client|kill"]
+    )
     holder = LockClient(r).as_owner("holder")
     h = holder.lock("rt:acl")
-    waiter = LockClient(redis.Redis(port=proxy.port, username="nokill", password="pw"),
-                        retry_interval=0.01).as_owner("waiter")
+    waiter = LockClient(
+        redis.Redis(port=proxy.port, username="nokill", password="pw"), retry_interval=0.01
+    ).as_owner("waiter")
     got: list[object] = []
     proxy.cut_after("WAIT")
     t = threading.Thread(target=lambda: got.append(waiter.try_lock("rt:acl", 10.0)))

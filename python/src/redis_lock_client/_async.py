@@ -23,7 +23,7 @@ import asyncio
 import itertools
 import weakref
 from types import TracebackType
-from typing import Any, Optional
+from typing import Any
 
 from redis import exceptions as rex
 
@@ -44,8 +44,13 @@ from .errors import (
 _FOREVER = 1e9
 
 TRANSPORT = (rex.ConnectionError, rex.TimeoutError, OSError)
-WRONG_ROLE = (rex.ReadOnlyError, rex.MovedError, rex.AskError, rex.TryAgainError,
-              rex.ClusterDownError)
+WRONG_ROLE = (
+    rex.ReadOnlyError,
+    rex.MovedError,
+    rex.AskError,
+    rex.TryAgainError,
+    rex.ClusterDownError,
+)
 
 
 def wrong_role(e: BaseException) -> bool:
@@ -101,7 +106,7 @@ class _Progress:
     def __init__(self) -> None:
         self.conn: Any = None
         self.node: Any = None
-        self.cid: Optional[int] = None
+        self.cid: int | None = None
         self.waiting = False
 
 
@@ -134,16 +139,19 @@ class AsyncLockClient:
         _core.lease_ms(watchdog_lease)
         self._redis = client
         self._options = Options(
-            float(watchdog_lease), float(command_timeout), retries, float(retry_interval),
+            float(watchdog_lease),
+            float(command_timeout),
+            retries,
+            float(retry_interval),
             float(wait_margin),
         )
         self._id = _core.new_client_id()
-        self._owner: Optional[str] = None
+        self._owner: str | None = None
         self._registry: dict[tuple[str, str], _Entry] = {}
         self._cond = _NoLock()
         # The client views made by as_owner share, for the watchdog.
         self._root = self
-        self._watchdog: Optional[asyncio.Task[None]] = None
+        self._watchdog: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
         self._background: set[asyncio.Task[Any]] = set()
 
@@ -180,7 +188,7 @@ class AsyncLockClient:
 
     # -- the API ----------------------------------------------------------
 
-    async def lock(self, name: str, *, on_lost: Optional[LostCallback] = None) -> AsyncLockGuard:
+    async def lock(self, name: str, *, on_lost: LostCallback | None = None) -> AsyncLockGuard:
         """Takes the lock, waiting as long as it takes in the server's FIFO
         queue; the watchdog keeps it until the guard is released.
         Re-entrant per owner."""
@@ -192,17 +200,19 @@ class AsyncLockClient:
         self,
         name: str,
         wait: Number = 0,
-        lease: Optional[Number] = None,
+        lease: Number | None = None,
         *,
-        on_lost: Optional[LostCallback] = None,
-    ) -> Optional[AsyncLockGuard]:
+        on_lost: LostCallback | None = None,
+    ) -> AsyncLockGuard | None:
         """Tries to take the lock, waiting at most ``wait`` seconds (0: one
         attempt). With ``lease`` the lock frees itself after it and no
         watchdog runs; without, the watchdog keeps it. None when someone else
         held it for the whole wait."""
         return await self._acquire(name, self.owner, lease, float(wait), False, on_lost)
 
-    async def lock_fenced(self, name: str, *, on_lost: Optional[LostCallback] = None) -> AsyncLockGuard:
+    async def lock_fenced(
+        self, name: str, *, on_lost: LostCallback | None = None
+    ) -> AsyncLockGuard:
         """:meth:`lock`, with the grant's fencing token in ``guard.token``: it
         grows with every grant; the resource refuses writes with a token
         older than one it has seen (``LOCK.FENCE`` for data in Redis)."""
@@ -214,10 +224,10 @@ class AsyncLockClient:
         self,
         name: str,
         wait: Number = 0,
-        lease: Optional[Number] = None,
+        lease: Number | None = None,
         *,
-        on_lost: Optional[LostCallback] = None,
-    ) -> Optional[AsyncLockGuard]:
+        on_lost: LostCallback | None = None,
+    ) -> AsyncLockGuard | None:
         """:meth:`try_lock` with a fencing token (see :meth:`lock_fenced`)."""
         return await self._acquire(name, self.owner, lease, float(wait), True, on_lost)
 
@@ -225,7 +235,7 @@ class AsyncLockClient:
         """Whether anyone holds the lock."""
         return bool(await self._simple(name, ["EXISTS", name]))
 
-    async def remaining_lease(self, name: str) -> Optional[float]:
+    async def remaining_lease(self, name: str) -> float | None:
         """The lock's remaining lease in seconds, whoever holds it; None if free."""
         ms = await self._simple(name, ["PTTL", name])
         return ms / 1000.0 if isinstance(ms, int) and ms >= 0 else None
@@ -234,7 +244,7 @@ class AsyncLockClient:
         """Deletes the lock whoever holds it (``LOCK.FORCE``): an operator's
         tool; the holder is told at its watchdog's next renewal. True if a
         lock existed."""
-        return await self._simple(name, ["LOCK.FORCE", name]) == 1
+        return bool(await self._simple(name, ["LOCK.FORCE", name]) == 1)
 
     async def info(self, name: str) -> dict[str, Any]:
         """``LOCK.INFO``: state, owners, ttl_ms, deadline_ms, waiters, token."""
@@ -276,7 +286,7 @@ class AsyncLockClient:
         await conn.send_command(*args)
         return await conn.read_response(timeout=timeout)
 
-    async def _client_id(self, conn: Any) -> Optional[int]:
+    async def _client_id(self, conn: Any) -> int | None:
         """The server's id of ``conn`` (asked once per new socket)."""
         await conn.connect()
         sock = getattr(conn, "_writer", None)
@@ -290,13 +300,14 @@ class AsyncLockClient:
         conn._rlc_id = (sock, cid)
         return cid
 
-    async def _simple(self, name: str, args: list[Any], timeout: Optional[float] = None,
-                retries: Optional[int] = None) -> Any:
+    async def _simple(
+        self, name: str, args: list[Any], timeout: float | None = None, retries: int | None = None
+    ) -> Any:
         """A command whose resending is harmless, with retries."""
         o = self._options
         retries = o.retries if retries is None else retries
         within = o.command_timeout if timeout is None else timeout
-        failure: Optional[BaseException] = None
+        failure: BaseException | None = None
         for attempt in range(retries + 1):
             if attempt:
                 await asyncio.sleep(o.retry_interval)
@@ -362,11 +373,11 @@ class AsyncLockClient:
         if why is not None:
             self._mark_lost(entry, why)
 
-    async def _read_back(self, name: str, owner: str, dead: Optional[int], waited: bool) -> int:
+    async def _read_back(self, name: str, owner: str, dead: int | None, waited: bool) -> int:
         """The server's hold count of ``owner`` after a failure in transit on
         the connection with id ``dead``: fences it first."""
         o = self._options
-        last: Optional[BaseException] = None
+        last: BaseException | None = None
         for attempt in range(o.retries + 1):
             if attempt:
                 await asyncio.sleep(o.retry_interval)
@@ -386,8 +397,9 @@ class AsyncLockClient:
                         fenced = False  # NOPERM
                 if waited and not fenced:
                     await self._await_dequeued(conn, name, owner)
-                count = _core.hold_count(await self._exec(conn, ["HGET", name, owner],
-                                                    o.command_timeout))
+                count = _core.hold_count(
+                    await self._exec(conn, ["HGET", name, owner], o.command_timeout)
+                )
                 await self._put(node, conn)
                 return count
             except TRANSPORT as e:
@@ -410,8 +422,14 @@ class AsyncLockClient:
             await asyncio.sleep(0.005)
 
     async def _run_counted(
-        self, name: str, owner: str, args: list[Any], known: int, applied: int,
-        within: float, progress: Optional[_Progress] = None,
+        self,
+        name: str,
+        owner: str,
+        args: list[Any],
+        known: int,
+        applied: int,
+        within: float,
+        progress: _Progress | None = None,
     ) -> tuple[bool, Any]:
         """Runs a command that moves ``owner``'s count from ``known`` to
         ``applied``, resending it only when the server shows it did not run.
@@ -474,16 +492,21 @@ class AsyncLockClient:
                 raise ConnectionLost(describe(failure)) from failure
             await asyncio.sleep(o.retry_interval)
 
-    async def _read_token(self, name: str) -> Optional[int]:
+    async def _read_token(self, name: str) -> int | None:
         v = await self._simple(name, ["GET", _core.token_key(name)])
         return None if v is None else int(v)
 
     # -- acquiring --------------------------------------------------------
 
     async def _acquire(
-        self, name: str, owner: str, lease: Optional[Number], wait: Optional[float],
-        fenced: bool, on_lost: Optional[LostCallback],
-    ) -> Optional[AsyncLockGuard]:
+        self,
+        name: str,
+        owner: str,
+        lease: Number | None,
+        wait: float | None,
+        fenced: bool,
+        on_lost: LostCallback | None,
+    ) -> AsyncLockGuard | None:
         """The one acquisition path. ``wait``: None waits forever, 0 is one
         attempt. A caller that cancels it leaves no grant behind: a command
         in flight is cut and fenced, and a grant it made is given back, in a
@@ -505,21 +528,24 @@ class AsyncLockClient:
                 try:
                     sent = _core.monotonic()
                     args = _core.acquire_args(name, owner, ms, None, fenced)
-                    seen, reply = await self._run_counted(name, owner, args, known, known + 1,
-                                                    self._options.command_timeout, progress)
+                    seen, reply = await self._run_counted(
+                        name, owner, args, known, known + 1, self._options.command_timeout, progress
+                    )
                     if seen:
                         granted, token = self._parse(reply, fenced)
                     else:
                         granted, token = True, (await self._read_token(name) if fenced else None)
                     if granted:
-                        return await self._granted(entry, name, owner, sent, lease_s, watchdog,
-                                             token, on_lost)
+                        return await self._granted(
+                            entry, name, owner, sent, lease_s, watchdog, token, on_lost
+                        )
                     if wait is not None and wait <= 0:
                         if known == 0:
                             self._retire_if_empty(entry)
                         return None
-                    guard = await self._wait_for(entry, known, ms, lease_s, watchdog, deadline,
-                                           fenced, progress, on_lost)
+                    guard = await self._wait_for(
+                        entry, known, ms, lease_s, watchdog, deadline, fenced, progress, on_lost
+                    )
                     if guard is None and known == 0:
                         self._retire_if_empty(entry)
                     return guard
@@ -531,7 +557,8 @@ class AsyncLockClient:
                     # Cancelled (or worse) with a command in flight: clean up
                     # once this task has let go of the entry.
                     task = asyncio.get_running_loop().create_task(
-                        self._abandon(entry, known, progress))
+                        self._abandon(entry, known, progress)
+                    )
                     self._background.add(task)
                     task.add_done_callback(self._background.discard)
                     raise
@@ -543,7 +570,7 @@ class AsyncLockClient:
             self._retire(entry)
 
     @staticmethod
-    def _parse(reply: Any, fenced: bool) -> tuple[bool, Optional[int]]:
+    def _parse(reply: Any, fenced: bool) -> tuple[bool, int | None]:
         try:
             return _core.parse_acquire(reply, fenced)
         except _core.ProtocolError as e:
@@ -567,35 +594,49 @@ class AsyncLockClient:
             except Exception:
                 pass
             try:
-                found = await self._read_back(entry.name, entry.owner, progress.cid,
-                                        progress.waiting)
+                found = await self._read_back(
+                    entry.name, entry.owner, progress.cid, progress.waiting
+                )
                 if found == known + 1:
-                    await self._run_counted(entry.name, entry.owner,
-                                      ["LOCK.RELEASE", entry.name, entry.owner],
-                                      known + 1, known, self._options.command_timeout)
+                    await self._run_counted(
+                        entry.name,
+                        entry.owner,
+                        ["LOCK.RELEASE", entry.name, entry.owner],
+                        known + 1,
+                        known,
+                        self._options.command_timeout,
+                    )
             except Exception:
                 pass
         if known == 0:
             self._retire_if_empty(entry)
 
     async def _wait_for(
-        self, entry: _Entry, known: int, ms: int, lease: float, watchdog: bool,
-        deadline: Optional[float], fenced: bool, progress: _Progress,
-        on_lost: Optional[LostCallback],
-    ) -> Optional[AsyncLockGuard]:
+        self,
+        entry: _Entry,
+        known: int,
+        ms: int,
+        lease: float,
+        watchdog: bool,
+        deadline: float | None,
+        fenced: bool,
+        progress: _Progress,
+        on_lost: LostCallback | None,
+    ) -> AsyncLockGuard | None:
         """``LOCK.ACQUIRE ... WAIT`` on a connection of its own (held out of
         the pool for the wait), the reply awaited ``wait_margin`` longer."""
         o = self._options
         name, owner = entry.name, entry.owner
         attempt = 0
         while True:
-            remaining: Optional[float] = None
+            remaining: float | None = None
             if deadline is not None:
                 remaining = deadline - _core.monotonic()
                 if remaining <= 0:
                     return None
             args = _core.acquire_args(
-                name, owner, ms, 0 if remaining is None else _core.wait_ms(remaining), fenced)
+                name, owner, ms, 0 if remaining is None else _core.wait_ms(remaining), fenced
+            )
             node = self._node(name)
             try:
                 conn = await self._get(node)
@@ -620,7 +661,9 @@ class AsyncLockClient:
                 granted, token = self._parse(reply, fenced)
                 if not granted:
                     return None
-                return await self._granted(entry, name, owner, sent, lease, watchdog, token, on_lost)
+                return await self._granted(
+                    entry, name, owner, sent, lease, watchdog, token, on_lost
+                )
             except rex.ResponseError as e:
                 if not wrong_role(e):
                     progress.conn = None
@@ -636,7 +679,9 @@ class AsyncLockClient:
             found = await self._read_back(name, owner, cid, True)
             if found == known + 1:
                 token = await self._read_token(name) if fenced else None
-                return await self._granted(entry, name, owner, sent, lease, watchdog, token, on_lost)
+                return await self._granted(
+                    entry, name, owner, sent, lease, watchdog, token, on_lost
+                )
             if found != known:
                 raise HoldCountMismatch(name, [known, known + 1], found)
             if wrong_role(failure):
@@ -646,8 +691,9 @@ class AsyncLockClient:
                 raise ConnectionLost(describe(failure)) from failure
             await asyncio.sleep(o.retry_interval)
 
-    async def _grant_expiry(self, name: str, owner: str, sent: float,
-                      lease: float) -> tuple[float, bool, bool]:
+    async def _grant_expiry(
+        self, name: str, owner: str, sent: float, lease: float
+    ) -> tuple[float, bool, bool]:
         """(expires, renew now, gone): the lease runs from the grant, which
         the client knows only as 'after the request'. A reply within a third
         of the lease counts from the request; a later one is measured."""
@@ -667,14 +713,25 @@ class AsyncLockClient:
         return asked + min(ttl, lease), False, False
 
     async def _granted(
-        self, entry: _Entry, name: str, owner: str, sent: float, lease: float,
-        watchdog: bool, token: Optional[int], on_lost: Optional[LostCallback],
+        self,
+        entry: _Entry,
+        name: str,
+        owner: str,
+        sent: float,
+        lease: float,
+        watchdog: bool,
+        token: int | None,
+        on_lost: LostCallback | None,
     ) -> AsyncLockGuard:
         expires, renew_now, gone = await self._grant_expiry(name, owner, sent, lease)
         with entry.mutex:
-            _core.grant_times(entry.state, expires, renew_now,
-                              self._options.watchdog_lease if watchdog else None,
-                              _core.monotonic())
+            _core.grant_times(
+                entry.state,
+                expires,
+                renew_now,
+                self._options.watchdog_lease if watchdog else None,
+                _core.monotonic(),
+            )
             if on_lost is not None:
                 entry.state.callbacks.append(on_lost)
         guard = AsyncLockGuard(self, entry, token)
@@ -688,8 +745,7 @@ class AsyncLockClient:
     async def _release(self, entry: _Entry) -> None:
         async with entry.op:
             with entry.mutex:
-                known, renew, lost = (entry.state.holds, entry.state.watchdog,
-                                      entry.state.retired)
+                known, renew, lost = (entry.state.holds, entry.state.watchdog, entry.state.retired)
                 if known == 0:
                     raise NotHeld(entry.name)
                 if lost:
@@ -699,8 +755,9 @@ class AsyncLockClient:
             if renew is not None and known > 1:
                 args.append(_core.lease_ms(renew))
             try:
-                seen, reply = await self._run_counted(entry.name, entry.owner, args, known,
-                                                known - 1, self._options.command_timeout)
+                seen, reply = await self._run_counted(
+                    entry.name, entry.owner, args, known, known - 1, self._options.command_timeout
+                )
             except HoldCountMismatch as e:
                 if e.found != 0:
                     raise
@@ -726,7 +783,7 @@ class AsyncLockClient:
             if root._watchdog is None:
                 root._watchdog = asyncio.get_running_loop().create_task(_watchdog_main(root))
 
-    async def _watchdog_round(self) -> Optional[float]:
+    async def _watchdog_round(self) -> float | None:
         """One pass: declares what expired, starts the renewals that are due
         (each in a task of its own, so a renewal stuck connecting to a
         frozen server never delays telling the holder). The time to sleep,
@@ -739,7 +796,7 @@ class AsyncLockClient:
         now = _core.monotonic()
         next_at = now + 3600.0
         for entry in entries:
-            start: Optional[float] = None
+            start: float | None = None
             with entry.mutex:
                 st = entry.state
                 if st.retired or st.holds == 0:
@@ -766,15 +823,19 @@ class AsyncLockClient:
         the lock lost at once, a failure is retried every tenth of the lease
         (the watchdog declares the loss once the lease has passed)."""
         sent = _core.monotonic()
-        result: Optional[bool] = None
-        error: Optional[BaseException] = None
+        result: bool | None = None
+        error: BaseException | None = None
         within = min(self._options.command_timeout, lease / 3)
         try:
             reply = await asyncio.wait_for(
-                self._simple(entry.name,
-                             ["LOCK.RENEW", entry.name, entry.owner, _core.lease_ms(lease)],
-                             timeout=within, retries=0),
-                within)
+                self._simple(
+                    entry.name,
+                    ["LOCK.RENEW", entry.name, entry.owner, _core.lease_ms(lease)],
+                    timeout=within,
+                    retries=0,
+                ),
+                within,
+            )
             if reply not in (0, 1):
                 raise ProtocolViolation(f"LOCK.RENEW answered {reply!r}")
             result = reply == 1
@@ -825,7 +886,7 @@ class AsyncLockGuard:
     client learns the lock is gone (renewal answered 0, renewals failing for
     a whole lease, a caller-given lease ending); ``lost_reason`` says why."""
 
-    def __init__(self, client: AsyncLockClient, entry: _Entry, token: Optional[int]) -> None:
+    def __init__(self, client: AsyncLockClient, entry: _Entry, token: int | None) -> None:
         self._client = client
         self._entry = entry
         self._released = False
@@ -847,7 +908,7 @@ class AsyncLockGuard:
         return self._entry.lost
 
     @property
-    def lost_reason(self) -> Optional[LostReason]:
+    def lost_reason(self) -> LostReason | None:
         """Why the lock was lost, or None while it is not known lost."""
         self._client._expire_if_due(self._entry)
         with self._entry.mutex:
@@ -871,7 +932,7 @@ class AsyncLockGuard:
         v = await self._client._simple(self.name, ["HGET", self.name, self.owner])
         return _core.hold_count(v) > 0
 
-    async def remaining_lease(self) -> Optional[float]:
+    async def remaining_lease(self) -> float | None:
         """The lease left on the server (s), None if not held by this owner."""
         if not await self.is_held():
             return None
@@ -887,8 +948,9 @@ class AsyncLockGuard:
     async def __aenter__(self) -> AsyncLockGuard:
         return self
 
-    async def __aexit__(self, et: Optional[type[BaseException]], ev: Optional[BaseException],
-                 tb: Optional[TracebackType]) -> None:
+    async def __aexit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
         if self._released:
             return
         try:

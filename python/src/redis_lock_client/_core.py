@@ -10,10 +10,11 @@ import itertools
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional, Union
+from typing import Any
 
-Number = Union[int, float]
+Number = int | float
 
 
 @dataclass(frozen=True)
@@ -70,7 +71,8 @@ class LostReason:
 
     def __str__(self) -> str:
         text = {
-            self.NOT_HELD: "the server no longer holds it for this owner (forced, deleted or expired)",
+            self.NOT_HELD: "the server no longer holds it for this owner "
+            "(forced, deleted or expired)",
             self.RENEWAL_FAILED: "no renewal succeeded within the lease",
             self.LEASE_EXPIRED: "its lease ended",
         }.get(self.kind, self.kind)
@@ -88,7 +90,7 @@ _thread_local = threading.local()
 def thread_number() -> int:
     """This thread's number in owner ids: threads are numbered from 1 per
     process, never reused (a thread ident can be, after a thread exits)."""
-    n: Optional[int] = getattr(_thread_local, "number", None)
+    n: int | None = getattr(_thread_local, "number", None)
     if n is None:
         n = next(_thread_numbers)
         _thread_local.number = n
@@ -119,9 +121,7 @@ def wait_ms(wait: Number) -> int:
     return max(1, ms)
 
 
-def acquire_args(
-    name: str, owner: str, lease: int, wait: Optional[int], fenced: bool
-) -> list[Any]:
+def acquire_args(name: str, owner: str, lease: int, wait: int | None, fenced: bool) -> list[Any]:
     args: list[Any] = ["LOCK.ACQUIRE", name, owner, lease]
     if wait is not None:
         args += ["WAIT", wait]
@@ -134,7 +134,7 @@ class ProtocolError(Exception):
     pass
 
 
-def parse_acquire(reply: Any, fenced: bool) -> tuple[bool, Optional[int]]:
+def parse_acquire(reply: Any, fenced: bool) -> tuple[bool, int | None]:
     """(granted, token) from a ``LOCK.ACQUIRE`` reply: nil / integer, or with
     ``TOKEN`` ``[-1, token]`` / ``[remaining, -1]``."""
     if not fenced:
@@ -164,7 +164,7 @@ def pairs(v: Any) -> dict[str, Any]:
     return {}
 
 
-def lease_left(info: Any, owner: str) -> Optional[tuple[bool, float]]:
+def lease_left(info: Any, owner: str) -> tuple[bool, float] | None:
     """From a ``LOCK.INFO`` reply: (holds, seconds of lease left), or None
     when the reply is not understood."""
     fields = pairs(info)
@@ -216,20 +216,20 @@ class EntryState:
     # Released or lost: a new acquisition starts a new entry.
     retired: bool = False
     # The lease the watchdog renews to; None: a caller-given lease.
-    watchdog: Optional[float] = None
+    watchdog: float | None = None
     # When the lease ends unless renewed (time.monotonic), never later than
     # the server's deadline.
     expires: float = 0.0
     next_renewal: float = 0.0
-    last_error: Optional[str] = None
+    last_error: str | None = None
     # A renewal is in flight (the watchdog starts one at a time per lock).
     renewing: bool = False
-    lost: Optional[LostReason] = None
+    lost: LostReason | None = None
     callbacks: list[LostCallback] = field(default_factory=list)
 
 
 def grant_times(
-    state: EntryState, expires: float, renew_now: bool, watchdog: Optional[float], now: float
+    state: EntryState, expires: float, renew_now: bool, watchdog: float | None, now: float
 ) -> None:
     """Records a grant's lease in ``state`` (re-entry too resets it)."""
     state.holds += 1
@@ -240,7 +240,7 @@ def grant_times(
         state.next_renewal = now if renew_now else due
 
 
-def lost_if_expired(state: EntryState, now: float) -> Optional[LostReason]:
+def lost_if_expired(state: EntryState, now: float) -> LostReason | None:
     """The loss to report if the lease has passed without a renewal."""
     if state.retired or state.holds == 0 or state.expires > now:
         return None

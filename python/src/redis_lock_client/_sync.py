@@ -18,7 +18,7 @@ from __future__ import annotations
 import threading
 import time
 from types import TracebackType
-from typing import Any, Optional
+from typing import Any
 
 import redis
 from redis import exceptions as rex
@@ -37,8 +37,13 @@ from .errors import (
 )
 
 TRANSPORT = (rex.ConnectionError, rex.TimeoutError, OSError)
-WRONG_ROLE = (rex.ReadOnlyError, rex.MovedError, rex.AskError, rex.TryAgainError,
-              rex.ClusterDownError)
+WRONG_ROLE = (
+    rex.ReadOnlyError,
+    rex.MovedError,
+    rex.AskError,
+    rex.TryAgainError,
+    rex.ClusterDownError,
+)
 
 
 def wrong_role(e: BaseException) -> bool:
@@ -63,8 +68,8 @@ class _Progress:
 
     def __init__(self) -> None:
         self.conn: Any = None
-        self.node: Optional[redis.Redis] = None
-        self.cid: Optional[int] = None
+        self.node: redis.Redis | None = None
+        self.cid: int | None = None
         self.waiting = False
 
 
@@ -98,16 +103,19 @@ class LockClient:
         _core.lease_ms(watchdog_lease)
         self._redis = client
         self._options = Options(
-            float(watchdog_lease), float(command_timeout), retries, float(retry_interval),
+            float(watchdog_lease),
+            float(command_timeout),
+            retries,
+            float(retry_interval),
             float(wait_margin),
         )
         self._id = _core.new_client_id()
-        self._owner: Optional[str] = None
+        self._owner: str | None = None
         self._registry: dict[tuple[str, str], _Entry] = {}
         self._cond = threading.Condition(threading.Lock())
         # The client views made by as_owner share, for the watchdog.
         self._root = self
-        self._watchdog: Optional[threading.Thread] = None
+        self._watchdog: threading.Thread | None = None
         self._wake = False
 
     # -- identity ---------------------------------------------------------
@@ -143,7 +151,7 @@ class LockClient:
 
     # -- the API ----------------------------------------------------------
 
-    def lock(self, name: str, *, on_lost: Optional[LostCallback] = None) -> LockGuard:
+    def lock(self, name: str, *, on_lost: LostCallback | None = None) -> LockGuard:
         """Takes the lock, waiting as long as it takes in the server's FIFO
         queue; the watchdog keeps it until the guard is released.
         Re-entrant per owner."""
@@ -155,17 +163,17 @@ class LockClient:
         self,
         name: str,
         wait: Number = 0,
-        lease: Optional[Number] = None,
+        lease: Number | None = None,
         *,
-        on_lost: Optional[LostCallback] = None,
-    ) -> Optional[LockGuard]:
+        on_lost: LostCallback | None = None,
+    ) -> LockGuard | None:
         """Tries to take the lock, waiting at most ``wait`` seconds (0: one
         attempt). With ``lease`` the lock frees itself after it and no
         watchdog runs; without, the watchdog keeps it. None when someone else
         held it for the whole wait."""
         return self._acquire(name, self.owner, lease, float(wait), False, on_lost)
 
-    def lock_fenced(self, name: str, *, on_lost: Optional[LostCallback] = None) -> LockGuard:
+    def lock_fenced(self, name: str, *, on_lost: LostCallback | None = None) -> LockGuard:
         """:meth:`lock`, with the grant's fencing token in ``guard.token``: it
         grows with every grant; the resource refuses writes with a token
         older than one it has seen (``LOCK.FENCE`` for data in Redis)."""
@@ -177,10 +185,10 @@ class LockClient:
         self,
         name: str,
         wait: Number = 0,
-        lease: Optional[Number] = None,
+        lease: Number | None = None,
         *,
-        on_lost: Optional[LostCallback] = None,
-    ) -> Optional[LockGuard]:
+        on_lost: LostCallback | None = None,
+    ) -> LockGuard | None:
         """:meth:`try_lock` with a fencing token (see :meth:`lock_fenced`)."""
         return self._acquire(name, self.owner, lease, float(wait), True, on_lost)
 
@@ -188,7 +196,7 @@ class LockClient:
         """Whether anyone holds the lock."""
         return bool(self._simple(name, ["EXISTS", name]))
 
-    def remaining_lease(self, name: str) -> Optional[float]:
+    def remaining_lease(self, name: str) -> float | None:
         """The lock's remaining lease in seconds, whoever holds it; None if free."""
         ms = self._simple(name, ["PTTL", name])
         return ms / 1000.0 if isinstance(ms, int) and ms >= 0 else None
@@ -197,7 +205,7 @@ class LockClient:
         """Deletes the lock whoever holds it (``LOCK.FORCE``): an operator's
         tool; the holder is told at its watchdog's next renewal. True if a
         lock existed."""
-        return self._simple(name, ["LOCK.FORCE", name]) == 1
+        return bool(self._simple(name, ["LOCK.FORCE", name]) == 1)
 
     def info(self, name: str) -> dict[str, Any]:
         """``LOCK.INFO``: state, owners, ttl_ms, deadline_ms, waiters, token."""
@@ -241,7 +249,7 @@ class LockClient:
             raise rex.TimeoutError(f"no reply to {args[0]} within {timeout:.3f} s")
         return conn.read_response()
 
-    def _client_id(self, conn: Any) -> Optional[int]:
+    def _client_id(self, conn: Any) -> int | None:
         """The server's id of ``conn`` (asked once per new socket)."""
         conn.connect()
         sock = getattr(conn, "_sock", None)
@@ -255,13 +263,14 @@ class LockClient:
         conn._rlc_id = (sock, cid)
         return cid
 
-    def _simple(self, name: str, args: list[Any], timeout: Optional[float] = None,
-                retries: Optional[int] = None) -> Any:
+    def _simple(
+        self, name: str, args: list[Any], timeout: float | None = None, retries: int | None = None
+    ) -> Any:
         """A command whose resending is harmless, with retries."""
         o = self._options
         retries = o.retries if retries is None else retries
         within = o.command_timeout if timeout is None else timeout
-        failure: Optional[BaseException] = None
+        failure: BaseException | None = None
         for attempt in range(retries + 1):
             if attempt:
                 time.sleep(o.retry_interval)
@@ -327,11 +336,11 @@ class LockClient:
         if why is not None:
             self._mark_lost(entry, why)
 
-    def _read_back(self, name: str, owner: str, dead: Optional[int], waited: bool) -> int:
+    def _read_back(self, name: str, owner: str, dead: int | None, waited: bool) -> int:
         """The server's hold count of ``owner`` after a failure in transit on
         the connection with id ``dead``: fences it first."""
         o = self._options
-        last: Optional[BaseException] = None
+        last: BaseException | None = None
         for attempt in range(o.retries + 1):
             if attempt:
                 time.sleep(o.retry_interval)
@@ -351,8 +360,7 @@ class LockClient:
                         fenced = False  # NOPERM
                 if waited and not fenced:
                     self._await_dequeued(conn, name, owner)
-                count = _core.hold_count(self._exec(conn, ["HGET", name, owner],
-                                                    o.command_timeout))
+                count = _core.hold_count(self._exec(conn, ["HGET", name, owner], o.command_timeout))
                 self._put(node, conn)
                 return count
             except TRANSPORT as e:
@@ -375,8 +383,14 @@ class LockClient:
             time.sleep(0.005)
 
     def _run_counted(
-        self, name: str, owner: str, args: list[Any], known: int, applied: int,
-        within: float, progress: Optional[_Progress] = None,
+        self,
+        name: str,
+        owner: str,
+        args: list[Any],
+        known: int,
+        applied: int,
+        within: float,
+        progress: _Progress | None = None,
     ) -> tuple[bool, Any]:
         """Runs a command that moves ``owner``'s count from ``known`` to
         ``applied``, resending it only when the server shows it did not run.
@@ -439,16 +453,21 @@ class LockClient:
                 raise ConnectionLost(describe(failure)) from failure
             time.sleep(o.retry_interval)
 
-    def _read_token(self, name: str) -> Optional[int]:
+    def _read_token(self, name: str) -> int | None:
         v = self._simple(name, ["GET", _core.token_key(name)])
         return None if v is None else int(v)
 
     # -- acquiring --------------------------------------------------------
 
     def _acquire(
-        self, name: str, owner: str, lease: Optional[Number], wait: Optional[float],
-        fenced: bool, on_lost: Optional[LostCallback],
-    ) -> Optional[LockGuard]:
+        self,
+        name: str,
+        owner: str,
+        lease: Number | None,
+        wait: float | None,
+        fenced: bool,
+        on_lost: LostCallback | None,
+    ) -> LockGuard | None:
         """The one acquisition path. ``wait``: None waits forever, 0 is one
         attempt. An exception that interrupts it (KeyboardInterrupt, a
         timeout signal) leaves no grant behind."""
@@ -469,21 +488,24 @@ class LockClient:
                 try:
                     sent = _core.monotonic()
                     args = _core.acquire_args(name, owner, ms, None, fenced)
-                    seen, reply = self._run_counted(name, owner, args, known, known + 1,
-                                                    self._options.command_timeout, progress)
+                    seen, reply = self._run_counted(
+                        name, owner, args, known, known + 1, self._options.command_timeout, progress
+                    )
                     if seen:
                         granted, token = self._parse(reply, fenced)
                     else:
                         granted, token = True, (self._read_token(name) if fenced else None)
                     if granted:
-                        return self._granted(entry, name, owner, sent, lease_s, watchdog,
-                                             token, on_lost)
+                        return self._granted(
+                            entry, name, owner, sent, lease_s, watchdog, token, on_lost
+                        )
                     if wait is not None and wait <= 0:
                         if known == 0:
                             self._retire_if_empty(entry)
                         return None
-                    guard = self._wait_for(entry, known, ms, lease_s, watchdog, deadline,
-                                           fenced, progress, on_lost)
+                    guard = self._wait_for(
+                        entry, known, ms, lease_s, watchdog, deadline, fenced, progress, on_lost
+                    )
                     if guard is None and known == 0:
                         self._retire_if_empty(entry)
                     return guard
@@ -498,7 +520,7 @@ class LockClient:
             self._retire(entry)
 
     @staticmethod
-    def _parse(reply: Any, fenced: bool) -> tuple[bool, Optional[int]]:
+    def _parse(reply: Any, fenced: bool) -> tuple[bool, int | None]:
         try:
             return _core.parse_acquire(reply, fenced)
         except _core.ProtocolError as e:
@@ -516,35 +538,47 @@ class LockClient:
             except Exception:
                 pass
             try:
-                found = self._read_back(entry.name, entry.owner, progress.cid,
-                                        progress.waiting)
+                found = self._read_back(entry.name, entry.owner, progress.cid, progress.waiting)
                 if found == known + 1:
-                    self._run_counted(entry.name, entry.owner,
-                                      ["LOCK.RELEASE", entry.name, entry.owner],
-                                      known + 1, known, self._options.command_timeout)
+                    self._run_counted(
+                        entry.name,
+                        entry.owner,
+                        ["LOCK.RELEASE", entry.name, entry.owner],
+                        known + 1,
+                        known,
+                        self._options.command_timeout,
+                    )
             except Exception:
                 pass
         if known == 0:
             self._retire_if_empty(entry)
 
     def _wait_for(
-        self, entry: _Entry, known: int, ms: int, lease: float, watchdog: bool,
-        deadline: Optional[float], fenced: bool, progress: _Progress,
-        on_lost: Optional[LostCallback],
-    ) -> Optional[LockGuard]:
+        self,
+        entry: _Entry,
+        known: int,
+        ms: int,
+        lease: float,
+        watchdog: bool,
+        deadline: float | None,
+        fenced: bool,
+        progress: _Progress,
+        on_lost: LostCallback | None,
+    ) -> LockGuard | None:
         """``LOCK.ACQUIRE ... WAIT`` on a connection of its own (held out of
         the pool for the wait), the reply awaited ``wait_margin`` longer."""
         o = self._options
         name, owner = entry.name, entry.owner
         attempt = 0
         while True:
-            remaining: Optional[float] = None
+            remaining: float | None = None
             if deadline is not None:
                 remaining = deadline - _core.monotonic()
                 if remaining <= 0:
                     return None
             args = _core.acquire_args(
-                name, owner, ms, 0 if remaining is None else _core.wait_ms(remaining), fenced)
+                name, owner, ms, 0 if remaining is None else _core.wait_ms(remaining), fenced
+            )
             node = self._node(name)
             try:
                 conn = self._get(node)
@@ -600,8 +634,9 @@ class LockClient:
                 raise ConnectionLost(describe(failure)) from failure
             time.sleep(o.retry_interval)
 
-    def _grant_expiry(self, name: str, owner: str, sent: float,
-                      lease: float) -> tuple[float, bool, bool]:
+    def _grant_expiry(
+        self, name: str, owner: str, sent: float, lease: float
+    ) -> tuple[float, bool, bool]:
         """(expires, renew now, gone): the lease runs from the grant, which
         the client knows only as 'after the request'. A reply within a third
         of the lease counts from the request; a later one is measured."""
@@ -621,14 +656,25 @@ class LockClient:
         return asked + min(ttl, lease), False, False
 
     def _granted(
-        self, entry: _Entry, name: str, owner: str, sent: float, lease: float,
-        watchdog: bool, token: Optional[int], on_lost: Optional[LostCallback],
+        self,
+        entry: _Entry,
+        name: str,
+        owner: str,
+        sent: float,
+        lease: float,
+        watchdog: bool,
+        token: int | None,
+        on_lost: LostCallback | None,
     ) -> LockGuard:
         expires, renew_now, gone = self._grant_expiry(name, owner, sent, lease)
         with entry.mutex:
-            _core.grant_times(entry.state, expires, renew_now,
-                              self._options.watchdog_lease if watchdog else None,
-                              _core.monotonic())
+            _core.grant_times(
+                entry.state,
+                expires,
+                renew_now,
+                self._options.watchdog_lease if watchdog else None,
+                _core.monotonic(),
+            )
             if on_lost is not None:
                 entry.state.callbacks.append(on_lost)
         guard = LockGuard(self, entry, token)
@@ -642,8 +688,7 @@ class LockClient:
     def _release(self, entry: _Entry) -> None:
         with entry.op:
             with entry.mutex:
-                known, renew, lost = (entry.state.holds, entry.state.watchdog,
-                                      entry.state.retired)
+                known, renew, lost = (entry.state.holds, entry.state.watchdog, entry.state.retired)
                 if known == 0:
                     raise NotHeld(entry.name)
                 if lost:
@@ -653,8 +698,9 @@ class LockClient:
             if renew is not None and known > 1:
                 args.append(_core.lease_ms(renew))
             try:
-                seen, reply = self._run_counted(entry.name, entry.owner, args, known,
-                                                known - 1, self._options.command_timeout)
+                seen, reply = self._run_counted(
+                    entry.name, entry.owner, args, known, known - 1, self._options.command_timeout
+                )
             except HoldCountMismatch as e:
                 if e.found != 0:
                     raise
@@ -679,12 +725,16 @@ class LockClient:
             root._wake = True
             self._cond.notify_all()
             if root._watchdog is None:
-                t = threading.Thread(target=_watchdog_main, args=(root,),
-                                     name=f"redis-lock-watchdog-{self._id[:8]}", daemon=True)
+                t = threading.Thread(
+                    target=_watchdog_main,
+                    args=(root,),
+                    name=f"redis-lock-watchdog-{self._id[:8]}",
+                    daemon=True,
+                )
                 root._watchdog = t
                 t.start()
 
-    def _watchdog_round(self) -> Optional[float]:
+    def _watchdog_round(self) -> float | None:
         """One pass: declares what expired, starts the renewals that are due
         (each in a thread of its own, so a renewal stuck connecting to a
         frozen server never delays telling the holder). The time to sleep,
@@ -697,7 +747,7 @@ class LockClient:
         now = _core.monotonic()
         next_at = now + 3600.0
         for entry in entries:
-            start: Optional[float] = None
+            start: float | None = None
             with entry.mutex:
                 st = entry.state
                 if st.retired or st.holds == 0:
@@ -714,8 +764,9 @@ class LockClient:
             if why is not None:
                 self._mark_lost(entry, why)
             elif start is not None:
-                threading.Thread(target=self._renew, args=(entry, start), daemon=True,
-                                 name="redis-lock-renewal").start()
+                threading.Thread(
+                    target=self._renew, args=(entry, start), daemon=True, name="redis-lock-renewal"
+                ).start()
         return max(0.0, next_at - _core.monotonic())
 
     def _renew(self, entry: _Entry, lease: float) -> None:
@@ -723,13 +774,15 @@ class LockClient:
         the lock lost at once, a failure is retried every tenth of the lease
         (the watchdog declares the loss once the lease has passed)."""
         sent = _core.monotonic()
-        result: Optional[bool] = None
-        error: Optional[BaseException] = None
+        result: bool | None = None
+        error: BaseException | None = None
         try:
-            reply = self._simple(entry.name,
-                                 ["LOCK.RENEW", entry.name, entry.owner, _core.lease_ms(lease)],
-                                 timeout=min(self._options.command_timeout, lease / 3),
-                                 retries=0)
+            reply = self._simple(
+                entry.name,
+                ["LOCK.RENEW", entry.name, entry.owner, _core.lease_ms(lease)],
+                timeout=min(self._options.command_timeout, lease / 3),
+                retries=0,
+            )
             if reply not in (0, 1):
                 raise ProtocolViolation(f"LOCK.RENEW answered {reply!r}")
             result = reply == 1
@@ -781,7 +834,7 @@ class LockGuard:
     client learns the lock is gone (renewal answered 0, renewals failing for
     a whole lease, a caller-given lease ending); ``lost_reason`` says why."""
 
-    def __init__(self, client: LockClient, entry: _Entry, token: Optional[int]) -> None:
+    def __init__(self, client: LockClient, entry: _Entry, token: int | None) -> None:
         self._client = client
         self._entry = entry
         self._released = False
@@ -803,7 +856,7 @@ class LockGuard:
         return self._entry.lost
 
     @property
-    def lost_reason(self) -> Optional[LostReason]:
+    def lost_reason(self) -> LostReason | None:
         """Why the lock was lost, or None while it is not known lost."""
         self._client._expire_if_due(self._entry)
         with self._entry.mutex:
@@ -827,7 +880,7 @@ class LockGuard:
         v = self._client._simple(self.name, ["HGET", self.name, self.owner])
         return _core.hold_count(v) > 0
 
-    def remaining_lease(self) -> Optional[float]:
+    def remaining_lease(self) -> float | None:
         """The lease left on the server (s), None if not held by this owner."""
         if not self.is_held():
             return None
@@ -843,8 +896,9 @@ class LockGuard:
     def __enter__(self) -> LockGuard:
         return self
 
-    def __exit__(self, et: Optional[type[BaseException]], ev: Optional[BaseException],
-                 tb: Optional[TracebackType]) -> None:
+    def __exit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
         if self._released:
             return
         try:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import threading
 import uuid
 from types import SimpleNamespace, TracebackType
-from typing import Any, Optional
+from typing import Any
 
 from redis.exceptions import LockError as RedisLockError
 from redis.exceptions import LockNotOwnedError
@@ -49,10 +49,10 @@ class ModuleLock:
         self,
         redis: Any,
         name: str,
-        timeout: Optional[Number] = None,
+        timeout: Number | None = None,
         sleep: Number = 0.1,
         blocking: bool = True,
-        blocking_timeout: Optional[Number] = None,
+        blocking_timeout: Number | None = None,
         thread_local: bool = True,
         raise_on_release_error: bool = True,
         **_ignored: Any,
@@ -77,8 +77,9 @@ class ModuleLock:
             return self
         raise RedisLockError("Unable to acquire lock within the time specified")
 
-    def __exit__(self, et: Optional[type[BaseException]], ev: Optional[BaseException],
-                 tb: Optional[TracebackType]) -> None:
+    def __exit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
         try:
             self.release()
         except RedisLockError:
@@ -87,10 +88,10 @@ class ModuleLock:
 
     def acquire(
         self,
-        sleep: Optional[Number] = None,
-        blocking: Optional[bool] = None,
-        blocking_timeout: Optional[Number] = None,
-        token: Optional[str] = None,
+        sleep: Number | None = None,
+        blocking: bool | None = None,
+        blocking_timeout: Number | None = None,
+        token: str | None = None,
     ) -> bool:
         """Takes the lock; True on success. ``blocking=False``: one attempt;
         ``blocking_timeout``: wait at most that long (None: forever)."""
@@ -99,7 +100,7 @@ class ModuleLock:
             blocking = self.blocking
         if blocking_timeout is None:
             blocking_timeout = self.blocking_timeout
-        wait: Optional[float] = None
+        wait: float | None = None
         if not blocking:
             wait = 0.0
         elif blocking_timeout is not None:
@@ -112,7 +113,7 @@ class ModuleLock:
         return True
 
     def _guard(self, action: str) -> LockGuard:
-        guard: Optional[LockGuard] = getattr(self.local, "guard", None)
+        guard: LockGuard | None = getattr(self.local, "guard", None)
         if guard is None:
             raise RedisLockError(f"Cannot {action} an unlocked lock")
         return guard
@@ -133,7 +134,7 @@ class ModuleLock:
 
     def owned(self) -> bool:
         """Whether this lock's token holds it on the server."""
-        guard: Optional[LockGuard] = getattr(self.local, "guard", None)
+        guard: LockGuard | None = getattr(self.local, "guard", None)
         if guard is None:
             return False
         return guard.is_held()
@@ -159,8 +160,9 @@ class ModuleLock:
 
     def _renew(self, guard: LockGuard, lease: float, action: str) -> bool:
         sent = _core.monotonic()
-        reply = self._locks._simple(self.name, ["LOCK.RENEW", self.name, guard.owner,
-                                                _core.lease_ms(lease)])
+        reply = self._locks._simple(
+            self.name, ["LOCK.RENEW", self.name, guard.owner, _core.lease_ms(lease)]
+        )
         if reply != 1:
             raise LockNotOwnedError(f"Cannot {action} a lock that's no longer owned")
         entry = guard._entry

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 
 class LockError(Exception):
@@ -77,5 +77,5 @@ class ProtocolViolation(LockError):
     (is the module loaded?)."""
 
 
-def describe(e: Optional[BaseException]) -> str:
+def describe(e: BaseException | None) -> str:
     return f"{type(e).__name__}: {e}" if e is not None else "no attempt"

@@ -14,9 +14,8 @@ import itertools
 import random
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from types import TracebackType
-from typing import Callable, Optional
 
 from . import _core
 from ._core import LostReason, Number
@@ -48,12 +47,12 @@ class MultiLock:
         assert guard is not None
         return guard
 
-    def try_lock(self, wait: Number = 0, lease: Optional[Number] = None) -> Optional[MultiGuard]:
+    def try_lock(self, wait: Number = 0, lease: Number | None = None) -> MultiGuard | None:
         """Every lock within ``wait`` seconds (shared), or None. With a
         ``lease``, every lease restarts together once all are held."""
         return self._acquire(float(wait), lease)
 
-    def _acquire(self, wait: Optional[float], lease: Optional[Number]) -> Optional[MultiGuard]:
+    def _acquire(self, wait: float | None, lease: Number | None) -> MultiGuard | None:
         deadline = None if wait is None else _core.monotonic() + wait
         held: list[LockGuard] = []
         try:
@@ -78,8 +77,9 @@ class MultiLock:
 
 def _restart(guard: LockGuard, lease: float) -> bool:
     sent = _core.monotonic()
-    reply = guard._client._simple(guard.name, ["LOCK.RENEW", guard.name, guard.owner,
-                                               _core.lease_ms(lease)])
+    reply = guard._client._simple(
+        guard.name, ["LOCK.RENEW", guard.name, guard.owner, _core.lease_ms(lease)]
+    )
     if reply != 1:
         return False
     with guard._entry.mutex:
@@ -101,7 +101,7 @@ class MultiGuard:
     def __init__(self, guards: list[LockGuard]) -> None:
         self.guards = guards
 
-    def lost_reason(self) -> Optional[tuple[int, LostReason]]:
+    def lost_reason(self) -> tuple[int, LostReason] | None:
         """The index of a lock known lost and why, or None."""
         for i, guard in enumerate(self.guards):
             why = guard.lost_reason
@@ -111,7 +111,7 @@ class MultiGuard:
 
     def unlock(self) -> None:
         """Releases every lock (all are attempted); raises the first error."""
-        first: Optional[LockError] = None
+        first: LockError | None = None
         for guard in self.guards:
             try:
                 guard.unlock()
@@ -123,8 +123,9 @@ class MultiGuard:
     def __enter__(self) -> MultiGuard:
         return self
 
-    def __exit__(self, et: Optional[type[BaseException]], ev: Optional[BaseException],
-                 tb: Optional[TracebackType]) -> None:
+    def __exit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
         try:
             self.unlock()
         except LockError:
@@ -158,7 +159,7 @@ class RedLock:
     def quorum(self) -> int:
         return len(self._masters) // 2 + 1
 
-    def try_lock(self, wait: Number, lease: Number) -> Optional[RedLockGuard]:
+    def try_lock(self, wait: Number, lease: Number) -> RedLockGuard | None:
         """The lock on a quorum within ``wait`` s for ``lease`` s, or None."""
         ms = _core.lease_ms(lease)
         lease = float(lease)
@@ -170,10 +171,16 @@ class RedLock:
             started = _core.monotonic()
             results: list[bool] = [False] * len(self._masters)
 
-            def attempt(i: int, master: LockClient, owner: str = owner) -> None:
+            def attempt(
+                i: int, master: LockClient, owner: str = owner, results: list[bool] = results
+            ) -> None:
                 try:
-                    reply = master._simple(self.name, ["LOCK.ACQUIRE", self.name, owner, ms],
-                                           timeout=per_master, retries=0)
+                    reply = master._simple(
+                        self.name,
+                        ["LOCK.ACQUIRE", self.name, owner, ms],
+                        timeout=per_master,
+                        retries=0,
+                    )
                     results[i] = reply is None
                 except LockError:
                     pass
@@ -190,14 +197,16 @@ class RedLock:
             time.sleep(min(left, random.uniform(0.01, 0.05)))
 
 
-def _each(masters: list[LockClient], call: Callable[[int, LockClient], None],
-          deadline: float) -> None:
+def _each(
+    masters: list[LockClient], call: Callable[[int, LockClient], None], deadline: float
+) -> None:
     """``call(i, master)`` for every master at once, waiting until
     ``deadline`` at most: a master slow to connect or answer is left behind
     (a grant it makes late ends with its lease, and is released by the
     release sent to every master)."""
-    threads = [threading.Thread(target=call, args=(i, m), daemon=True)
-               for i, m in enumerate(masters)]
+    threads = [
+        threading.Thread(target=call, args=(i, m), daemon=True) for i, m in enumerate(masters)
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -209,8 +218,9 @@ class RedLockGuard:
     seconds; released on every master by :meth:`unlock` or the ``with``
     block's end."""
 
-    def __init__(self, masters: list[LockClient], name: str, owner: str,
-                 valid_until: float) -> None:
+    def __init__(
+        self, masters: list[LockClient], name: str, owner: str, valid_until: float
+    ) -> None:
         self._masters = masters
         self.name = name
         self.owner = owner
@@ -223,6 +233,7 @@ class RedLockGuard:
     def unlock(self) -> None:
         """Releases it on every master, reachable or not (errors ignored: an
         unreachable master's hold ends with its lease)."""
+
         def release(_: int, master: LockClient) -> None:
             try:
                 master._simple(self.name, ["LOCK.RELEASE", self.name, self.owner], retries=0)
@@ -235,6 +246,7 @@ class RedLockGuard:
     def __enter__(self) -> RedLockGuard:
         return self
 
-    def __exit__(self, et: Optional[type[BaseException]], ev: Optional[BaseException],
-                 tb: Optional[TracebackType]) -> None:
+    def __exit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.unlock()
