@@ -156,7 +156,11 @@ class Proxy:
                 c, _ = self.sock.accept()
             except OSError:
                 return
-            s = socket.create_connection(("127.0.0.1", self.target))
+            try:
+                s = socket.create_connection(("127.0.0.1", self.target))
+            except OSError:
+                c.close()
+                continue
             threading.Thread(target=self._pipe, args=(c, s), daemon=True).start()
 
     def _pipe(self, c: socket.socket, s: socket.socket) -> None:

@@ -129,3 +129,43 @@ def test_without_client_kill_the_wait_is_dequeued_before_the_read_back(
     assert r.hget("rt:acl", "waiter") == b"1"
     g.unlock()  # type: ignore[attr-defined]
     assert not r.exists("rt:acl")
+
+
+def interrupt(thread: threading.Thread) -> None:
+    """Raises KeyboardInterrupt inside ``thread`` (as Ctrl-C would in a main
+    thread): delivered at its next bytecode, within the wait's 1 s poll."""
+    import ctypes
+
+    assert thread.ident is not None
+    done = ctypes.pythonapi.PyThreadState_SetAsyncExc(
+        ctypes.c_ulong(thread.ident), ctypes.py_object(KeyboardInterrupt)
+    )
+    assert done == 1
+
+
+def test_an_interrupted_wait_gives_back_a_grant_made_at_that_instant(
+    r: redis.Redis, proxy: Proxy
+) -> None:
+    holder = LockClient(r).as_owner("holder")
+    h = holder.lock("rt:intr")
+    waiter = client(proxy).as_owner("waiter")
+    outcome: list[object] = []
+
+    def wait() -> None:
+        try:
+            outcome.append(waiter.try_lock("rt:intr", 10.0))
+        except KeyboardInterrupt:
+            outcome.append("interrupted")
+
+    proxy.hold("WAIT")  # the grant's reply is kept back by the proxy
+    t = threading.Thread(target=wait)
+    t.start()
+    assert wait_until(lambda: len(holder.info("rt:intr")["waiters"]) == 1)
+    h.unlock()  # granted to the waiter on the server
+    assert proxy.held.wait(5)
+    assert r.hget("rt:intr", "waiter") == b"1"
+    interrupt(t)
+    t.join(10)
+    assert outcome == ["interrupted"]
+    assert not r.exists("rt:intr")  # given back, not held until its lease ends
+    proxy.release_held()

@@ -595,13 +595,15 @@ class LockClient:
             failure: BaseException
             try:
                 conn.send_command(*args)
-                if remaining is None:
-                    # Forever: TCP keep-alive notices a vanished server; the
-                    # poll keeps the thread interruptible.
-                    while not conn.can_read(1.0):
-                        pass
-                elif not conn.can_read(remaining + o.wait_margin):
-                    raise rex.TimeoutError("no reply to LOCK.ACQUIRE ... WAIT in time")
+                # Polled a second at a time, so the thread stays interruptible
+                # (KeyboardInterrupt); a wait without end relies on TCP
+                # keep-alive to notice a vanished server.
+                limit = None if remaining is None else sent + remaining + o.wait_margin
+                while not conn.can_read(
+                    1.0 if limit is None else max(0.0, min(1.0, limit - _core.monotonic()))
+                ):
+                    if limit is not None and _core.monotonic() >= limit:
+                        raise rex.TimeoutError("no reply to LOCK.ACQUIRE ... WAIT in time")
                 reply = conn.read_response()
                 progress.conn = None
                 self._put(node, conn)
