@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import math
 import weakref
 from types import TracebackType
 from typing import Any
@@ -42,6 +43,9 @@ from .errors import (
 
 # A wait without end: longer than any process lives (math.inf is redis-py 6+).
 _FOREVER = 1e9
+
+# How long the watchdog stays with nothing to watch before it ends (s).
+WATCHDOG_IDLE = 10.0
 
 TRANSPORT = (rex.ConnectionError, rex.TimeoutError, OSError)
 WRONG_ROLE = (
@@ -151,6 +155,10 @@ class AsyncLockClient:
         self._cond = _NoLock()
         # The client views made by as_owner share, for the watchdog.
         self._root = self
+        # When the watchdog's sleep ends (inf: awake, it rescans before sleeping),
+        # and since when it has had nothing to watch.
+        self._sleep_until = math.inf
+        self._idle_since: float | None = None
         self._watchdog: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
         self._background: set[asyncio.Task[Any]] = set()
@@ -737,7 +745,10 @@ class AsyncLockClient:
         guard = AsyncLockGuard(self, entry, token)
         if gone:
             self._mark_lost(entry, LostReason(LostReason.NOT_HELD))
-        self._start_watchdog()
+        with entry.mutex:
+            st = entry.state
+            due = min(st.expires, st.next_renewal) if st.watchdog is not None else st.expires
+        self._start_watchdog(due)
         return guard
 
     # -- releasing --------------------------------------------------------
@@ -776,10 +787,13 @@ class AsyncLockClient:
 
     # -- the watchdog -----------------------------------------------------
 
-    def _start_watchdog(self) -> None:
+    def _start_watchdog(self, due: float) -> None:
+        """Makes sure the watchdog runs, and wakes it if ``due`` (a new
+        grant's next renewal or end) comes before its sleep ends."""
         root = self._root
         with self._cond:
-            root._wake.set()
+            if due < root._sleep_until:
+                root._wake.set()
             if root._watchdog is None:
                 root._watchdog = asyncio.get_running_loop().create_task(_watchdog_main(root))
 
@@ -788,12 +802,19 @@ class AsyncLockClient:
         (each in a task of its own, so a renewal stuck connecting to a
         frozen server never delays telling the holder). The time to sleep,
         or None when nothing is held (the task ends)."""
+        now = _core.monotonic()
         with self._cond:
             entries = list(self._registry.values())
             if not entries:
+                # Kept a while, so a client that locks and unlocks in a loop
+                # does not start a task per lock.
+                if self._idle_since is None:
+                    self._idle_since = now
+                if now - self._idle_since < WATCHDOG_IDLE:
+                    return WATCHDOG_IDLE
                 self._watchdog = None
                 return None
-        now = _core.monotonic()
+            self._idle_since = None
         next_at = now + 3600.0
         for entry in entries:
             start: float | None = None
@@ -863,10 +884,13 @@ class AsyncLockClient:
         self._root._wake.set()
 
     async def _sleep(self, seconds: float) -> None:
-        try:
-            await asyncio.wait_for(self._wake.wait(), seconds)
-        except asyncio.TimeoutError:
-            pass
+        if not self._wake.is_set():
+            self._sleep_until = _core.monotonic() + seconds
+            try:
+                await asyncio.wait_for(self._wake.wait(), seconds)
+            except asyncio.TimeoutError:
+                pass
+            self._sleep_until = math.inf
         self._wake.clear()
 
 

@@ -15,6 +15,7 @@ that instant is adopted (or given back), never leaked.
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from types import TracebackType
@@ -35,6 +36,9 @@ from .errors import (
     Uncertain,
     describe,
 )
+
+# How long the watchdog stays with nothing to watch before it ends (s).
+WATCHDOG_IDLE = 10.0
 
 TRANSPORT = (rex.ConnectionError, rex.TimeoutError, OSError)
 WRONG_ROLE = (
@@ -115,6 +119,10 @@ class LockClient:
         self._cond = threading.Condition(threading.Lock())
         # The client views made by as_owner share, for the watchdog.
         self._root = self
+        # When the watchdog's sleep ends (inf: awake, it rescans before sleeping),
+        # and since when it has had nothing to watch.
+        self._sleep_until = math.inf
+        self._idle_since: float | None = None
         self._watchdog: threading.Thread | None = None
         self._wake = False
 
@@ -682,7 +690,10 @@ class LockClient:
         guard = LockGuard(self, entry, token)
         if gone:
             self._mark_lost(entry, LostReason(LostReason.NOT_HELD))
-        self._start_watchdog()
+        with entry.mutex:
+            st = entry.state
+            due = min(st.expires, st.next_renewal) if st.watchdog is not None else st.expires
+        self._start_watchdog(due)
         return guard
 
     # -- releasing --------------------------------------------------------
@@ -721,11 +732,14 @@ class LockClient:
 
     # -- the watchdog -----------------------------------------------------
 
-    def _start_watchdog(self) -> None:
+    def _start_watchdog(self, due: float) -> None:
+        """Makes sure the watchdog runs, and wakes it if ``due`` (a new
+        grant's next renewal or end) comes before its sleep ends."""
         root = self._root
         with self._cond:
-            root._wake = True
-            self._cond.notify_all()
+            if due < root._sleep_until:
+                root._wake = True
+                self._cond.notify_all()
             if root._watchdog is None:
                 t = threading.Thread(
                     target=_watchdog_main,
@@ -741,12 +755,19 @@ class LockClient:
         (each in a thread of its own, so a renewal stuck connecting to a
         frozen server never delays telling the holder). The time to sleep,
         or None when nothing is held (the thread ends)."""
+        now = _core.monotonic()
         with self._cond:
             entries = list(self._registry.values())
             if not entries:
+                # Kept a while, so a client that locks and unlocks in a loop
+                # does not start a thread per lock.
+                if self._idle_since is None:
+                    self._idle_since = now
+                if now - self._idle_since < WATCHDOG_IDLE:
+                    return WATCHDOG_IDLE
                 self._watchdog = None
                 return None
-        now = _core.monotonic()
+            self._idle_since = None
         next_at = now + 3600.0
         for entry in entries:
             start: float | None = None
@@ -816,7 +837,9 @@ class LockClient:
     def _sleep(self, seconds: float) -> None:
         with self._cond:
             if not self._wake:
+                self._sleep_until = _core.monotonic() + seconds
                 self._cond.wait(seconds)
+                self._sleep_until = math.inf
             self._wake = False
 
 
