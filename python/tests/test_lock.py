@@ -114,13 +114,14 @@ def test_watchdog_keeps_a_lock_for_three_leases(r: redis.Redis) -> None:
 
 
 def test_force_unlock_is_told_within_a_third_of_the_lease(r: redis.Redis) -> None:
-    locks = LockClient(r, watchdog_lease=0.6)
+    locks = LockClient(r, watchdog_lease=1.5)
     told: list[LostReason] = []
     g = locks.lock("t:force", on_lost=told.append)
     forced = time.monotonic()
     assert locks.force_unlock("t:force")
-    assert g.lost.wait(1.0)
-    assert time.monotonic() - forced <= 0.2 + 0.15  # lease/3, plus scheduling slack
+    assert g.lost.wait(2.0)
+    # lease/3 (the next renewal), plus slack for a loaded 2-core machine
+    assert time.monotonic() - forced <= 0.5 + 0.3
     assert g.lost_reason == LostReason(LostReason.NOT_HELD)
     assert told == [LostReason(LostReason.NOT_HELD)]
     with pytest.raises(NotHeld):
@@ -159,7 +160,7 @@ def test_killed_holder_frees_the_lock_after_its_lease(server: Server, r: redis.R
         g = locks.try_lock("t:killed", 5.0)
         waited = time.monotonic() - killed
         assert g is not None
-        assert waited <= 0.5 + 0.3
+        assert waited <= 0.5 + 0.4
         g.unlock()
     finally:
         holder.kill()

@@ -159,6 +159,8 @@ class AsyncLockClient:
         # and since when it has had nothing to watch.
         self._sleep_until = math.inf
         self._idle_since: float | None = None
+        # The earliest due time of grants made while it was awake.
+        self._pending_due = math.inf
         self._watchdog: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
         self._background: set[asyncio.Task[Any]] = set()
@@ -792,7 +794,10 @@ class AsyncLockClient:
         grant's next renewal or end) comes before its sleep ends."""
         root = self._root
         with self._cond:
-            if due < root._sleep_until:
+            if root._sleep_until == math.inf:
+                # Awake: taken into account before it sleeps again.
+                root._pending_due = min(root._pending_due, due)
+            elif due < root._sleep_until:
                 root._wake.set()
             if root._watchdog is None:
                 root._watchdog = asyncio.get_running_loop().create_task(_watchdog_main(root))
@@ -884,7 +889,9 @@ class AsyncLockClient:
         self._root._wake.set()
 
     async def _sleep(self, seconds: float) -> None:
-        if not self._wake.is_set():
+        seconds = min(seconds, self._pending_due - _core.monotonic())
+        self._pending_due = math.inf
+        if seconds > 0 and not self._wake.is_set():
             self._sleep_until = _core.monotonic() + seconds
             try:
                 await asyncio.wait_for(self._wake.wait(), seconds)

@@ -123,6 +123,8 @@ class LockClient:
         # and since when it has had nothing to watch.
         self._sleep_until = math.inf
         self._idle_since: float | None = None
+        # The earliest due time of grants made while it was awake.
+        self._pending_due = math.inf
         self._watchdog: threading.Thread | None = None
         self._wake = False
 
@@ -737,7 +739,10 @@ class LockClient:
         grant's next renewal or end) comes before its sleep ends."""
         root = self._root
         with self._cond:
-            if due < root._sleep_until:
+            if root._sleep_until == math.inf:
+                # Awake: taken into account before it sleeps again.
+                root._pending_due = min(root._pending_due, due)
+            elif due < root._sleep_until:
                 root._wake = True
                 self._cond.notify_all()
             if root._watchdog is None:
@@ -836,7 +841,9 @@ class LockClient:
 
     def _sleep(self, seconds: float) -> None:
         with self._cond:
-            if not self._wake:
+            seconds = min(seconds, self._pending_due - _core.monotonic())
+            self._pending_due = math.inf
+            if seconds > 0 and not self._wake:
                 self._sleep_until = _core.monotonic() + seconds
                 self._cond.wait(seconds)
                 self._sleep_until = math.inf
