@@ -53,6 +53,7 @@ help:
 	@echo "make bench          contention: this module vs Redisson's protocol, redis-py Lock, python-redis-lock"
 	@echo "                     (writes .cache/bench/benchmarks.md and .png; docs/benchmarks.md is a recorded run),"
 	@echo "                     then the client library's overhead over raw commands (.cache/bench/client-overhead.md)"
+	@echo "                     and the Python client's overhead and contention (.cache/bench/python-client.md)"
 	@echo "make bench-acquire  server-side cost: SET NX PX vs LOCK.ACQUIRE vs Redisson's EVALSHA"
 	@echo "make clean          remove target/ and .cache/servers/"
 
@@ -146,6 +147,7 @@ test-chaos: build servers
 # paths; the committed docs/benchmarks.* are a recorded run (see its header).
 bench: build
 	bash bench/run.sh $(BENCH_ARGS)
+	$(PYVENV)/bin/python python/bench/bench.py
 
 # Server-side cost of an acquire, from INFO commandstats.
 bench-acquire: build
