@@ -94,3 +94,22 @@ def test_thread_local_tokens(r: redis.Redis) -> None:
     t.join()
     assert seen == [None]
     lock.release()
+
+
+async def test_asyncio_drop_in(server: object, r: redis.Redis) -> None:
+    import redis.asyncio as aredis
+
+    from redis_lock_client import AsyncModuleLock
+
+    ar = aredis.Redis(port=r.connection_pool.connection_kwargs["port"])
+    lock = ar.lock("d:async", timeout=5, lock_class=AsyncModuleLock)
+    async with lock:
+        assert await lock.owned() and await lock.locked()
+        assert 4000 < r.pttl("d:async") <= 5000
+        other = ar.lock("d:async", lock_class=AsyncModuleLock, blocking_timeout=0.1)
+        assert not await other.acquire()
+        assert await lock.extend(5, replace_ttl=True)
+    assert not r.exists("d:async")
+    with pytest.raises(LockError):
+        await lock.release()
+    await ar.aclose()

@@ -13,14 +13,15 @@ Three lines::
 * Guards release on leaving a ``with`` block; ``guard.lost`` is an Event set
   when the lock is lost (``guard.lost_reason`` says why).
 * :class:`ModuleLock`: redis-py's ``Lock`` interface on the module,
-  ``r.lock("name", lock_class=ModuleLock)``.
+  ``r.lock("name", lock_class=ModuleLock)``; :class:`AsyncModuleLock` for
+  ``redis.asyncio``.
 * :class:`MultiLock` and :class:`RedLock` over several locks or servers.
 """
 
 from ._async import AsyncLockClient, AsyncLockGuard
 from ._core import LostReason, Options
 from ._sync import LockClient, LockGuard
-from .compat import ModuleLock
+from .compat import AsyncModuleLock, ModuleLock
 from .errors import (
     ConnectionLost,
     HoldCountMismatch,
@@ -35,6 +36,7 @@ from .multi import MultiGuard, MultiLock, RedLock, RedLockGuard
 __all__ = [
     "AsyncLockClient",
     "AsyncLockGuard",
+    "AsyncModuleLock",
     "ConnectionLost",
     "HoldCountMismatch",
     "LockClient",
