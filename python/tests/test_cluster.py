@@ -77,3 +77,25 @@ def test_locks_route_by_name_and_wait_on_their_node(cluster: list[Server]) -> No
     assert fenced.token is not None
     fenced.unlock()
     assert not any(rc.exists(n) for n in names)
+
+
+async def test_asyncio_cluster_routes_by_name(cluster: list[Server]) -> None:
+    from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
+
+    from redis_lock_client import AsyncLockClient
+
+    rc = AsyncRedisCluster(host="127.0.0.1", port=cluster[0].port)
+    locks = AsyncLockClient(rc)
+    names = [f"ac:{i}" for i in range(12)]
+    guards = [await locks.lock(n) for n in names]
+    ports = set()
+    for n, g in zip(names, guards):
+        port = rc.get_node_from_key(n).port
+        ports.add(port)
+        assert redis.Redis(port=port).hget(n, g.owner) == b"1"
+    assert len(ports) == 3
+    assert await locks.as_owner("other").try_lock(names[1], 0.05) is None
+    for g in guards:
+        await g.unlock()
+    assert not any([await rc.exists(n) for n in names])
+    await rc.aclose()

@@ -103,6 +103,20 @@ def task_number() -> str:
     return f"task-{n}"
 
 
+class _ClusterNodePool:
+    """A ``redis.asyncio`` cluster node, seen as a client with a pool."""
+
+    def __init__(self, node: Any) -> None:
+        self.node = node
+        self.connection_pool = self
+
+    async def get_connection(self, *_: Any) -> Any:
+        return self.node.acquire_connection()
+
+    async def release(self, conn: Any) -> None:
+        self.node.release(conn)
+
+
 class _Progress:
     """The command of an acquisition in flight, for clean-up after an
     interrupted caller."""
@@ -117,8 +131,10 @@ class _Progress:
 class AsyncLockClient:
     """Locks on the redis-lock module, for asyncio.
 
-    ``AsyncLockClient(redis.asyncio.Redis(...))``, or a Sentinel-managed
-    master (``redis.asyncio.Sentinel(...).master_for("mymaster")``)::
+    ``AsyncLockClient(redis.asyncio.Redis(...))``, a
+    ``redis.asyncio.cluster.RedisCluster`` (every command routes by the lock's
+    name), or a Sentinel-managed master
+    (``redis.asyncio.Sentinel(...).master_for("mymaster")``)::
 
         locks = AsyncLockClient(redis.asyncio.Redis())
         async with await locks.lock("order:42"):
@@ -262,19 +278,19 @@ class AsyncLockClient:
 
     # -- connections ------------------------------------------------------
 
-    def _node(self, name: str) -> Any:
-        """The ``redis.Redis`` that serves ``name``."""
-        get_node = getattr(self._redis, "get_node_from_key", None)
-        if get_node is None:
+    async def _node(self, name: str) -> Any:
+        """What serves ``name``: the ``redis.asyncio.Redis`` itself, or a
+        cluster's node behind an adapter with the pool's two calls."""
+        if getattr(self._redis, "get_node_from_key", None) is None:
             return self._redis
-        node = get_node(name)
-        return node.redis_connection or self._redis.get_redis_connection(node)
+        await self._redis.initialize()
+        return _ClusterNodePool(self._redis.get_node_from_key(name))
 
-    def _moved(self) -> None:
+    async def _moved(self) -> None:
         manager = getattr(self._redis, "nodes_manager", None)
         if manager is not None:
             try:
-                manager.initialize()
+                await manager.initialize()
             except Exception:
                 pass
 
@@ -321,7 +337,7 @@ class AsyncLockClient:
         for attempt in range(retries + 1):
             if attempt:
                 await asyncio.sleep(o.retry_interval)
-            node = self._node(name)
+            node = await self._node(name)
             try:
                 conn = await self._get(node)
             except TRANSPORT as e:
@@ -335,7 +351,7 @@ class AsyncLockClient:
                 if wrong_role(e):
                     await conn.disconnect()
                     await self._put(node, conn)
-                    self._moved()
+                    await self._moved()
                     failure = e
                     continue
                 await self._put(node, conn)
@@ -391,7 +407,7 @@ class AsyncLockClient:
         for attempt in range(o.retries + 1):
             if attempt:
                 await asyncio.sleep(o.retry_interval)
-            node = self._node(name)
+            node = await self._node(name)
             try:
                 conn = await self._get(node)
             except TRANSPORT as e:
@@ -447,7 +463,7 @@ class AsyncLockClient:
         o = self._options
         attempt = 0
         while True:
-            node = self._node(name)
+            node = await self._node(name)
             failure: BaseException
             try:
                 conn = await self._get(node)
@@ -478,7 +494,7 @@ class AsyncLockClient:
                 if wrong_role(e):
                     await conn.disconnect()
                     await self._put(node, conn)
-                    self._moved()
+                    await self._moved()
                     attempt += 1
                     if attempt > o.retries:
                         raise ConnectionLost(describe(e)) from e
@@ -647,7 +663,7 @@ class AsyncLockClient:
             args = _core.acquire_args(
                 name, owner, ms, 0 if remaining is None else _core.wait_ms(remaining), fenced
             )
-            node = self._node(name)
+            node = await self._node(name)
             try:
                 conn = await self._get(node)
                 cid = await self._client_id(conn)
@@ -695,7 +711,7 @@ class AsyncLockClient:
             if found != known:
                 raise HoldCountMismatch(name, [known, known + 1], found)
             if wrong_role(failure):
-                self._moved()
+                await self._moved()
             attempt += 1
             if attempt > o.retries:
                 raise ConnectionLost(describe(failure)) from failure
