@@ -57,3 +57,29 @@ def test_redlock_survives_a_minority_and_fails_without_a_quorum(
     g.unlock()
     servers[2].stop()
     assert red.try_lock(0.3, 5.0) is None
+
+
+async def test_asyncio_multilock_and_redlock(servers: list[Server]) -> None:
+    import redis.asyncio as aredis
+
+    from redis_lock_client import AsyncLockClient, AsyncMultiLock, AsyncRedLock
+
+    live = [s for s in servers if s.proc is not None and s.proc.poll() is None]
+    assert len(live) >= 2
+    clients = [AsyncLockClient(aredis.Redis(port=s.port)) for s in live[:2]]
+    multi = AsyncMultiLock([(clients[0], "am:a"), (clients[1], "am:b")])
+    other = await clients[1].as_owner("other").lock("am:b")
+    assert await multi.try_lock(0.1) is None
+    assert not live[0].client().exists("am:a")  # rolled back
+    await other.unlock()
+    guard = await multi.try_lock(1.0, lease=5)
+    assert guard is not None
+    async with guard:
+        assert all(s.client().exists(n) for s, n in zip(live[:2], ["am:a", "am:b"]))
+    assert not any(s.client().exists(n) for s, n in zip(live[:2], ["am:a", "am:b"]))
+    red = AsyncRedLock(clients, "am:red")
+    assert red.quorum == 2
+    async with await red.try_lock(1.0, 5.0) as g:  # type: ignore[union-attr]
+        assert 0 < g.validity() <= 5.0
+        assert await AsyncRedLock(clients, "am:red").try_lock(0.05, 5.0) is None
+    assert not any(s.client().exists("am:red") for s in live[:2])

@@ -15,7 +15,8 @@ Three lines::
 * :class:`ModuleLock`: redis-py's ``Lock`` interface on the module,
   ``r.lock("name", lock_class=ModuleLock)``; :class:`AsyncModuleLock` for
   ``redis.asyncio``.
-* :class:`MultiLock` and :class:`RedLock` over several locks or servers.
+* :class:`MultiLock` and :class:`RedLock` over several locks or servers
+  (:class:`AsyncMultiLock` and :class:`AsyncRedLock` for asyncio).
 """
 
 from ._async import AsyncLockClient, AsyncLockGuard
@@ -31,12 +32,25 @@ from .errors import (
     ServerError,
     Uncertain,
 )
-from .multi import MultiGuard, MultiLock, RedLock, RedLockGuard
+from .multi import (
+    AsyncMultiGuard,
+    AsyncMultiLock,
+    AsyncRedLock,
+    AsyncRedLockGuard,
+    MultiGuard,
+    MultiLock,
+    RedLock,
+    RedLockGuard,
+)
 
 __all__ = [
     "AsyncLockClient",
     "AsyncLockGuard",
     "AsyncModuleLock",
+    "AsyncMultiGuard",
+    "AsyncMultiLock",
+    "AsyncRedLock",
+    "AsyncRedLockGuard",
     "ConnectionLost",
     "HoldCountMismatch",
     "LockClient",
