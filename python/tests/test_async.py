@@ -163,3 +163,20 @@ async def test_fenced_tokens_grow(ar: aredis.Redis) -> None:
     assert g2 is not None
     assert g1.token is not None and g2.token is not None and g2.token > g1.token
     await g2.unlock()
+
+
+async def test_a_dropped_guard_is_released_in_the_background(
+    ar: aredis.Redis, r: redis.Redis
+) -> None:
+    import gc
+
+    locks = AsyncLockClient(ar)
+    g = await locks.lock("at:dropped")
+    assert r.exists("at:dropped")
+    del g
+    gc.collect()
+    for _ in range(400):
+        if not r.exists("at:dropped"):
+            break
+        await asyncio.sleep(0.005)
+    assert not r.exists("at:dropped")

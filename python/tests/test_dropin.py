@@ -113,3 +113,16 @@ async def test_asyncio_drop_in(server: object, r: redis.Redis) -> None:
     with pytest.raises(LockError):
         await lock.release()
     await ar.aclose()
+
+
+def test_a_dropped_lock_object_stays_held_until_its_timeout_as_in_redis_py(
+    r: redis.Redis,
+) -> None:
+    import gc
+
+    assert r.lock("d:dropped", timeout=5, lock_class=ModuleLock).acquire()
+    gc.collect()
+    time.sleep(0.1)
+    assert r.exists("d:dropped")  # redis-py's behaviour: held until the timeout
+    assert 4000 < r.pttl("d:dropped") <= 5000
+    r.execute_command("LOCK.FORCE", "d:dropped")

@@ -209,3 +209,14 @@ def test_is_locked_remaining_lease_and_force(r: redis.Redis) -> None:
 
 def test_pip_path_root_is_the_repository() -> None:
     assert (ROOT / "python" / "pyproject.toml").exists()
+
+
+def test_a_dropped_guard_is_released_in_the_background(r: redis.Redis) -> None:
+    import gc
+
+    locks = LockClient(r)
+    g = locks.lock("t:dropped")
+    assert r.exists("t:dropped")
+    del g
+    gc.collect()
+    assert wait_until(lambda: not r.exists("t:dropped"), 2.0)

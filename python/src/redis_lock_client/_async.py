@@ -312,6 +312,17 @@ class AsyncLockClient:
         await conn.send_command(*args)
         return await conn.read_response(timeout=timeout)
 
+    async def _checkout(self, node: Any) -> tuple[Any, int | None]:
+        """A connection out of ``node``'s pool and its id; on failure it
+        goes back, closed."""
+        conn = await self._get(node)
+        try:
+            return conn, await self._client_id(conn)
+        except BaseException:
+            await conn.disconnect()
+            await self._put(node, conn)
+            raise
+
     async def _client_id(self, conn: Any) -> int | None:
         """The server's id of ``conn`` (asked once per new socket)."""
         await conn.connect()
@@ -466,15 +477,9 @@ class AsyncLockClient:
             node = await self._node(name)
             failure: BaseException
             try:
-                conn = await self._get(node)
-                cid = await self._client_id(conn)
+                conn, cid = await self._checkout(node)
             except TRANSPORT as e:
                 # Nothing of this command was sent.
-                try:
-                    await conn.disconnect()
-                    await self._put(node, conn)
-                except Exception:
-                    pass
                 attempt += 1
                 if attempt > o.retries:
                     raise ConnectionLost(describe(e)) from e
@@ -665,8 +670,7 @@ class AsyncLockClient:
             )
             node = await self._node(name)
             try:
-                conn = await self._get(node)
-                cid = await self._client_id(conn)
+                conn, cid = await self._checkout(node)
             except TRANSPORT as e:
                 attempt += 1
                 if attempt > o.retries:
@@ -803,6 +807,17 @@ class AsyncLockClient:
             if holds == 0:
                 self._retire(entry)
 
+    def _release_in_background(self, entry: _Entry) -> None:
+        async def release() -> None:
+            try:
+                await self._release(entry)
+            except Exception:
+                pass  # lost already, or unreachable: the lease ends on its own
+
+        task = asyncio.get_running_loop().create_task(release())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
     # -- the watchdog -----------------------------------------------------
 
     def _start_watchdog(self, due: float) -> None:
@@ -931,12 +946,20 @@ class AsyncLockGuard:
     """One hold of a lock: :meth:`unlock` gives it back (also on leaving a
     ``async with`` block). ``lost`` is an :class:`asyncio.Event` set the moment the
     client learns the lock is gone (renewal answered 0, renewals failing for
-    a whole lease, a caller-given lease ending); ``lost_reason`` says why."""
+    a whole lease, a caller-given lease ending); ``lost_reason`` says why.
+
+    A guard dropped without :meth:`unlock` (garbage-collected) is released in
+    the background on its event loop, so a forgotten guard is never renewed
+    for ever."""
 
     def __init__(self, client: AsyncLockClient, entry: _Entry, token: int | None) -> None:
+        self._loop = asyncio.get_running_loop()
         self._client = client
         self._entry = entry
         self._released = False
+        # Released when garbage-collected unreleased (ModuleLock turns it off
+        # for locks with a timeout, as redis-py keeps those).
+        self._release_on_gc = True
         #: The fencing token of this grant (fenced locks only).
         self.token = token
 
@@ -991,6 +1014,16 @@ class AsyncLockGuard:
             raise NotHeld(self.name)
         self._released = True
         await self._client._release(self._entry)
+
+    def __del__(self) -> None:
+        if getattr(self, "_released", True) or not self._release_on_gc:
+            return
+        self._released = True
+        client, entry, loop = self._client, self._entry, self._loop
+        try:
+            loop.call_soon_threadsafe(client._release_in_background, entry)
+        except Exception:
+            pass  # the loop is closed: the lease ends on its own
 
     async def __aenter__(self) -> AsyncLockGuard:
         return self

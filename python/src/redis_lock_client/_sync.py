@@ -259,6 +259,17 @@ class LockClient:
             raise rex.TimeoutError(f"no reply to {args[0]} within {timeout:.3f} s")
         return conn.read_response()
 
+    def _checkout(self, node: Any) -> tuple[Any, int | None]:
+        """A connection out of ``node``'s pool and its id; on failure it
+        goes back, closed."""
+        conn = self._get(node)
+        try:
+            return conn, self._client_id(conn)
+        except BaseException:
+            conn.disconnect()
+            self._put(node, conn)
+            raise
+
     def _client_id(self, conn: Any) -> int | None:
         """The server's id of ``conn`` (asked once per new socket)."""
         conn.connect()
@@ -411,15 +422,9 @@ class LockClient:
             node = self._node(name)
             failure: BaseException
             try:
-                conn = self._get(node)
-                cid = self._client_id(conn)
+                conn, cid = self._checkout(node)
             except TRANSPORT as e:
                 # Nothing of this command was sent.
-                try:
-                    conn.disconnect()
-                    self._put(node, conn)
-                except Exception:
-                    pass
                 attempt += 1
                 if attempt > o.retries:
                     raise ConnectionLost(describe(e)) from e
@@ -591,8 +596,7 @@ class LockClient:
             )
             node = self._node(name)
             try:
-                conn = self._get(node)
-                cid = self._client_id(conn)
+                conn, cid = self._checkout(node)
             except TRANSPORT as e:
                 attempt += 1
                 if attempt > o.retries:
@@ -860,16 +864,29 @@ def _watchdog_main(client: LockClient) -> None:
         client._sleep(min(pause, 3600.0))
 
 
+def _release_quietly(client: LockClient, entry: _Entry) -> None:
+    try:
+        client._release(entry)
+    except Exception:
+        pass  # lost already, or unreachable: the lease ends on its own
+
+
 class LockGuard:
     """One hold of a lock: :meth:`unlock` gives it back (also on leaving a
     ``with`` block). ``lost`` is a :class:`threading.Event` set the moment the
     client learns the lock is gone (renewal answered 0, renewals failing for
-    a whole lease, a caller-given lease ending); ``lost_reason`` says why."""
+    a whole lease, a caller-given lease ending); ``lost_reason`` says why.
+
+    A guard dropped without :meth:`unlock` (garbage-collected) is released in
+    the background, so a forgotten guard is never renewed for ever."""
 
     def __init__(self, client: LockClient, entry: _Entry, token: int | None) -> None:
         self._client = client
         self._entry = entry
         self._released = False
+        # Released when garbage-collected unreleased (ModuleLock turns it off
+        # for locks with a timeout, as redis-py keeps those).
+        self._release_on_gc = True
         #: The fencing token of this grant (fenced locks only).
         self.token = token
 
@@ -924,6 +941,17 @@ class LockGuard:
             raise NotHeld(self.name)
         self._released = True
         self._client._release(self._entry)
+
+    def __del__(self) -> None:
+        if getattr(self, "_released", True) or not self._release_on_gc:
+            return
+        self._released = True
+        try:
+            threading.Thread(
+                target=_release_quietly, args=(self._client, self._entry), daemon=True
+            ).start()
+        except Exception:
+            pass  # interpreter shutdown: the lease ends on its own
 
     def __enter__(self) -> LockGuard:
         return self

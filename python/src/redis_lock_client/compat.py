@@ -109,6 +109,9 @@ class ModuleLock:
         guard = self._locks._acquire(self.name, owner, self.timeout, wait, False, None)
         if guard is None:
             return False
+        # As with redis-py, a lock object dropped while held stays held until
+        # its timeout; only a watchdog-kept one (timeout=None) is released.
+        guard._release_on_gc = self.timeout is None
         self.local.token = owner.encode()
         self.local.guard = guard
         return True
@@ -250,6 +253,9 @@ class AsyncModuleLock:
         guard = await self._locks._acquire(self.name, owner, self.timeout, wait, False, None)
         if guard is None:
             return False
+        # As with redis-py, a lock object dropped while held stays held until
+        # its timeout; only a watchdog-kept one (timeout=None) is released.
+        guard._release_on_gc = self.timeout is None
         self.local.token = owner.encode()
         self.local.guard = guard
         return True
