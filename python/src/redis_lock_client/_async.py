@@ -114,7 +114,11 @@ class _ClusterNodePool:
         return self.node.acquire_connection()
 
     async def release(self, conn: Any) -> None:
-        self.node.release(conn)
+        release = getattr(self.node, "release", None)
+        if release is not None:
+            release(conn)
+        else:  # redis-py 5.0: the node keeps its free connections in a deque
+            self.node._free.append(conn)
 
 
 class _Progress:
@@ -151,7 +155,7 @@ class AsyncLockClient:
         client: Any,
         *,
         watchdog_lease: Number = 30.0,
-        command_timeout: Number = 3.0,
+        command_timeout: Number | None = None,
         retries: int = 3,
         retry_interval: Number = 0.1,
         wait_margin: Number = 2.0,
@@ -160,7 +164,7 @@ class AsyncLockClient:
         self._redis = client
         self._options = Options(
             float(watchdog_lease),
-            float(command_timeout),
+            None if command_timeout is None else float(command_timeout),
             retries,
             float(retry_interval),
             float(wait_margin),
@@ -297,19 +301,21 @@ class AsyncLockClient:
     @staticmethod
     async def _get(node: Any) -> Any:
         pool = node.connection_pool
-        try:
-            conn = await pool.get_connection()
-        except TypeError:  # redis-py 5 wants a command name
-            conn = await pool.get_connection("LOCK")
-        return conn
+        if _core.wants_command_name(pool.get_connection):
+            return await pool.get_connection("LOCK")  # redis-py < 5.3
+        return await pool.get_connection()
 
     @staticmethod
     async def _put(node: Any, conn: Any) -> None:
         await node.connection_pool.release(conn)
 
     @staticmethod
-    async def _exec(conn: Any, args: list[Any], timeout: float) -> Any:
+    async def _exec(conn: Any, args: list[Any], timeout: float | None) -> Any:
+        """One command on ``conn``, its reply awaited ``timeout`` (None: the
+        connection's socket timeout, or the default when it has none)."""
         await conn.send_command(*args)
+        if timeout is None:
+            timeout = conn.socket_timeout or _core.DEFAULT_TIMEOUT
         return await conn.read_response(timeout=timeout)
 
     async def _checkout(self, node: Any) -> tuple[Any, int | None]:
@@ -451,7 +457,7 @@ class AsyncLockClient:
     async def _await_dequeued(self, conn: Any, name: str, owner: str) -> None:
         """Without a kill, the dropped waiter leaves the queue when the
         server reads its close: poll ``LOCK.INFO`` until then."""
-        deadline = _core.monotonic() + self._options.command_timeout
+        deadline = _core.monotonic() + _core.short_timeout(self._options.command_timeout)
         while _core.monotonic() < deadline:
             info = await self._exec(conn, ["LOCK.INFO", name], self._options.command_timeout)
             if not _core.waiters_include(info, owner):
@@ -465,7 +471,7 @@ class AsyncLockClient:
         args: list[Any],
         known: int,
         applied: int,
-        within: float,
+        within: float | None,
         progress: _Progress | None = None,
     ) -> tuple[bool, Any]:
         """Runs a command that moves ``owner``'s count from ``known`` to
@@ -882,7 +888,7 @@ class AsyncLockClient:
         sent = _core.monotonic()
         result: bool | None = None
         error: BaseException | None = None
-        within = min(self._options.command_timeout, lease / 3)
+        within = min(_core.short_timeout(self._options.command_timeout), lease / 3)
         try:
             reply = await asyncio.wait_for(
                 self._simple(

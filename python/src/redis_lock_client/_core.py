@@ -6,6 +6,7 @@ Nothing here does I/O.
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import threading
 import time
@@ -25,7 +26,9 @@ class Options:
       watchdog renews it every third of it (Redisson's
       ``lockWatchdogTimeout``, 30 s).
     * ``command_timeout``: how long one short command may take before its
-      connection is treated as broken (s).
+      connection is treated as broken (s). None (the default): the
+      connection's own ``socket_timeout`` (redis-py 8: 5 s), or 3 s (Redisson's
+      ``timeout``) when it has none.
     * ``retries`` / ``retry_interval``: how often, and after what pause, a
       command is resent once the client has made sure that the failed
       attempt did not run.
@@ -33,10 +36,21 @@ class Options:
     """
 
     watchdog_lease: float = 30.0
-    command_timeout: float = 3.0
+    command_timeout: float | None = None
     retries: int = 3
     retry_interval: float = 0.1
     wait_margin: float = 2.0
+
+
+# A short command's deadline when neither the options nor the connection
+# give one (Redisson's `timeout`, 3 s).
+DEFAULT_TIMEOUT = 3.0
+
+
+def short_timeout(option: float | None) -> float:
+    """A bound for one short command, for what is not a read on a
+    connection (a deadline, a renewal's budget)."""
+    return DEFAULT_TIMEOUT if option is None else option
 
 
 class LostReason:
@@ -194,6 +208,24 @@ def hold_count(reply: Any) -> int:
 def token_key(name: str) -> str:
     """Redisson's name for a lock's token counter."""
     return f"redisson_lock_token:{name}" if "{" in name else f"redisson_lock_token:{{{name}}}"
+
+
+_WANTS_NAME: dict[Any, bool] = {}
+
+
+def wants_command_name(get_connection: Any) -> bool:
+    """Whether a pool's ``get_connection`` requires a command name (redis-py
+    before 5.3; later ones deprecate passing it)."""
+    func = getattr(get_connection, "__func__", get_connection)
+    known = _WANTS_NAME.get(func)
+    if known is None:
+        try:
+            param = inspect.signature(func).parameters.get("command_name")
+            known = param is not None and param.default is inspect.Parameter.empty
+        except (TypeError, ValueError):
+            known = False
+        _WANTS_NAME[func] = known
+    return known
 
 
 def is_wrong_role(e: BaseException) -> bool:

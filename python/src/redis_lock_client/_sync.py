@@ -99,7 +99,7 @@ class LockClient:
         client: Any,
         *,
         watchdog_lease: Number = 30.0,
-        command_timeout: Number = 3.0,
+        command_timeout: Number | None = None,
         retries: int = 3,
         retry_interval: Number = 0.1,
         wait_margin: Number = 2.0,
@@ -108,7 +108,7 @@ class LockClient:
         self._redis = client
         self._options = Options(
             float(watchdog_lease),
-            float(command_timeout),
+            None if command_timeout is None else float(command_timeout),
             retries,
             float(retry_interval),
             float(wait_margin),
@@ -242,21 +242,25 @@ class LockClient:
     @staticmethod
     def _get(node: Any) -> Any:
         pool = node.connection_pool
-        try:
-            conn = pool.get_connection()
-        except TypeError:  # redis-py 5 wants a command name
-            conn = pool.get_connection("LOCK")
-        return conn
+        if _core.wants_command_name(pool.get_connection):
+            return pool.get_connection("LOCK")  # redis-py < 5.3
+        return pool.get_connection()
 
     @staticmethod
     def _put(node: Any, conn: Any) -> None:
         node.connection_pool.release(conn)
 
     @staticmethod
-    def _exec(conn: Any, args: list[Any], timeout: float) -> Any:
+    def _exec(conn: Any, args: list[Any], timeout: float | None) -> Any:
+        """One command on ``conn``, its reply awaited ``timeout`` (None: the
+        connection's socket timeout, or the default when it has none)."""
         conn.send_command(*args)
-        if not conn.can_read(timeout):
-            raise rex.TimeoutError(f"no reply to {args[0]} within {timeout:.3f} s")
+        own = conn.socket_timeout
+        if own is None or (timeout is not None and timeout < own):
+            # The socket would wait longer than allowed: poll first.
+            limit = _core.short_timeout(timeout)
+            if not conn.can_read(limit):
+                raise rex.TimeoutError(f"no reply to {args[0]} within {limit:.3f} s")
         return conn.read_response()
 
     def _checkout(self, node: Any) -> tuple[Any, int | None]:
@@ -396,7 +400,7 @@ class LockClient:
     def _await_dequeued(self, conn: Any, name: str, owner: str) -> None:
         """Without a kill, the dropped waiter leaves the queue when the
         server reads its close: poll ``LOCK.INFO`` until then."""
-        deadline = _core.monotonic() + self._options.command_timeout
+        deadline = _core.monotonic() + _core.short_timeout(self._options.command_timeout)
         while _core.monotonic() < deadline:
             info = self._exec(conn, ["LOCK.INFO", name], self._options.command_timeout)
             if not _core.waiters_include(info, owner):
@@ -410,7 +414,7 @@ class LockClient:
         args: list[Any],
         known: int,
         applied: int,
-        within: float,
+        within: float | None,
         progress: _Progress | None = None,
     ) -> tuple[bool, Any]:
         """Runs a command that moves ``owner``'s count from ``known`` to
@@ -812,7 +816,7 @@ class LockClient:
             reply = self._simple(
                 entry.name,
                 ["LOCK.RENEW", entry.name, entry.owner, _core.lease_ms(lease)],
-                timeout=min(self._options.command_timeout, lease / 3),
+                timeout=min(_core.short_timeout(self._options.command_timeout), lease / 3),
                 retries=0,
             )
             if reply not in (0, 1):

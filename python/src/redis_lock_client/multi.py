@@ -167,7 +167,9 @@ class RedLock:
         ms = _core.lease_ms(lease)
         lease = float(lease)
         budget_end = _core.monotonic() + float(wait)
-        per_master = min(max(lease / 10, 0.005), self._masters[0].options.command_timeout)
+        per_master = min(
+            max(lease / 10, 0.005), _core.short_timeout(self._masters[0].options.command_timeout)
+        )
         drift = lease / 100 + 0.002
         while True:
             owner = f"{self._masters[0].id}:redlock-{next(_rounds)}"
@@ -243,7 +245,7 @@ class RedLockGuard:
             except LockError:
                 pass
 
-        timeout = self._masters[0].options.command_timeout
+        timeout = _core.short_timeout(self._masters[0].options.command_timeout)
         _each(self._masters, release, _core.monotonic() + timeout)
 
     def __enter__(self) -> RedLockGuard:
@@ -376,7 +378,9 @@ class AsyncRedLock:
         ms = _core.lease_ms(lease)
         lease = float(lease)
         budget_end = _core.monotonic() + float(wait)
-        per_master = min(max(lease / 10, 0.005), self._masters[0].options.command_timeout)
+        per_master = min(
+            max(lease / 10, 0.005), _core.short_timeout(self._masters[0].options.command_timeout)
+        )
         drift = lease / 100 + 0.002
         while True:
             owner = f"{self._masters[0].id}:redlock-{next(_rounds)}"
@@ -426,7 +430,7 @@ class AsyncRedLockGuard:
 
     async def unlock(self) -> None:
         """Releases it on every master, reachable or not (errors ignored)."""
-        timeout = self._masters[0].options.command_timeout
+        timeout = _core.short_timeout(self._masters[0].options.command_timeout)
 
         async def release(master: AsyncLockClient) -> None:
             try:
