@@ -180,3 +180,30 @@ async def test_a_dropped_guard_is_released_in_the_background(
             break
         await asyncio.sleep(0.005)
     assert not r.exists("at:dropped")
+
+
+async def test_cancelled_after_the_reply_but_before_recording_gives_it_back(
+    ar: aredis.Redis, r: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The grant arrived; the client is measuring its lease (as after a long
+    # wait) when the caller gives up: nothing records it, so it goes back.
+    stuck = asyncio.Event()
+
+    async def measuring(*_: object) -> tuple[float, bool, bool]:
+        stuck.set()
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+    locks = AsyncLockClient(ar)
+    monkeypatch.setattr(locks, "_grant_expiry", measuring)
+    task = asyncio.create_task(locks.as_owner("w").lock("at:measuring"))
+    await asyncio.wait_for(stuck.wait(), 5)
+    assert r.hget("at:measuring", "w") == b"1"
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    for _ in range(400):
+        if not r.exists("at:measuring"):
+            break
+        await asyncio.sleep(0.005)
+    assert not r.exists("at:measuring")

@@ -130,6 +130,8 @@ class _Progress:
         self.node: Any = None
         self.cid: int | None = None
         self.waiting = False
+        # An acquire went out: a grant may exist that no guard records.
+        self.sent = False
 
 
 class AsyncLockClient:
@@ -493,6 +495,7 @@ class AsyncLockClient:
                 continue
             if progress is not None:
                 progress.node, progress.conn, progress.cid = node, conn, cid
+                progress.sent = True
             try:
                 reply = await self._exec(conn, args, within)
                 await self._put(node, conn)
@@ -623,16 +626,23 @@ class AsyncLockClient:
 
     async def _abandon_locked(self, entry: _Entry, known: int, progress: _Progress) -> None:
         conn, node = progress.conn, progress.node
-        if conn is not None:
-            progress.conn = None
-            try:
-                await conn.disconnect()
-                await self._put(node, conn)
-            except Exception:
-                pass
+        if conn is not None or progress.sent:
+            # A command still in flight is cut (and fenced by the read-back);
+            # one that completed may have granted what nothing recorded
+            # (interrupted while measuring the lease or reading the token).
+            if conn is not None:
+                progress.conn = None
+                try:
+                    await conn.disconnect()
+                    await self._put(node, conn)
+                except Exception:
+                    pass
             try:
                 found = await self._read_back(
-                    entry.name, entry.owner, progress.cid, progress.waiting
+                    entry.name,
+                    entry.owner,
+                    progress.cid if conn is not None else None,
+                    progress.waiting and conn is not None,
                 )
                 if found == known + 1:
                     await self._run_counted(
@@ -684,6 +694,7 @@ class AsyncLockClient:
                 await asyncio.sleep(o.retry_interval)
                 continue
             progress.node, progress.conn, progress.cid = node, conn, cid
+            progress.sent = True
             progress.waiting = True
             sent = _core.monotonic()
             failure: BaseException

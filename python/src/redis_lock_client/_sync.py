@@ -75,6 +75,8 @@ class _Progress:
         self.node: redis.Redis | None = None
         self.cid: int | None = None
         self.waiting = False
+        # An acquire went out: a grant may exist that no guard records.
+        self.sent = False
 
 
 class LockClient:
@@ -436,6 +438,7 @@ class LockClient:
                 continue
             if progress is not None:
                 progress.node, progress.conn, progress.cid = node, conn, cid
+                progress.sent = True
             try:
                 reply = self._exec(conn, args, within)
                 self._put(node, conn)
@@ -528,7 +531,13 @@ class LockClient:
                     if guard is None and known == 0:
                         self._retire_if_empty(entry)
                     return guard
-                except BaseException:
+                except BaseException as e:
+                    if progress.conn is None and isinstance(e, Exception):
+                        # A failure reported as such: nothing is in flight.
+                        if known == 0:
+                            self._retire_if_empty(entry)
+                        raise
+                    # Interrupted (KeyboardInterrupt...): clean up first.
                     self._abandon(entry, known, progress)
                     raise
 
@@ -548,16 +557,29 @@ class LockClient:
     def _abandon(self, entry: _Entry, known: int, progress: _Progress) -> None:
         """After an interrupted acquisition: a command still in flight is cut
         and fenced, and a grant it made is given back."""
+        with entry.mutex:
+            recorded = entry.state.holds != known
+        if recorded:
+            return  # the grant was recorded: it is held, and released as usual
         conn, node = progress.conn, progress.node
-        if conn is not None:
-            progress.conn = None
+        if conn is not None or progress.sent:
+            # A command still in flight is cut (and fenced by the read-back);
+            # one that completed may have granted what nothing recorded
+            # (interrupted while measuring the lease or reading the token).
+            if conn is not None:
+                progress.conn = None
+                try:
+                    conn.disconnect()
+                    self._put(node, conn)
+                except Exception:
+                    pass
             try:
-                conn.disconnect()
-                self._put(node, conn)
-            except Exception:
-                pass
-            try:
-                found = self._read_back(entry.name, entry.owner, progress.cid, progress.waiting)
+                found = self._read_back(
+                    entry.name,
+                    entry.owner,
+                    progress.cid if conn is not None else None,
+                    progress.waiting and conn is not None,
+                )
                 if found == known + 1:
                     self._run_counted(
                         entry.name,
@@ -608,6 +630,7 @@ class LockClient:
                 time.sleep(o.retry_interval)
                 continue
             progress.node, progress.conn, progress.cid = node, conn, cid
+            progress.sent = True
             progress.waiting = True
             sent = _core.monotonic()
             failure: BaseException
