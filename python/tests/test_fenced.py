@@ -42,3 +42,19 @@ def test_a_stale_token_is_refused_by_the_fence(r: redis.Redis) -> None:
         r.eval(SELL, 2, "{stock}:fence", "{stock}", old_token)
     assert r.get("{stock}") == b"89"
     new.unlock()
+
+
+def test_a_synced_grant_without_replicas_is_undone_and_not_held(r: redis.Redis) -> None:
+    from redis_lock_client import NotSynced
+
+    locks = LockClient(r, sync_replicas=(1, 0.1))
+    with pytest.raises(NotSynced) as e:
+        locks.lock("f:sync")
+    assert e.value.transient and "NOSYNC" in str(e.value)
+    assert not r.exists("f:sync")
+    with pytest.raises(NotSynced):
+        locks.try_lock_fenced("f:sync", 0.2)
+    assert not r.exists("f:sync")
+    # (0, 0) turns the module's own default off for this client.
+    with LockClient(r, sync_replicas=(0, 0)).lock("f:sync") as g:
+        assert r.hget("f:sync", g.owner) == b"1"

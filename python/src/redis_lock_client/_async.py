@@ -39,6 +39,7 @@ from .errors import (
     ServerError,
     Uncertain,
     describe,
+    refused,
 )
 
 # A wait without end: longer than any process lives (math.inf is redis-py 6+).
@@ -161,6 +162,7 @@ class AsyncLockClient:
         retries: int = 3,
         retry_interval: Number = 0.1,
         wait_margin: Number = 2.0,
+        sync_replicas: tuple[int, Number] | None = None,
     ) -> None:
         _core.lease_ms(watchdog_lease)
         self._redis = client
@@ -170,7 +172,9 @@ class AsyncLockClient:
             retries,
             float(retry_interval),
             float(wait_margin),
+            None if sync_replicas is None else (int(sync_replicas[0]), float(sync_replicas[1])),
         )
+        self._options.sync_args()
         self._id = _core.new_client_id()
         self._owner: str | None = None
         self._registry: dict[tuple[str, str], _Entry] = {}
@@ -515,7 +519,7 @@ class AsyncLockClient:
                     await asyncio.sleep(o.retry_interval)
                     continue
                 await self._put(node, conn)
-                raise ServerError(str(e)) from e
+                raise refused(name, e) from e
             except TRANSPORT as e:
                 failure = e
             await conn.disconnect()
@@ -567,9 +571,17 @@ class AsyncLockClient:
                 progress = _Progress()
                 try:
                     sent = _core.monotonic()
-                    args = _core.acquire_args(name, owner, ms, None, fenced)
+                    args = _core.acquire_args(
+                        name, owner, ms, None, fenced, self._options.sync_args()
+                    )
                     seen, reply = await self._run_counted(
-                        name, owner, args, known, known + 1, self._options.command_timeout, progress
+                        name,
+                        owner,
+                        args,
+                        known,
+                        known + 1,
+                        self._options.acquire_timeout(),
+                        progress,
                     )
                     if seen:
                         granted, token = self._parse(reply, fenced)
@@ -682,7 +694,12 @@ class AsyncLockClient:
                 if remaining <= 0:
                     return None
             args = _core.acquire_args(
-                name, owner, ms, 0 if remaining is None else _core.wait_ms(remaining), fenced
+                name,
+                owner,
+                ms,
+                0 if remaining is None else _core.wait_ms(remaining),
+                fenced,
+                o.sync_args(),
             )
             node = await self._node(name)
             try:
@@ -701,7 +718,9 @@ class AsyncLockClient:
             try:
                 await conn.send_command(*args)
                 # Forever: TCP keep-alive notices a vanished server.
-                within = _FOREVER if remaining is None else remaining + o.wait_margin
+                within = (
+                    _FOREVER if remaining is None else remaining + o.wait_margin + o.sync_time()
+                )
                 reply = await conn.read_response(timeout=within)
                 progress.conn = None
                 await self._put(node, conn)
@@ -715,7 +734,7 @@ class AsyncLockClient:
                 if not wrong_role(e):
                     progress.conn = None
                     await self._put(node, conn)
-                    raise ServerError(str(e)) from e
+                    raise refused(name, e) from e
                 failure = e
             except TRANSPORT as e:
                 failure = e

@@ -33,6 +33,12 @@ class Options:
       command is resent once the client has made sure that the failed
       attempt did not run.
     * ``wait_margin``: how much longer than a ``WAIT`` the reply is awaited.
+    * ``sync_replicas``: ``(n, timeout)`` sends ``SYNC n timeout-ms`` with
+      every acquire: a grant is answered only once ``n`` replicas
+      acknowledged it, otherwise the module undoes it and the call raises
+      :class:`~redis_lock_client.NotSynced` (not held). ``(0, 0)`` turns the
+      module's ``lock.sync-replicas`` off for this client; None (default)
+      leaves it to the module. Reply deadlines grow by ``timeout``.
     """
 
     watchdog_lease: float = 30.0
@@ -40,6 +46,31 @@ class Options:
     retries: int = 3
     retry_interval: float = 0.1
     wait_margin: float = 2.0
+    sync_replicas: tuple[int, float] | None = None
+
+    def sync_args(self) -> tuple[int, int] | None:
+        """``SYNC``'s arguments, checked: a positive timeout when replicas
+        are asked for (0 would mean forever), in whole ms (rounded up)."""
+        if self.sync_replicas is None:
+            return None
+        replicas, timeout = self.sync_replicas
+        ms = -(-int(timeout * 1_000_000) // 1000)
+        if replicas < 0 or ms < 0 or (replicas > 0 and ms == 0):
+            raise ValueError(
+                f"sync_replicas needs n >= 0 and a positive timeout: {self.sync_replicas!r}"
+            )
+        return replicas, ms
+
+    def sync_time(self) -> float:
+        """How much longer an acquire may take: the module may wait for replicas."""
+        return 0.0 if self.sync_replicas is None else float(self.sync_replicas[1])
+
+    def acquire_timeout(self) -> float | None:
+        """The reply deadline of an acquire without WAIT (None: the
+        connection's own, when nothing is added)."""
+        if self.sync_replicas is None:
+            return self.command_timeout
+        return short_timeout(self.command_timeout) + self.sync_time()
 
 
 # A short command's deadline when neither the options nor the connection
@@ -135,12 +166,21 @@ def wait_ms(wait: Number) -> int:
     return max(1, ms)
 
 
-def acquire_args(name: str, owner: str, lease: int, wait: int | None, fenced: bool) -> list[Any]:
+def acquire_args(
+    name: str,
+    owner: str,
+    lease: int,
+    wait: int | None,
+    fenced: bool,
+    sync: tuple[int, int] | None = None,
+) -> list[Any]:
     args: list[Any] = ["LOCK.ACQUIRE", name, owner, lease]
     if wait is not None:
         args += ["WAIT", wait]
     if fenced:
         args.append("TOKEN")
+    if sync is not None:
+        args += ["SYNC", sync[0], sync[1]]
     return args
 
 

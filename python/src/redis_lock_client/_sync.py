@@ -35,6 +35,7 @@ from .errors import (
     ServerError,
     Uncertain,
     describe,
+    refused,
 )
 
 # How long the watchdog stays with nothing to watch before it ends (s).
@@ -105,6 +106,7 @@ class LockClient:
         retries: int = 3,
         retry_interval: Number = 0.1,
         wait_margin: Number = 2.0,
+        sync_replicas: tuple[int, Number] | None = None,
     ) -> None:
         _core.lease_ms(watchdog_lease)
         self._redis = client
@@ -114,7 +116,9 @@ class LockClient:
             retries,
             float(retry_interval),
             float(wait_margin),
+            None if sync_replicas is None else (int(sync_replicas[0]), float(sync_replicas[1])),
         )
+        self._options.sync_args()
         self._id = _core.new_client_id()
         self._owner: str | None = None
         self._registry: dict[tuple[str, str], _Entry] = {}
@@ -458,7 +462,7 @@ class LockClient:
                     time.sleep(o.retry_interval)
                     continue
                 self._put(node, conn)
-                raise ServerError(str(e)) from e
+                raise refused(name, e) from e
             except TRANSPORT as e:
                 failure = e
             conn.disconnect()
@@ -509,9 +513,17 @@ class LockClient:
                 progress = _Progress()
                 try:
                     sent = _core.monotonic()
-                    args = _core.acquire_args(name, owner, ms, None, fenced)
+                    args = _core.acquire_args(
+                        name, owner, ms, None, fenced, self._options.sync_args()
+                    )
                     seen, reply = self._run_counted(
-                        name, owner, args, known, known + 1, self._options.command_timeout, progress
+                        name,
+                        owner,
+                        args,
+                        known,
+                        known + 1,
+                        self._options.acquire_timeout(),
+                        progress,
                     )
                     if seen:
                         granted, token = self._parse(reply, fenced)
@@ -618,7 +630,12 @@ class LockClient:
                 if remaining <= 0:
                     return None
             args = _core.acquire_args(
-                name, owner, ms, 0 if remaining is None else _core.wait_ms(remaining), fenced
+                name,
+                owner,
+                ms,
+                0 if remaining is None else _core.wait_ms(remaining),
+                fenced,
+                o.sync_args(),
             )
             node = self._node(name)
             try:
@@ -639,7 +656,9 @@ class LockClient:
                 # Polled a second at a time, so the thread stays interruptible
                 # (KeyboardInterrupt); a wait without end relies on TCP
                 # keep-alive to notice a vanished server.
-                limit = None if remaining is None else sent + remaining + o.wait_margin
+                limit = (
+                    None if remaining is None else sent + remaining + o.wait_margin + o.sync_time()
+                )
                 while not conn.can_read(
                     1.0 if limit is None else max(0.0, min(1.0, limit - _core.monotonic()))
                 ):
@@ -656,7 +675,7 @@ class LockClient:
                 if not wrong_role(e):
                     progress.conn = None
                     self._put(node, conn)
-                    raise ServerError(str(e)) from e
+                    raise refused(name, e) from e
                 failure = e
             except TRANSPORT as e:
                 failure = e

@@ -72,6 +72,33 @@ class HoldCountMismatch(LockError):
         self.found = found
 
 
+class NotSynced(LockError):
+    """A synced grant (``sync_replicas``, or the module's
+    ``lock.sync-replicas``) was not acknowledged by enough replicas in time,
+    and the module undid it: the lock is **not held** by this owner. A later
+    try may succeed once the replicas catch up."""
+
+    def __init__(self, name: str, detail: str) -> None:
+        super().__init__(
+            f"lock {name!r} is NOT held: the grant was undone because too few replicas "
+            f"acknowledged it in time ({detail})"
+        )
+        self.name = name
+        self.detail = detail
+
+    @property
+    def transient(self) -> bool:
+        return True
+
+
+def refused(name: str, e: BaseException) -> LockError:
+    """The error for a server's refusal of an acquire or release of ``name``."""
+    text = str(e)
+    if text.startswith("NOSYNC"):
+        return NotSynced(name, text)
+    return ServerError(text)
+
+
 class ProtocolViolation(LockError):
     """The server answered something the ``LOCK.*`` contract does not allow
     (is the module loaded?)."""
