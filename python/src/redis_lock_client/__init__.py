@@ -1,0 +1,72 @@
+"""Redisson-grade locks for redis-py, on the redis-lock module (``LOCK.*``).
+
+Three lines::
+
+    locks = redis_lock_client.LockClient(redis.Redis())
+    with locks.lock("order:42"):
+        ...  # waits in the server's FIFO queue; the watchdog keeps the lock
+
+* :class:`LockClient` (threads) and :class:`AsyncLockClient` (asyncio, on
+  ``redis.asyncio``): ``lock``, ``try_lock(name, wait, lease)``,
+  ``lock_fenced``, ``try_lock_fenced``, ``is_locked``, ``remaining_lease``,
+  ``force_unlock``, ``as_owner``.
+* Guards release on leaving a ``with`` block; ``guard.lost`` is an Event set
+  when the lock is lost (``guard.lost_reason`` says why).
+* :class:`ModuleLock`: redis-py's ``Lock`` interface on the module,
+  ``r.lock("name", lock_class=ModuleLock)``; :class:`AsyncModuleLock` for
+  ``redis.asyncio``.
+* :class:`MultiLock` and :class:`RedLock` over several locks or servers
+  (:class:`AsyncMultiLock` and :class:`AsyncRedLock` for asyncio).
+"""
+
+from ._async import AsyncLockClient, AsyncLockGuard
+from ._core import LostReason, Options
+from ._sync import LockClient, LockGuard
+from .compat import AsyncModuleLock, ModuleLock
+from .errors import (
+    ConnectionLost,
+    HoldCountMismatch,
+    LockError,
+    NotHeld,
+    NotSynced,
+    ProtocolViolation,
+    ServerError,
+    Uncertain,
+)
+from .multi import (
+    AsyncMultiGuard,
+    AsyncMultiLock,
+    AsyncRedLock,
+    AsyncRedLockGuard,
+    MultiGuard,
+    MultiLock,
+    RedLock,
+    RedLockGuard,
+)
+
+__all__ = [
+    "AsyncLockClient",
+    "AsyncLockGuard",
+    "AsyncModuleLock",
+    "AsyncMultiGuard",
+    "AsyncMultiLock",
+    "AsyncRedLock",
+    "AsyncRedLockGuard",
+    "ConnectionLost",
+    "HoldCountMismatch",
+    "LockClient",
+    "LockError",
+    "LockGuard",
+    "LostReason",
+    "ModuleLock",
+    "MultiGuard",
+    "MultiLock",
+    "NotHeld",
+    "NotSynced",
+    "Options",
+    "ProtocolViolation",
+    "RedLock",
+    "RedLockGuard",
+    "ServerError",
+    "Uncertain",
+]

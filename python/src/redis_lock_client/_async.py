@@ -1,0 +1,1079 @@
+"""The asyncio client: :class:`AsyncLockClient` and :class:`AsyncLockGuard`,
+on ``redis.asyncio``. The same logic as the thread-based client, with tasks:
+owner ids are per task, the watchdog is a task, and a caller that cancels an
+acquisition (``asyncio.wait_for``, ``TaskGroup`` cancellation) leaves no
+grant behind: the clean-up runs in a task of its own.
+
+How retries stay safe (the same argument as the Rust crate's): commands
+that change a hold count are serialised per (lock, owner), so the count
+this client keeps is the server's. After a connection fails with such a
+command in flight, the client closes it, kills it by id from another
+connection (``CLIENT KILL ID``: once that returns, the server has run all
+it read from it and reads nothing more), then reads ``HGET lock owner``:
+the old count + 1 (acquire) or - 1 (release) means the command ran, so it
+is not sent again; the old count means it did not, so it is resent;
+anything else is :class:`HoldCountMismatch`. A wait whose connection broke,
+or that its caller interrupted, is decided the same way: a grant made at
+that instant is adopted (or given back), never leaked.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import math
+import weakref
+from types import TracebackType
+from typing import Any
+
+from redis import exceptions as rex
+
+from . import _core
+from ._core import EntryState, LostCallback, LostReason, Number, Options
+from .errors import (
+    ConnectionLost,
+    HoldCountMismatch,
+    LockError,
+    NotHeld,
+    ProtocolViolation,
+    ServerError,
+    Uncertain,
+    describe,
+    refused,
+)
+
+# A wait without end: longer than any process lives (math.inf is redis-py 6+).
+_FOREVER = 1e9
+
+# How long the watchdog stays with nothing to watch before it ends (s).
+WATCHDOG_IDLE = 10.0
+
+TRANSPORT = (rex.ConnectionError, rex.TimeoutError, OSError)
+WRONG_ROLE = (
+    rex.ReadOnlyError,
+    rex.MovedError,
+    rex.AskError,
+    rex.TryAgainError,
+    rex.ClusterDownError,
+)
+
+
+def wrong_role(e: BaseException) -> bool:
+    return isinstance(e, WRONG_ROLE) or _core.is_wrong_role(e)
+
+
+class _NoLock:
+    """State changes between awaits are atomic in asyncio: no mutex needed."""
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+class _Entry:
+    """This client's knowledge of one (lock, owner) it holds."""
+
+    def __init__(self, name: str, owner: str) -> None:
+        self.name = name
+        self.owner = owner
+        self.op = asyncio.Lock()  # serialises hold-count changes
+        self.mutex = _NoLock()
+        self.state = EntryState()
+        self.lost = asyncio.Event()
+
+
+_task_numbers = itertools.count(1)
+_task_ids: weakref.WeakKeyDictionary[asyncio.Task[Any], int] = weakref.WeakKeyDictionary()
+
+
+def task_number() -> str:
+    """``task-<n>`` for the running task, numbered from 1 per process (a
+    task's ``id()`` can be reused once it is gone); the thread outside one."""
+    try:
+        task = asyncio.current_task()
+    except RuntimeError:
+        task = None
+    if task is None:
+        return str(_core.thread_number())
+    n = _task_ids.get(task)
+    if n is None:
+        n = next(_task_numbers)
+        _task_ids[task] = n
+    return f"task-{n}"
+
+
+class _ClusterNodePool:
+    """A ``redis.asyncio`` cluster node, seen as a client with a pool."""
+
+    def __init__(self, node: Any) -> None:
+        self.node = node
+        self.connection_pool = self
+
+    async def get_connection(self, *_: Any) -> Any:
+        return self.node.acquire_connection()
+
+    async def release(self, conn: Any) -> None:
+        release = getattr(self.node, "release", None)
+        if release is not None:
+            release(conn)
+        else:  # redis-py 5.0: the node keeps its free connections in a deque
+            self.node._free.append(conn)
+
+
+class _Progress:
+    """The command of an acquisition in flight, for clean-up after an
+    interrupted caller."""
+
+    def __init__(self) -> None:
+        self.conn: Any = None
+        self.node: Any = None
+        self.cid: int | None = None
+        self.waiting = False
+        # An acquire went out: a grant may exist that no guard records.
+        self.sent = False
+
+
+class AsyncLockClient:
+    """Locks on the redis-lock module, for asyncio.
+
+    ``AsyncLockClient(redis.asyncio.Redis(...))``, a
+    ``redis.asyncio.cluster.RedisCluster`` (every command routes by the lock's
+    name), or a Sentinel-managed master
+    (``redis.asyncio.Sentinel(...).master_for("mymaster")``)::
+
+        locks = AsyncLockClient(redis.asyncio.Redis())
+        async with await locks.lock("order:42"):
+            ...  # the watchdog keeps the lock until the block ends
+
+    Owner ids are ``<client id>:task-<task number>`` (re-entry per task), or
+    explicit with :meth:`as_owner`. One watchdog task per client renews
+    every lock taken without a lease every third of ``watchdog_lease``; it
+    runs while the client holds such a lock.
+    """
+
+    def __init__(
+        self,
+        client: Any,
+        *,
+        watchdog_lease: Number = 30.0,
+        command_timeout: Number | None = None,
+        retries: int = 3,
+        retry_interval: Number = 0.1,
+        wait_margin: Number = 2.0,
+        sync_replicas: tuple[int, Number] | None = None,
+    ) -> None:
+        _core.lease_ms(watchdog_lease)
+        self._redis = client
+        self._options = Options(
+            float(watchdog_lease),
+            None if command_timeout is None else float(command_timeout),
+            retries,
+            float(retry_interval),
+            float(wait_margin),
+            None if sync_replicas is None else (int(sync_replicas[0]), float(sync_replicas[1])),
+        )
+        self._options.sync_args()
+        self._id = _core.new_client_id()
+        self._owner: str | None = None
+        self._registry: dict[tuple[str, str], _Entry] = {}
+        self._cond = _NoLock()
+        # The client views made by as_owner share, for the watchdog.
+        self._root = self
+        # When the watchdog's sleep ends (inf: awake, it rescans before sleeping),
+        # and since when it has had nothing to watch.
+        self._sleep_until = math.inf
+        self._idle_since: float | None = None
+        # The earliest due time of grants made while it was awake.
+        self._pending_due = math.inf
+        self._watchdog: asyncio.Task[None] | None = None
+        self._wake = asyncio.Event()
+        self._background: set[asyncio.Task[Any]] = set()
+
+    # -- identity ---------------------------------------------------------
+
+    @property
+    def id(self) -> str:
+        """This client's id: the first half of every owner id it makes."""
+        return self._id
+
+    @property
+    def options(self) -> Options:
+        return self._options
+
+    def as_owner(self, owner: str) -> AsyncLockClient:
+        """The same client (connections, watchdog, hold counts), acting as
+        ``owner``: a worker name, a request id, or the id a Redisson
+        application uses (then both re-enter each other's holds). An owner
+        id must be used by one holder at a time."""
+        if not owner:
+            raise ValueError("an owner id must not be empty")
+        view = object.__new__(AsyncLockClient)
+        view.__dict__.update(self.__dict__)
+        view._owner = owner
+        return view
+
+    @property
+    def owner(self) -> str:
+        """The owner id this client acts as now: the explicit one, or
+        ``<client id>:task-<n>`` of the calling task."""
+        if self._owner is not None:
+            return self._owner
+        return f"{self._id}:{task_number()}"
+
+    # -- the API ----------------------------------------------------------
+
+    async def lock(self, name: str, *, on_lost: LostCallback | None = None) -> AsyncLockGuard:
+        """Takes the lock, waiting as long as it takes in the server's FIFO
+        queue; the watchdog keeps it until the guard is released.
+        Re-entrant per owner."""
+        guard = await self._acquire(name, self.owner, None, None, False, on_lost)
+        assert guard is not None
+        return guard
+
+    async def try_lock(
+        self,
+        name: str,
+        wait: Number = 0,
+        lease: Number | None = None,
+        *,
+        on_lost: LostCallback | None = None,
+    ) -> AsyncLockGuard | None:
+        """Tries to take the lock, waiting at most ``wait`` seconds (0: one
+        attempt). With ``lease`` the lock frees itself after it and no
+        watchdog runs; without, the watchdog keeps it. None when someone else
+        held it for the whole wait."""
+        return await self._acquire(name, self.owner, lease, float(wait), False, on_lost)
+
+    async def lock_fenced(
+        self, name: str, *, on_lost: LostCallback | None = None
+    ) -> AsyncLockGuard:
+        """:meth:`lock`, with the grant's fencing token in ``guard.token``: it
+        grows with every grant; the resource refuses writes with a token
+        older than one it has seen (``LOCK.FENCE`` for data in Redis)."""
+        guard = await self._acquire(name, self.owner, None, None, True, on_lost)
+        assert guard is not None
+        return guard
+
+    async def try_lock_fenced(
+        self,
+        name: str,
+        wait: Number = 0,
+        lease: Number | None = None,
+        *,
+        on_lost: LostCallback | None = None,
+    ) -> AsyncLockGuard | None:
+        """:meth:`try_lock` with a fencing token (see :meth:`lock_fenced`)."""
+        return await self._acquire(name, self.owner, lease, float(wait), True, on_lost)
+
+    async def is_locked(self, name: str) -> bool:
+        """Whether anyone holds the lock."""
+        return bool(await self._simple(name, ["EXISTS", name]))
+
+    async def remaining_lease(self, name: str) -> float | None:
+        """The lock's remaining lease in seconds, whoever holds it; None if free."""
+        ms = await self._simple(name, ["PTTL", name])
+        return ms / 1000.0 if isinstance(ms, int) and ms >= 0 else None
+
+    async def force_unlock(self, name: str) -> bool:
+        """Deletes the lock whoever holds it (``LOCK.FORCE``): an operator's
+        tool; the holder is told at its watchdog's next renewal. True if a
+        lock existed."""
+        return bool(await self._simple(name, ["LOCK.FORCE", name]) == 1)
+
+    async def info(self, name: str) -> dict[str, Any]:
+        """``LOCK.INFO``: state, owners, ttl_ms, deadline_ms, waiters, token."""
+        return _core.pairs(await self._simple(name, ["LOCK.INFO", name]))
+
+    # -- connections ------------------------------------------------------
+
+    async def _node(self, name: str) -> Any:
+        """What serves ``name``: the ``redis.asyncio.Redis`` itself, or a
+        cluster's node behind an adapter with the pool's two calls."""
+        if getattr(self._redis, "get_node_from_key", None) is None:
+            return self._redis
+        await self._redis.initialize()
+        return _ClusterNodePool(self._redis.get_node_from_key(name))
+
+    async def _moved(self) -> None:
+        manager = getattr(self._redis, "nodes_manager", None)
+        if manager is not None:
+            try:
+                await manager.initialize()
+            except Exception:
+                pass
+
+    @staticmethod
+    async def _get(node: Any) -> Any:
+        pool = node.connection_pool
+        if _core.wants_command_name(pool.get_connection):
+            return await pool.get_connection("LOCK")  # redis-py < 5.3
+        return await pool.get_connection()
+
+    @staticmethod
+    async def _put(node: Any, conn: Any) -> None:
+        await node.connection_pool.release(conn)
+
+    @staticmethod
+    async def _exec(conn: Any, args: list[Any], timeout: float | None) -> Any:
+        """One command on ``conn``, its reply awaited ``timeout`` (None: the
+        connection's socket timeout, or the default when it has none)."""
+        await conn.send_command(*args)
+        if timeout is None:
+            timeout = conn.socket_timeout or _core.DEFAULT_TIMEOUT
+        return await conn.read_response(timeout=timeout)
+
+    async def _checkout(self, node: Any) -> tuple[Any, int | None]:
+        """A connection out of ``node``'s pool and its id; on failure it
+        goes back, closed."""
+        conn = await self._get(node)
+        try:
+            return conn, await self._client_id(conn)
+        except BaseException:
+            await conn.disconnect()
+            await self._put(node, conn)
+            raise
+
+    async def _client_id(self, conn: Any) -> int | None:
+        """The server's id of ``conn`` (asked once per new socket)."""
+        await conn.connect()
+        sock = getattr(conn, "_writer", None)
+        cached = getattr(conn, "_rlc_id", None)
+        if cached is not None and cached[0] is sock:
+            return int(cached[1])
+        try:
+            cid = int(await self._exec(conn, ["CLIENT", "ID"], self._options.command_timeout))
+        except rex.ResponseError:
+            return None  # NOPERM: no fence
+        conn._rlc_id = (sock, cid)
+        return cid
+
+    async def _simple(
+        self, name: str, args: list[Any], timeout: float | None = None, retries: int | None = None
+    ) -> Any:
+        """A command whose resending is harmless, with retries."""
+        o = self._options
+        retries = o.retries if retries is None else retries
+        within = o.command_timeout if timeout is None else timeout
+        failure: BaseException | None = None
+        for attempt in range(retries + 1):
+            if attempt:
+                await asyncio.sleep(o.retry_interval)
+            node = await self._node(name)
+            try:
+                conn = await self._get(node)
+            except TRANSPORT as e:
+                failure = e
+                continue
+            try:
+                reply = await self._exec(conn, args, within)
+                await self._put(node, conn)
+                return reply
+            except rex.ResponseError as e:
+                if wrong_role(e):
+                    await conn.disconnect()
+                    await self._put(node, conn)
+                    await self._moved()
+                    failure = e
+                    continue
+                await self._put(node, conn)
+                raise ServerError(str(e)) from e
+            except TRANSPORT as e:
+                await conn.disconnect()
+                await self._put(node, conn)
+                failure = e
+        raise ConnectionLost(describe(failure)) from failure
+
+    # -- hold counts ------------------------------------------------------
+
+    def _entry(self, name: str, owner: str) -> _Entry:
+        with self._cond:
+            entry = self._registry.get((name, owner))
+            if entry is None:
+                entry = _Entry(name, owner)
+                self._registry[(name, owner)] = entry
+            return entry
+
+    def _retire(self, entry: _Entry) -> None:
+        with entry.mutex:
+            entry.state.retired = True
+        with self._cond:
+            if self._registry.get((entry.name, entry.owner)) is entry:
+                del self._registry[(entry.name, entry.owner)]
+
+    def _mark_lost(self, entry: _Entry, why: LostReason) -> None:
+        self._retire(entry)
+        with entry.mutex:
+            if entry.state.lost is not None:
+                return
+            entry.state.lost = why
+            callbacks = list(entry.state.callbacks)
+        entry.lost.set()
+        for cb in callbacks:
+            try:
+                cb(why)
+            except Exception:
+                pass
+
+    def _expire_if_due(self, entry: _Entry) -> None:
+        with entry.mutex:
+            why = _core.lost_if_expired(entry.state, _core.monotonic())
+        if why is not None:
+            self._mark_lost(entry, why)
+
+    async def _read_back(self, name: str, owner: str, dead: int | None, waited: bool) -> int:
+        """The server's hold count of ``owner`` after a failure in transit on
+        the connection with id ``dead``: fences it first."""
+        o = self._options
+        last: BaseException | None = None
+        for attempt in range(o.retries + 1):
+            if attempt:
+                await asyncio.sleep(o.retry_interval)
+            node = await self._node(name)
+            try:
+                conn = await self._get(node)
+            except TRANSPORT as e:
+                last = e
+                continue
+            try:
+                fenced = False
+                if dead is not None:
+                    try:
+                        await self._exec(conn, ["CLIENT", "KILL", "ID", dead], o.command_timeout)
+                        fenced = True
+                    except rex.ResponseError:
+                        fenced = False  # NOPERM
+                if waited and not fenced:
+                    await self._await_dequeued(conn, name, owner)
+                count = _core.hold_count(
+                    await self._exec(conn, ["HGET", name, owner], o.command_timeout)
+                )
+                await self._put(node, conn)
+                return count
+            except TRANSPORT as e:
+                await conn.disconnect()
+                await self._put(node, conn)
+                last = e
+            except rex.ResponseError as e:
+                await self._put(node, conn)
+                last = e
+        raise Uncertain(name, f"reading the hold count back: {describe(last)}")
+
+    async def _await_dequeued(self, conn: Any, name: str, owner: str) -> None:
+        """Without a kill, the dropped waiter leaves the queue when the
+        server reads its close: poll ``LOCK.INFO`` until then."""
+        deadline = _core.monotonic() + _core.short_timeout(self._options.command_timeout)
+        while _core.monotonic() < deadline:
+            info = await self._exec(conn, ["LOCK.INFO", name], self._options.command_timeout)
+            if not _core.waiters_include(info, owner):
+                return
+            await asyncio.sleep(0.005)
+
+    async def _run_counted(
+        self,
+        name: str,
+        owner: str,
+        args: list[Any],
+        known: int,
+        applied: int,
+        within: float | None,
+        progress: _Progress | None = None,
+    ) -> tuple[bool, Any]:
+        """Runs a command that moves ``owner``'s count from ``known`` to
+        ``applied``, resending it only when the server shows it did not run.
+        (True, reply), or (False, None) when it ran but its reply was lost."""
+        o = self._options
+        attempt = 0
+        while True:
+            node = await self._node(name)
+            failure: BaseException
+            try:
+                conn, cid = await self._checkout(node)
+            except TRANSPORT as e:
+                # Nothing of this command was sent.
+                attempt += 1
+                if attempt > o.retries:
+                    raise ConnectionLost(describe(e)) from e
+                await asyncio.sleep(o.retry_interval)
+                continue
+            if progress is not None:
+                progress.node, progress.conn, progress.cid = node, conn, cid
+                progress.sent = True
+            try:
+                reply = await self._exec(conn, args, within)
+                await self._put(node, conn)
+                if progress is not None:
+                    progress.conn = None
+                return True, reply
+            except rex.ResponseError as e:
+                if progress is not None:
+                    progress.conn = None
+                if wrong_role(e):
+                    await conn.disconnect()
+                    await self._put(node, conn)
+                    await self._moved()
+                    attempt += 1
+                    if attempt > o.retries:
+                        raise ConnectionLost(describe(e)) from e
+                    await asyncio.sleep(o.retry_interval)
+                    continue
+                await self._put(node, conn)
+                raise refused(name, e) from e
+            except TRANSPORT as e:
+                failure = e
+            await conn.disconnect()
+            await self._put(node, conn)
+            if progress is not None:
+                progress.conn = None
+            found = await self._read_back(name, owner, cid, False)
+            if found == applied:
+                return False, None
+            if found != known:
+                raise HoldCountMismatch(name, [known, applied], found)
+            attempt += 1
+            if attempt > o.retries:
+                raise ConnectionLost(describe(failure)) from failure
+            await asyncio.sleep(o.retry_interval)
+
+    async def _read_token(self, name: str) -> int | None:
+        v = await self._simple(name, ["GET", _core.token_key(name)])
+        return None if v is None else int(v)
+
+    # -- acquiring --------------------------------------------------------
+
+    async def _acquire(
+        self,
+        name: str,
+        owner: str,
+        lease: Number | None,
+        wait: float | None,
+        fenced: bool,
+        on_lost: LostCallback | None,
+    ) -> AsyncLockGuard | None:
+        """The one acquisition path. ``wait``: None waits forever, 0 is one
+        attempt. A caller that cancels it leaves no grant behind: a command
+        in flight is cut and fenced, and a grant it made is given back, in a
+        task of its own."""
+        watchdog = lease is None
+        lease_s = float(self._options.watchdog_lease if lease is None else lease)
+        ms = _core.lease_ms(lease_s)
+        if not owner:
+            raise ValueError("an owner id must not be empty")
+        started = _core.monotonic()
+        deadline = None if wait is None else started + max(0.0, wait)
+        while True:
+            entry = self._entry(name, owner)
+            async with entry.op:
+                if entry.state.retired:
+                    continue
+                known = entry.state.holds
+                progress = _Progress()
+                try:
+                    sent = _core.monotonic()
+                    args = _core.acquire_args(
+                        name, owner, ms, None, fenced, self._options.sync_args()
+                    )
+                    seen, reply = await self._run_counted(
+                        name,
+                        owner,
+                        args,
+                        known,
+                        known + 1,
+                        self._options.acquire_timeout(),
+                        progress,
+                    )
+                    if seen:
+                        granted, token = self._parse(reply, fenced)
+                    else:
+                        granted, token = True, (await self._read_token(name) if fenced else None)
+                    if granted:
+                        return await self._granted(
+                            entry, name, owner, sent, lease_s, watchdog, token, on_lost
+                        )
+                    if wait is not None and wait <= 0:
+                        if known == 0:
+                            self._retire_if_empty(entry)
+                        return None
+                    guard = await self._wait_for(
+                        entry, known, ms, lease_s, watchdog, deadline, fenced, progress, on_lost
+                    )
+                    if guard is None and known == 0:
+                        self._retire_if_empty(entry)
+                    return guard
+                except BaseException as e:
+                    if progress.conn is None and isinstance(e, Exception):
+                        if known == 0:
+                            self._retire_if_empty(entry)
+                        raise
+                    # Cancelled (or worse) with a command in flight: clean up
+                    # once this task has let go of the entry.
+                    task = asyncio.get_running_loop().create_task(
+                        self._abandon(entry, known, progress)
+                    )
+                    self._background.add(task)
+                    task.add_done_callback(self._background.discard)
+                    raise
+
+    def _retire_if_empty(self, entry: _Entry) -> None:
+        with entry.mutex:
+            empty = entry.state.holds == 0
+        if empty:
+            self._retire(entry)
+
+    @staticmethod
+    def _parse(reply: Any, fenced: bool) -> tuple[bool, int | None]:
+        try:
+            return _core.parse_acquire(reply, fenced)
+        except _core.ProtocolError as e:
+            raise ProtocolViolation(str(e)) from e
+
+    async def _abandon(self, entry: _Entry, known: int, progress: _Progress) -> None:
+        """After a cancelled acquisition: a command still in flight is cut
+        and fenced, and a grant it made is given back."""
+        async with entry.op:
+            if entry.state.holds != known:
+                return  # recorded: its guard releases it
+            await self._abandon_locked(entry, known, progress)
+
+    async def _abandon_locked(self, entry: _Entry, known: int, progress: _Progress) -> None:
+        conn, node = progress.conn, progress.node
+        if conn is not None or progress.sent:
+            # A command still in flight is cut (and fenced by the read-back);
+            # one that completed may have granted what nothing recorded
+            # (interrupted while measuring the lease or reading the token).
+            if conn is not None:
+                progress.conn = None
+                try:
+                    await conn.disconnect()
+                    await self._put(node, conn)
+                except Exception:
+                    pass
+            try:
+                found = await self._read_back(
+                    entry.name,
+                    entry.owner,
+                    progress.cid if conn is not None else None,
+                    progress.waiting and conn is not None,
+                )
+                if found == known + 1:
+                    await self._run_counted(
+                        entry.name,
+                        entry.owner,
+                        ["LOCK.RELEASE", entry.name, entry.owner],
+                        known + 1,
+                        known,
+                        self._options.command_timeout,
+                    )
+            except Exception:
+                pass
+        if known == 0:
+            self._retire_if_empty(entry)
+
+    async def _wait_for(
+        self,
+        entry: _Entry,
+        known: int,
+        ms: int,
+        lease: float,
+        watchdog: bool,
+        deadline: float | None,
+        fenced: bool,
+        progress: _Progress,
+        on_lost: LostCallback | None,
+    ) -> AsyncLockGuard | None:
+        """``LOCK.ACQUIRE ... WAIT`` on a connection of its own (held out of
+        the pool for the wait), the reply awaited ``wait_margin`` longer."""
+        o = self._options
+        name, owner = entry.name, entry.owner
+        attempt = 0
+        while True:
+            remaining: float | None = None
+            if deadline is not None:
+                remaining = deadline - _core.monotonic()
+                if remaining <= 0:
+                    return None
+            args = _core.acquire_args(
+                name,
+                owner,
+                ms,
+                0 if remaining is None else _core.wait_ms(remaining),
+                fenced,
+                o.sync_args(),
+            )
+            node = await self._node(name)
+            try:
+                conn, cid = await self._checkout(node)
+            except TRANSPORT as e:
+                attempt += 1
+                if attempt > o.retries:
+                    raise ConnectionLost(describe(e)) from e
+                await asyncio.sleep(o.retry_interval)
+                continue
+            progress.node, progress.conn, progress.cid = node, conn, cid
+            progress.sent = True
+            progress.waiting = True
+            sent = _core.monotonic()
+            failure: BaseException
+            try:
+                await conn.send_command(*args)
+                # Forever: TCP keep-alive notices a vanished server.
+                within = (
+                    _FOREVER if remaining is None else remaining + o.wait_margin + o.sync_time()
+                )
+                reply = await conn.read_response(timeout=within)
+                progress.conn = None
+                await self._put(node, conn)
+                granted, token = self._parse(reply, fenced)
+                if not granted:
+                    return None
+                return await self._granted(
+                    entry, name, owner, sent, lease, watchdog, token, on_lost
+                )
+            except rex.ResponseError as e:
+                if not wrong_role(e):
+                    progress.conn = None
+                    await self._put(node, conn)
+                    raise refused(name, e) from e
+                failure = e
+            except TRANSPORT as e:
+                failure = e
+            # Broken while waiting: was the lock granted at that instant?
+            progress.conn = None
+            await conn.disconnect()
+            await self._put(node, conn)
+            found = await self._read_back(name, owner, cid, True)
+            if found == known + 1:
+                token = await self._read_token(name) if fenced else None
+                return await self._granted(
+                    entry, name, owner, sent, lease, watchdog, token, on_lost
+                )
+            if found != known:
+                raise HoldCountMismatch(name, [known, known + 1], found)
+            if wrong_role(failure):
+                await self._moved()
+            attempt += 1
+            if attempt > o.retries:
+                raise ConnectionLost(describe(failure)) from failure
+            await asyncio.sleep(o.retry_interval)
+
+    async def _grant_expiry(
+        self, name: str, owner: str, sent: float, lease: float
+    ) -> tuple[float, bool, bool]:
+        """(expires, renew now, gone): the lease runs from the grant, which
+        the client knows only as 'after the request'. A reply within a third
+        of the lease counts from the request; a later one is measured."""
+        received = _core.monotonic()
+        if received < sent + lease / 3:
+            return sent + lease, False, False
+        asked = _core.monotonic()
+        try:
+            left = _core.lease_left(await self._simple(name, ["LOCK.INFO", name]), owner)
+        except LockError:
+            left = None
+        if left is None:
+            return received + lease, True, False
+        holds, ttl = left
+        if not holds:
+            return asked, True, True
+        return asked + min(ttl, lease), False, False
+
+    async def _granted(
+        self,
+        entry: _Entry,
+        name: str,
+        owner: str,
+        sent: float,
+        lease: float,
+        watchdog: bool,
+        token: int | None,
+        on_lost: LostCallback | None,
+    ) -> AsyncLockGuard:
+        expires, renew_now, gone = await self._grant_expiry(name, owner, sent, lease)
+        with entry.mutex:
+            _core.grant_times(
+                entry.state,
+                expires,
+                renew_now,
+                self._options.watchdog_lease if watchdog else None,
+                _core.monotonic(),
+            )
+            if on_lost is not None:
+                entry.state.callbacks.append(on_lost)
+        guard = AsyncLockGuard(self, entry, token)
+        if gone:
+            self._mark_lost(entry, LostReason(LostReason.NOT_HELD))
+        with entry.mutex:
+            st = entry.state
+            due = min(st.expires, st.next_renewal) if st.watchdog is not None else st.expires
+        self._start_watchdog(due)
+        return guard
+
+    # -- releasing --------------------------------------------------------
+
+    async def _release(self, entry: _Entry) -> None:
+        async with entry.op:
+            with entry.mutex:
+                known, renew, lost = (entry.state.holds, entry.state.watchdog, entry.state.retired)
+                if known == 0:
+                    raise NotHeld(entry.name)
+                if lost:
+                    entry.state.holds -= 1
+                    raise NotHeld(entry.name)
+            args: list[Any] = ["LOCK.RELEASE", entry.name, entry.owner]
+            if renew is not None and known > 1:
+                args.append(_core.lease_ms(renew))
+            try:
+                seen, reply = await self._run_counted(
+                    entry.name, entry.owner, args, known, known - 1, self._options.command_timeout
+                )
+            except HoldCountMismatch as e:
+                if e.found != 0:
+                    raise
+                seen, reply = True, None
+            if seen and reply not in (None, 0, 1):
+                raise ProtocolViolation(f"LOCK.RELEASE answered {reply!r}")
+            held = not seen or reply is not None
+            with entry.mutex:
+                entry.state.holds = entry.state.holds - 1 if held else 0
+                holds = entry.state.holds
+            if not held:
+                self._mark_lost(entry, LostReason(LostReason.NOT_HELD))
+                raise NotHeld(entry.name)
+            if holds == 0:
+                self._retire(entry)
+
+    def _release_in_background(self, entry: _Entry) -> None:
+        async def release() -> None:
+            try:
+                await self._release(entry)
+            except Exception:
+                pass  # lost already, or unreachable: the lease ends on its own
+
+        task = asyncio.get_running_loop().create_task(release())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    # -- the watchdog -----------------------------------------------------
+
+    def _start_watchdog(self, due: float) -> None:
+        """Makes sure the watchdog runs, and wakes it if ``due`` (a new
+        grant's next renewal or end) comes before its sleep ends."""
+        root = self._root
+        with self._cond:
+            if root._sleep_until == math.inf:
+                # Awake: taken into account before it sleeps again.
+                root._pending_due = min(root._pending_due, due)
+            elif due < root._sleep_until:
+                root._wake.set()
+            if root._watchdog is None:
+                root._watchdog = asyncio.get_running_loop().create_task(_watchdog_main(root))
+
+    async def _watchdog_round(self) -> float | None:
+        """One pass: declares what expired, starts the renewals that are due
+        (each in a task of its own, so a renewal stuck connecting to a
+        frozen server never delays telling the holder). The time to sleep,
+        or None when nothing is held (the task ends)."""
+        now = _core.monotonic()
+        with self._cond:
+            entries = list(self._registry.values())
+            if not entries:
+                # Kept a while, so a client that locks and unlocks in a loop
+                # does not start a task per lock.
+                if self._idle_since is None:
+                    self._idle_since = now
+                if now - self._idle_since < WATCHDOG_IDLE:
+                    return WATCHDOG_IDLE
+                self._watchdog = None
+                return None
+            self._idle_since = None
+        next_at = now + 3600.0
+        for entry in entries:
+            start: float | None = None
+            with entry.mutex:
+                st = entry.state
+                if st.retired or st.holds == 0:
+                    continue
+                why = _core.lost_if_expired(st, now)
+                if why is None:
+                    next_at = min(next_at, st.expires)
+                    if st.watchdog is not None and not st.renewing:
+                        if st.next_renewal <= now:
+                            st.renewing = True
+                            start = st.watchdog
+                        else:
+                            next_at = min(next_at, st.next_renewal)
+            if why is not None:
+                self._mark_lost(entry, why)
+            elif start is not None:
+                task = asyncio.get_running_loop().create_task(self._renew(entry, start))
+                self._background.add(task)
+                task.add_done_callback(self._background.discard)
+        return max(0.0, next_at - _core.monotonic())
+
+    async def _renew(self, entry: _Entry, lease: float) -> None:
+        """One renewal: 1 extends the lease from when it was sent, 0 marks
+        the lock lost at once, a failure is retried every tenth of the lease
+        (the watchdog declares the loss once the lease has passed)."""
+        sent = _core.monotonic()
+        result: bool | None = None
+        error: BaseException | None = None
+        within = min(_core.short_timeout(self._options.command_timeout), lease / 3)
+        try:
+            reply = await asyncio.wait_for(
+                self._simple(
+                    entry.name,
+                    ["LOCK.RENEW", entry.name, entry.owner, _core.lease_ms(lease)],
+                    timeout=within,
+                    retries=0,
+                ),
+                within,
+            )
+            if reply not in (0, 1):
+                raise ProtocolViolation(f"LOCK.RENEW answered {reply!r}")
+            result = reply == 1
+        except LockError as e:
+            error = e
+        except Exception as e:  # noqa: BLE001 - a renewal must never kill the watchdog
+            error = e
+        lost = False
+        with entry.mutex:
+            st = entry.state
+            st.renewing = False
+            if st.retired or st.holds == 0:
+                return  # released meanwhile: its renewal proves nothing
+            if result is True:
+                st.expires = sent + lease
+                st.next_renewal = sent + lease / 3
+                st.last_error = None
+            elif result is False:
+                lost = True
+            else:
+                st.last_error = describe(error)
+                st.next_renewal = min(_core.monotonic() + _core.retry_after(lease), st.expires)
+        if lost:
+            self._mark_lost(entry, LostReason(LostReason.NOT_HELD))
+        self._root._wake.set()
+
+    async def _sleep(self, seconds: float) -> None:
+        seconds = min(seconds, self._pending_due - _core.monotonic())
+        self._pending_due = math.inf
+        if seconds > 0 and not self._wake.is_set():
+            self._sleep_until = _core.monotonic() + seconds
+            try:
+                await asyncio.wait_for(self._wake.wait(), seconds)
+            except asyncio.TimeoutError:
+                pass
+            self._sleep_until = math.inf
+        self._wake.clear()
+
+
+async def _watchdog_main(client: AsyncLockClient) -> None:
+    # Runs while the client holds something (a strong reference: held locks
+    # keep being renewed), and ends when nothing is held.
+    while True:
+        pause = await client._watchdog_round()
+        if pause is None:
+            return
+        await client._sleep(min(pause, 3600.0))
+
+
+class AsyncLockGuard:
+    """One hold of a lock: :meth:`unlock` gives it back (also on leaving a
+    ``async with`` block). ``lost`` is an :class:`asyncio.Event` set the moment the
+    client learns the lock is gone (renewal answered 0, renewals failing for
+    a whole lease, a caller-given lease ending); ``lost_reason`` says why.
+
+    A guard dropped without :meth:`unlock` (garbage-collected) is released in
+    the background on its event loop, so a forgotten guard is never renewed
+    for ever."""
+
+    def __init__(self, client: AsyncLockClient, entry: _Entry, token: int | None) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._client = client
+        self._entry = entry
+        self._released = False
+        # Released when garbage-collected unreleased (ModuleLock turns it off
+        # for locks with a timeout, as redis-py keeps those).
+        self._release_on_gc = True
+        #: The fencing token of this grant (fenced locks only).
+        self.token = token
+
+    @property
+    def name(self) -> str:
+        return self._entry.name
+
+    @property
+    def owner(self) -> str:
+        return self._entry.owner
+
+    @property
+    def lost(self) -> asyncio.Event:
+        """Set when the lock is lost: wait on it, or poll ``lost.is_set()``."""
+        self._client._expire_if_due(self._entry)
+        return self._entry.lost
+
+    @property
+    def lost_reason(self) -> LostReason | None:
+        """Why the lock was lost, or None while it is not known lost."""
+        self._client._expire_if_due(self._entry)
+        with self._entry.mutex:
+            return self._entry.state.lost
+
+    def is_lost(self) -> bool:
+        return self.lost_reason is not None
+
+    def add_lost_callback(self, callback: LostCallback) -> None:
+        """Calls ``callback(reason)`` when the lock is lost (from the watchdog
+        task; at once if it already is)."""
+        with self._entry.mutex:
+            why = self._entry.state.lost
+            if why is None:
+                self._entry.state.callbacks.append(callback)
+        if why is not None:
+            callback(why)
+
+    async def is_held(self) -> bool:
+        """Asks the server whether this owner still holds the lock."""
+        v = await self._client._simple(self.name, ["HGET", self.name, self.owner])
+        return _core.hold_count(v) > 0
+
+    async def remaining_lease(self) -> float | None:
+        """The lease left on the server (s), None if not held by this owner."""
+        if not await self.is_held():
+            return None
+        return await self._client.remaining_lease(self.name)
+
+    async def unlock(self) -> None:
+        """Gives this hold back; :class:`NotHeld` if the lock was lost."""
+        if self._released:
+            raise NotHeld(self.name)
+        self._released = True
+        await self._client._release(self._entry)
+
+    def __del__(self) -> None:
+        if getattr(self, "_released", True) or not self._release_on_gc:
+            return
+        self._released = True
+        client, entry, loop = self._client, self._entry, self._loop
+        try:
+            loop.call_soon_threadsafe(client._release_in_background, entry)
+        except Exception:
+            pass  # the loop is closed: the lease ends on its own
+
+    async def __aenter__(self) -> AsyncLockGuard:
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self._released:
+            return
+        try:
+            await self.unlock()
+        except NotHeld:
+            if et is None:
+                raise
+
+    def __repr__(self) -> str:
+        return f"AsyncLockGuard(name={self.name!r}, owner={self.owner!r}, token={self.token!r})"

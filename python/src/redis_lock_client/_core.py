@@ -1,0 +1,329 @@
+"""What the sync and asyncio clients share: commands, reply decoding, owner
+ids, the per-(lock, owner) state, and the rules of the watchdog.
+
+Nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+import inspect
+import itertools
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+Number = int | float
+
+
+@dataclass(frozen=True)
+class Options:
+    """Settings of a client; the defaults are Redisson's where it has one.
+
+    * ``watchdog_lease``: the lease (s) of locks taken without one; the
+      watchdog renews it every third of it (Redisson's
+      ``lockWatchdogTimeout``, 30 s).
+    * ``command_timeout``: how long one short command may take before its
+      connection is treated as broken (s). None (the default): the
+      connection's own ``socket_timeout`` (redis-py 8: 5 s), or 3 s (Redisson's
+      ``timeout``) when it has none.
+    * ``retries`` / ``retry_interval``: how often, and after what pause, a
+      command is resent once the client has made sure that the failed
+      attempt did not run.
+    * ``wait_margin``: how much longer than a ``WAIT`` the reply is awaited.
+    * ``sync_replicas``: ``(n, timeout)`` sends ``SYNC n timeout-ms`` with
+      every acquire: a grant is answered only once ``n`` replicas
+      acknowledged it, otherwise the module undoes it and the call raises
+      :class:`~redis_lock_client.NotSynced` (not held). ``(0, 0)`` turns the
+      module's ``lock.sync-replicas`` off for this client; None (default)
+      leaves it to the module. Reply deadlines grow by ``timeout``.
+    """
+
+    watchdog_lease: float = 30.0
+    command_timeout: float | None = None
+    retries: int = 3
+    retry_interval: float = 0.1
+    wait_margin: float = 2.0
+    sync_replicas: tuple[int, float] | None = None
+
+    def sync_args(self) -> tuple[int, int] | None:
+        """``SYNC``'s arguments, checked: a positive timeout when replicas
+        are asked for (0 would mean forever), in whole ms (rounded up)."""
+        if self.sync_replicas is None:
+            return None
+        replicas, timeout = self.sync_replicas
+        ms = -(-int(timeout * 1_000_000) // 1000)
+        if replicas < 0 or ms < 0 or (replicas > 0 and ms == 0):
+            raise ValueError(
+                f"sync_replicas needs n >= 0 and a positive timeout: {self.sync_replicas!r}"
+            )
+        return replicas, ms
+
+    def sync_time(self) -> float:
+        """How much longer an acquire may take: the module may wait for replicas."""
+        return 0.0 if self.sync_replicas is None else float(self.sync_replicas[1])
+
+    def acquire_timeout(self) -> float | None:
+        """The reply deadline of an acquire without WAIT (None: the
+        connection's own, when nothing is added)."""
+        if self.sync_replicas is None:
+            return self.command_timeout
+        return short_timeout(self.command_timeout) + self.sync_time()
+
+
+# A short command's deadline when neither the options nor the connection
+# give one (Redisson's `timeout`, 3 s).
+DEFAULT_TIMEOUT = 3.0
+
+
+def short_timeout(option: float | None) -> float:
+    """A bound for one short command, for what is not a read on a
+    connection (a deadline, a renewal's budget)."""
+    return DEFAULT_TIMEOUT if option is None else option
+
+
+class LostReason:
+    """Why a held lock was lost (``guard.lost_reason``).
+
+    ``kind`` is one of:
+
+    * ``"not_held"``: the server no longer has this owner's hold: it was
+      forced (``LOCK.FORCE``), deleted, or expired;
+    * ``"renewal_failed"``: no renewal succeeded before the lease passed
+      (``detail`` says what failed); the server has freed it by now;
+    * ``"lease_expired"``: a lock taken with a caller-given lease reached
+      its end.
+    """
+
+    NOT_HELD = "not_held"
+    RENEWAL_FAILED = "renewal_failed"
+    LEASE_EXPIRED = "lease_expired"
+
+    def __init__(self, kind: str, detail: str = "") -> None:
+        self.kind = kind
+        self.detail = detail
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, LostReason) and other.kind == self.kind
+
+    def __hash__(self) -> int:
+        return hash(self.kind)
+
+    def __repr__(self) -> str:
+        return f"LostReason({self.kind!r}, {self.detail!r})"
+
+    def __str__(self) -> str:
+        text = {
+            self.NOT_HELD: "the server no longer holds it for this owner "
+            "(forced, deleted or expired)",
+            self.RENEWAL_FAILED: "no renewal succeeded within the lease",
+            self.LEASE_EXPIRED: "its lease ended",
+        }.get(self.kind, self.kind)
+        return f"{text}: {self.detail}" if self.detail else text
+
+
+# ---------------------------------------------------------------------------
+# Owner ids
+# ---------------------------------------------------------------------------
+
+_thread_numbers = itertools.count(1)
+_thread_local = threading.local()
+
+
+def thread_number() -> int:
+    """This thread's number in owner ids: threads are numbered from 1 per
+    process, never reused (a thread ident can be, after a thread exits)."""
+    n: int | None = getattr(_thread_local, "number", None)
+    if n is None:
+        n = next(_thread_numbers)
+        _thread_local.number = n
+    return n
+
+
+def new_client_id() -> str:
+    return str(uuid.uuid4())
+
+
+# ---------------------------------------------------------------------------
+# Commands and replies
+# ---------------------------------------------------------------------------
+
+
+def lease_ms(lease: Number) -> int:
+    """A lease in whole milliseconds: at least 1 ms."""
+    ms = int(lease * 1000)
+    if ms < 1:
+        raise ValueError(f"a lease must be at least 1 ms: {lease!r} s")
+    return ms
+
+
+def wait_ms(wait: Number) -> int:
+    """A wait in whole ms, rounded up so it never ends early; at least 1
+    (the module reads 0 as forever)."""
+    ms = -(-int(wait * 1_000_000) // 1000)
+    return max(1, ms)
+
+
+def acquire_args(
+    name: str,
+    owner: str,
+    lease: int,
+    wait: int | None,
+    fenced: bool,
+    sync: tuple[int, int] | None = None,
+) -> list[Any]:
+    args: list[Any] = ["LOCK.ACQUIRE", name, owner, lease]
+    if wait is not None:
+        args += ["WAIT", wait]
+    if fenced:
+        args.append("TOKEN")
+    if sync is not None:
+        args += ["SYNC", sync[0], sync[1]]
+    return args
+
+
+class ProtocolError(Exception):
+    pass
+
+
+def parse_acquire(reply: Any, fenced: bool) -> tuple[bool, int | None]:
+    """(granted, token) from a ``LOCK.ACQUIRE`` reply: nil / integer, or with
+    ``TOKEN`` ``[-1, token]`` / ``[remaining, -1]``."""
+    if not fenced:
+        if reply is None:
+            return True, None
+        if isinstance(reply, int):
+            return False, None
+    elif isinstance(reply, (list, tuple)) and len(reply) == 2:
+        first, second = reply
+        if first == -1 and isinstance(second, int) and second >= 0:
+            return True, second
+        if second == -1:
+            return False, None
+    raise ProtocolError(f"LOCK.ACQUIRE answered {reply!r}")
+
+
+def text(v: Any) -> Any:
+    return v.decode("utf-8", "replace") if isinstance(v, bytes) else v
+
+
+def pairs(v: Any) -> dict[str, Any]:
+    """A RESP3 map or a RESP2 flat key/value list as a dict with str keys."""
+    if isinstance(v, dict):
+        return {str(text(k)): x for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return {str(text(v[i])): v[i + 1] for i in range(0, len(v) - 1, 2)}
+    return {}
+
+
+def lease_left(info: Any, owner: str) -> tuple[bool, float] | None:
+    """From a ``LOCK.INFO`` reply: (holds, seconds of lease left), or None
+    when the reply is not understood."""
+    fields = pairs(info)
+    if "owners" not in fields or "ttl_ms" not in fields:
+        return None
+    owners = pairs(fields["owners"])
+    count = owners.get(owner)
+    if count is None or int(count) == 0:
+        return False, 0.0
+    ttl = fields["ttl_ms"]
+    if not isinstance(ttl, int) or ttl < 0:
+        return None
+    return True, ttl / 1000.0
+
+
+def waiters_include(info: Any, owner: str) -> bool:
+    waiters = pairs(info).get("waiters")
+    if not isinstance(waiters, (list, tuple)):
+        return False
+    return any(text(pairs(w).get("owner")) == owner for w in waiters)
+
+
+def hold_count(reply: Any) -> int:
+    return 0 if reply is None else int(reply)
+
+
+def token_key(name: str) -> str:
+    """Redisson's name for a lock's token counter."""
+    return f"redisson_lock_token:{name}" if "{" in name else f"redisson_lock_token:{{{name}}}"
+
+
+_WANTS_NAME: dict[Any, bool] = {}
+
+
+def wants_command_name(get_connection: Any) -> bool:
+    """Whether a pool's ``get_connection`` requires a command name (redis-py
+    before 5.3; later ones deprecate passing it)."""
+    func = getattr(get_connection, "__func__", get_connection)
+    known = _WANTS_NAME.get(func)
+    if known is None:
+        try:
+            param = inspect.signature(func).parameters.get("command_name")
+            known = param is not None and param.default is inspect.Parameter.empty
+        except (TypeError, ValueError):
+            known = False
+        _WANTS_NAME[func] = known
+    return known
+
+
+def is_wrong_role(e: BaseException) -> bool:
+    """Refused by a server that is no master (any more), or a key that moved:
+    nothing ran."""
+    msg = str(e)
+    return msg.startswith(("READONLY", "MOVED", "ASK ", "UNBLOCKED", "TRYAGAIN", "CLUSTERDOWN"))
+
+
+# ---------------------------------------------------------------------------
+# What a client knows about one (lock, owner) it holds
+# ---------------------------------------------------------------------------
+
+LostCallback = Callable[[LostReason], None]
+
+
+@dataclass
+class EntryState:
+    holds: int = 0
+    # Released or lost: a new acquisition starts a new entry.
+    retired: bool = False
+    # The lease the watchdog renews to; None: a caller-given lease.
+    watchdog: float | None = None
+    # When the lease ends unless renewed (time.monotonic), never later than
+    # the server's deadline.
+    expires: float = 0.0
+    next_renewal: float = 0.0
+    last_error: str | None = None
+    # A renewal is in flight (the watchdog starts one at a time per lock).
+    renewing: bool = False
+    lost: LostReason | None = None
+    callbacks: list[LostCallback] = field(default_factory=list)
+
+
+def grant_times(
+    state: EntryState, expires: float, renew_now: bool, watchdog: float | None, now: float
+) -> None:
+    """Records a grant's lease in ``state`` (re-entry too resets it)."""
+    state.holds += 1
+    state.expires = expires
+    if watchdog is not None:
+        state.watchdog = watchdog
+        due = expires - (watchdog - watchdog / 3)
+        state.next_renewal = now if renew_now else due
+
+
+def lost_if_expired(state: EntryState, now: float) -> LostReason | None:
+    """The loss to report if the lease has passed without a renewal."""
+    if state.retired or state.holds == 0 or state.expires > now:
+        return None
+    if state.watchdog is not None:
+        return LostReason(LostReason.RENEWAL_FAILED, state.last_error or "no renewal in time")
+    return LostReason(LostReason.LEASE_EXPIRED)
+
+
+def retry_after(lease: float) -> float:
+    return max(lease / 10, 0.01)
+
+
+def monotonic() -> float:
+    return time.monotonic()

@@ -1,0 +1,108 @@
+"""The package's errors. Each says what the caller can still rely on."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+class LockError(Exception):
+    """Base class of every error this package raises."""
+
+    @property
+    def transient(self) -> bool:
+        """True when retrying later may succeed (unreachable server, unknown
+        outcome), as opposed to a refusal."""
+        return False
+
+
+class ServerError(LockError):
+    """The server refused the command (wrong type, ``NOPERM``, module not
+    loaded, a lease above ``lock.max-lease-ms``...). Nothing changed."""
+
+
+class ConnectionLost(LockError):
+    """The server could not be reached, and the client made sure that the
+    command it could not deliver did not take effect (or sent nothing)."""
+
+    @property
+    def transient(self) -> bool:
+        return True
+
+
+class Uncertain(LockError):
+    """A connection failed after a command was sent and the client could not
+    read back whether it ran: the lock may be held by this owner until its
+    lease ends (no watchdog renews it)."""
+
+    def __init__(self, name: str, detail: str) -> None:
+        super().__init__(
+            f"lock {name!r}: the connection failed after the command was sent and its "
+            f"outcome could not be read back ({detail}); the lock may be held until its "
+            "lease ends"
+        )
+        self.name = name
+
+    @property
+    def transient(self) -> bool:
+        return True
+
+
+class NotHeld(LockError):
+    """Unlock of a hold the server no longer has: its lease ended or it was
+    forced. Redisson throws ``IllegalMonitorStateException`` here."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(
+            f"lock {name!r} is no longer held by this owner (its lease ended or it was forced)"
+        )
+        self.name = name
+
+
+class HoldCountMismatch(LockError):
+    """The server counts another number of holds for this owner than the
+    client does: something else uses the same owner id."""
+
+    def __init__(self, name: str, expected: Sequence[int], found: int) -> None:
+        super().__init__(
+            f"lock {name!r}: the server counts {found} holds for this owner where this "
+            f"client expected one of {list(expected)}; is the owner id used elsewhere?"
+        )
+        self.name = name
+        self.expected = list(expected)
+        self.found = found
+
+
+class NotSynced(LockError):
+    """A synced grant (``sync_replicas``, or the module's
+    ``lock.sync-replicas``) was not acknowledged by enough replicas in time,
+    and the module undid it: the lock is **not held** by this owner. A later
+    try may succeed once the replicas catch up."""
+
+    def __init__(self, name: str, detail: str) -> None:
+        super().__init__(
+            f"lock {name!r} is NOT held: the grant was undone because too few replicas "
+            f"acknowledged it in time ({detail})"
+        )
+        self.name = name
+        self.detail = detail
+
+    @property
+    def transient(self) -> bool:
+        return True
+
+
+def refused(name: str, e: BaseException) -> LockError:
+    """The error for a server's refusal of an acquire or release of ``name``."""
+    text = str(e)
+    if text.startswith("NOSYNC"):
+        return NotSynced(name, text)
+    return ServerError(text)
+
+
+class ProtocolViolation(LockError):
+    """The server answered something the ``LOCK.*`` contract does not allow
+    (is the module loaded?)."""
+
+
+def describe(e: BaseException | None) -> str:
+    return f"{type(e).__name__}: {e}" if e is not None else "no attempt"
