@@ -48,7 +48,7 @@ help:
 	@echo "make bench          contention: this module vs Redisson's protocol, redis-py Lock, python-redis-lock"
 	@echo "                     (writes .cache/bench/benchmarks.md and .png; docs/benchmarks.md is a recorded run),"
 	@echo "                     then the client library's overhead over raw commands (.cache/bench/client-overhead.md)"
-	@echo "make bench-acquire  server-side cost: SET NX PX vs LOCK.ACQUIRE vs Redisson's EVALSHA"
+	@echo "make bench-acquire  server-side cost: SET NX PX vs LOCK.ACQUIRE (and TOKEN, RACQUIRE, WACQUIRE) vs Redisson's EVALSHA"
 	@echo "make clean          remove target/ and .cache/servers/"
 
 # Install what is missing (and only that): Rust, a C compiler, libclang-dev

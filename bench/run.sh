@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the lock contention benchmark in its own virtualenv (.cache/bench-venv),
 # creating it and installing bench/requirements.txt when needed, then the
-# client library's overhead benchmark (client/examples/overhead.rs). Arguments
+# read-write lock's mixed-load benchmark (bench/rw_bench.py) and the client
+# library's overhead benchmark (client/examples/overhead.rs). Arguments
 # go to bench/lock_bench.py, e.g.:
 #   bench/run.sh --contenders redisson,redis-py --clients 8 --seconds 3
 set -euo pipefail
@@ -46,6 +47,13 @@ case ",$contenders," in
 esac
 
 "$venv/bin/python" bench/lock_bench.py "$@"
+
+# The read-write lock under a mixed load, the module against Redisson's
+# RReadWriteLock protocol in one run (bench/rw_bench.py; RW_BENCH_ARGS passes
+# options, e.g. "--readers 16 --writers 2 --seconds 10").
+mkdir -p .cache/bench
+# shellcheck disable=SC2086
+"$venv/bin/python" bench/rw_bench.py ${RW_BENCH_ARGS:-} | tee .cache/bench/rwlock.md
 
 # The Rust client library's overhead over raw LOCK.* commands, measured side
 # by side in one run against a server of its own (client/examples/overhead.rs).

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Server-side cost of taking a lock: SET NX PX vs LOCK.ACQUIRE vs Redisson's
 # acquire script (tryLockInnerAsync) through EVALSHA; and with a fencing
-# token: LOCK.ACQUIRE ... TOKEN vs Redisson RFencedLock's script.
+# token: LOCK.ACQUIRE ... TOKEN vs Redisson RFencedLock's script; and the
+# read-write lock: LOCK.RACQUIRE / LOCK.WACQUIRE vs Redisson's read and write
+# lock scripts.
 #
 # Starts a fresh server with the module on a free loopback port (no
 # persistence), drives each command with redis-benchmark (same N, key space
@@ -71,6 +73,10 @@ sha=$(cli SCRIPT LOAD "$script")
 # Redisson RFencedLock's acquire with token: KEYS[2] is the token counter.
 fenced=$(<redisson/fenced-acquire.lua)
 fenced_sha=$(cli SCRIPT LOAD "$fenced")
+# Redisson's RReadWriteLock: the read lock (KEYS[2] the owner's hold-key
+# prefix) and the write lock (ARGV[2] the writer's field).
+read_sha=$(cli SCRIPT LOAD "$(<redisson/rw-read-lock.lua)")
+write_sha=$(cli SCRIPT LOAD "$(<redisson/rw-write-lock.lua)")
 
 # label|commandstats name|keys one lock makes|command (KEY stands for the
 # scenario's key, COUNTER for its token counter)
@@ -80,6 +86,10 @@ commands=(
   "EVALSHA (Redisson)|evalsha|1|EVALSHA $sha 1 KEY 30000 owner:1"
   "LOCK.ACQUIRE TOKEN|lock.acquire|2|LOCK.ACQUIRE KEY owner:1 30000 TOKEN"
   "EVALSHA (RFencedLock)|evalsha|2|EVALSHA $fenced_sha 2 KEY COUNTER 30000 owner:1"
+  "LOCK.RACQUIRE|lock.racquire|2|LOCK.RACQUIRE KEY owner:1 30000"
+  "EVALSHA (RReadLock)|evalsha|2|EVALSHA $read_sha 2 KEY HOLDS 30000 owner:1 owner:1:write"
+  "LOCK.WACQUIRE|lock.wacquire|1|LOCK.WACQUIRE KEY owner:1 30000"
+  "EVALSHA (RWriteLock)|evalsha|1|EVALSHA $write_sha 1 KEY 30000 owner:1:write"
 )
 # name|key|extra redis-benchmark options|note on acquire / SET
 scenarios=(
@@ -108,6 +118,8 @@ run_once() { # stat, extra options, command words...
 
 # Redisson's counter name for a lock key without braces.
 counter_of() { echo "redisson_lock_token:{$1}"; }
+# Redisson's read-hold key prefix of owner:1 on a lock key without braces.
+holds_of() { echo "{$1}:owner:1:rwlock_timeout"; }
 
 median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 
@@ -120,6 +132,7 @@ for scenario in "${scenarios[@]}"; do
   for c in "${commands[@]}"; do
     IFS='|' read -r _ _ _ cmd <<<"$c"
     cmd=${cmd//KEY/$key}
+    cmd=${cmd//HOLDS/$(holds_of "$key")}
     echo "benchmark: redis-benchmark -h 127.0.0.1 -p $port ${bench_opts[*]} ${extra:+$extra }--csv ${cmd//COUNTER/$(counter_of "$key")}"
   done
 done
@@ -133,6 +146,7 @@ for scenario in "${scenarios[@]}"; do
     for c in "${commands[@]}"; do
       IFS='|' read -r label stat per_lock cmd <<<"$c"
       cmd=${cmd//KEY/$key}
+      cmd=${cmd//HOLDS/$(holds_of "$key")}
       read -r -a words <<<"${cmd//COUNTER/$(counter_of "$key")}"
       out=$(run_once "$stat" "$extra" "${words[@]}")
       read -r usec rps left <<<"$out"
@@ -164,17 +178,24 @@ for scenario in "${scenarios[@]}"; do
       "LOCK.ACQUIRE TOKEN") token_usec=$u ;;
       "EVALSHA (Redisson)") evalsha_usec=$u ;;
       "EVALSHA (RFencedLock)") fenced_usec=$u ;;
+      LOCK.RACQUIRE) racquire_usec=$u ;;
+      LOCK.WACQUIRE) wacquire_usec=$u ;;
+      "EVALSHA (RReadLock)") rscript_usec=$u ;;
+      "EVALSHA (RWriteLock)") wscript_usec=$u ;;
     esac
   done
   echo
   # The ratios as README's "Performance" section names them.
   awk -v a="$acquire_usec" -v s="$set_usec" -v e="$evalsha_usec" -v t="$token_usec" \
-    -v f="$fenced_usec" -v note="$set_note" '
+    -v f="$fenced_usec" -v note="$set_note" -v ra="$racquire_usec" -v rs="$rscript_usec" \
+    -v wa="$wacquire_usec" -v ws="$wscript_usec" '
     BEGIN {
       printf "acquire / EVALSHA: %.2fx\n", a / e
       printf "acquire / SET: %.2fx%s\n", a / s, note
       printf "TOKEN / acquire: %.2fx\n", t / a
       printf "TOKEN / RFencedLock script: %.2fx\n", t / f
+      printf "read acquire / RReadLock script: %.2fx\n", ra / rs
+      printf "write acquire / RWriteLock script: %.2fx\n", wa / ws
     }'
   unset usecs rpss keys
 done

@@ -135,6 +135,22 @@ pub fn sync_spec(replicas: &[u8], timeout: &[u8]) -> Result<(i64, i64), Refusal>
     }
 }
 
+/// A command whose one argument is its key (`LOCK.FORCE`, `LOCK.INFO`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KeyOnly<A> {
+    pub key: A,
+}
+
+impl<A: Copy> KeyOnly<A> {
+    /// `command key`; arity errors name `command`.
+    pub fn parse(command: &str, argv: &[A]) -> Result<Self, Refusal> {
+        match *argv {
+            [_, key] => Ok(KeyOnly { key }),
+            _ => Err(arity_error(command)),
+        }
+    }
+}
+
 /// The standard arity error, worded as Redis words it.
 pub fn arity_error(command: &str) -> Refusal {
     errors::arity(command)

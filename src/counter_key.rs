@@ -133,6 +133,15 @@ impl<'a> NextToken<'a> {
         })
     }
 
+    /// [`NextToken::prepare`] for the counter [`wanted_counter`] named, if any.
+    pub fn prepare_if(
+        ctx: Ctx<'a>,
+        name: Option<&'a OwnedStr>,
+    ) -> Result<Option<NextToken<'a>>, Refusal> {
+        name.map(|name| NextToken::prepare(ctx, name.borrow()))
+            .transpose()
+    }
+
     /// Writes the token to the counter, for a lock whose lease now ends at
     /// `lock_deadline`, and returns it.
     pub fn issue(mut self, lock_deadline: i64) -> i64 {
@@ -215,6 +224,14 @@ pub fn has_counter(ctx: Ctx, key: RStr) -> bool {
     };
     let counter = Key::open(ctx, name.borrow(), false);
     counter.kind() != KeyKind::Empty
+}
+
+/// The name of `lock`'s counter when a grant `wants` a token, or why it
+/// cannot have one. A grant reads its counter (this, then
+/// [`NextToken::prepare_if`]) before anything is written, so a counter that
+/// cannot be raised refuses the whole grant.
+pub fn wanted_counter(lock: RStr, wants: bool) -> Result<Option<OwnedStr>, Refusal> {
+    wants.then(|| counter_name(lock)).transpose()
 }
 
 /// The name of `lock`'s counter as a Redis string, or why it has none.

@@ -155,6 +155,16 @@ pub fn nosync(acked: i64, replicas: i64, timeout_ms: i64, why: &str) -> Refusal 
     )
 }
 
+/// A read-write lock reader asking for write (`LOCK.WACQUIRE`).
+pub const RW_UPGRADE_REFUSED: Refusal = Refusal::fixed(
+    "ERR the owner holds this read-write lock for reading: release its read holds before asking \
+     to write (waiting would wait for itself)",
+);
+pub const SYNTAX_RW_ACQUIRE: Refusal = Refusal::fixed(
+    "ERR syntax error: the options are WAIT timeout-ms and, for LOCK.WACQUIRE, TOKEN, each at \
+     most once",
+);
+
 // ---- the server ------------------------------------------------------------
 
 pub const WAIT_ABORTED_DEMOTED: Refusal =
@@ -187,6 +197,8 @@ pub const CATALOGUE: &[&str] = &[
     "ERR SYNC: a grant that waits for replicas cannot be made inside MULTI",
     "NOSYNC the grant was undone: ",
     "ERR lock wait aborted: this server became a replica",
+    "ERR the owner holds this read-write lock for reading",
+    "ERR syntax error: the options are WAIT timeout-ms and, for LOCK.WACQUIRE, TOKEN",
 ];
 
 #[cfg(test)]
@@ -226,6 +238,8 @@ mod tests {
             SYNC_CANNOT_BLOCK,
             nosync(0, 1, 100, ""),
             WAIT_ABORTED_DEMOTED,
+            RW_UPGRADE_REFUSED,
+            SYNTAX_RW_ACQUIRE,
         ];
         assert_eq!(samples.len(), CATALOGUE.len());
         for (sample, start) in samples.iter().zip(CATALOGUE) {

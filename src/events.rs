@@ -37,16 +37,51 @@ pub fn unlock_channel(prefix: &[u8], key: &[u8]) -> Vec<u8> {
     channel
 }
 
+/// Whether to publish sharded (`lock.publish`); `None`: not at all.
+fn sharded(ctx: Ctx) -> Option<bool> {
+    match config::PUBLISH.get() {
+        PublishMode::off => None,
+        PublishMode::classic => Some(false),
+        PublishMode::sharded => Some(true),
+        PublishMode::auto => Some(ctx.in_cluster()),
+    }
+}
+
 /// Publishes the unlock message for `key`, as `lock.publish` says.
 pub fn publish_unlock(ctx: Ctx, key: RStr) {
-    let sharded = match config::PUBLISH.get() {
-        PublishMode::off => return,
-        PublishMode::classic => false,
-        PublishMode::sharded => true,
-        PublishMode::auto => ctx.in_cluster(),
+    let Some(sharded) = sharded(ctx) else {
+        return;
     };
     let channel = config::CHANNEL_PREFIX.with(|prefix| unlock_channel(prefix, key.as_bytes()));
     ctx.publish(&channel, UNLOCK_MESSAGE, sharded);
+}
+
+/// Redisson's `prefixName(prefix, name)`: `prefix:{name}`, or `prefix:name`
+/// when the name already has a `{` (its own hash tag then decides the slot).
+pub fn prefixed(prefix: &[u8], key: &[u8]) -> Vec<u8> {
+    if key.contains(&b'{') {
+        let mut channel = prefix.to_vec();
+        channel.push(b':');
+        channel.extend_from_slice(key);
+        channel
+    } else {
+        unlock_channel(prefix, key)
+    }
+}
+
+/// Publishes a read-write lock's unlock message on `redisson_rwlock:{key}`:
+/// `0` after a read unlock, `1` after a write unlock (Redisson's
+/// `UNLOCK_MESSAGE` and `READ_UNLOCK_MESSAGE`), as `lock.publish` says.
+pub fn publish_rw_unlock(ctx: Ctx, key: RStr, after_write: bool) {
+    let Some(sharded) = sharded(ctx) else {
+        return;
+    };
+    let message: &[u8] = if after_write { b"1" } else { UNLOCK_MESSAGE };
+    ctx.publish(
+        &prefixed(b"redisson_rwlock", key.as_bytes()),
+        message,
+        sharded,
+    );
 }
 
 #[cfg(test)]
@@ -60,5 +95,17 @@ mod tests {
             b"redisson_lock__channel:{MoonCake}"
         );
         assert_eq!(unlock_channel(b"p", b"a{b}\0"), b"p:{a{b}\0}");
+    }
+
+    #[test]
+    fn read_write_names_follow_redissons_prefix_rule() {
+        assert_eq!(
+            prefixed(b"redisson_rwlock", b"doc"),
+            b"redisson_rwlock:{doc}"
+        );
+        assert_eq!(
+            prefixed(b"redisson_rwlock", b"a{t}b"),
+            b"redisson_rwlock:a{t}b"
+        );
     }
 }

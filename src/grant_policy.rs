@@ -8,12 +8,13 @@
 //!
 //! | kind | a waiter asks for | granted in one pass |
 //! |---|---|---|
-//! | lock ([`Exclusive`]) | the lock | the head, when the lock is free |
+//! | lock ([`Ask::Lock`], a writer to [`ReadWrite`]) | the lock | the head, when the lock is free |
 //! | read-write lock ([`ReadWrite`]) | read or write | the run of readers at the head (none while a writer holds), or one writer when nobody holds |
 //! | semaphore ([`Permits`]) | `n` permits | the head while permits last, head first (a large request is not starved by small ones behind it) |
 //!
-//! The lock uses [`Exclusive`] today; the read-write lock and the semaphores
-//! plug in the other two, unit-tested here already.
+//! The queue is served with [`ReadWrite`] for the lock and the read-write
+//! lock alike (a lock waiter asks as a writer, [`Ask`]); the semaphores will
+//! plug in [`Permits`], unit-tested here already.
 
 /// A kind of object's grant policy.
 pub trait GrantPolicy {
@@ -42,20 +43,7 @@ where
         .count()
 }
 
-/// The lock: one holder. `Free` is whether it is free.
-pub struct Exclusive;
-
-impl GrantPolicy for Exclusive {
-    type Ask = ();
-    type Free = bool;
-
-    fn take(free: &mut bool, _ask: &()) -> bool {
-        std::mem::replace(free, false)
-    }
-}
-
 /// What a waiter of a read-write lock asks for.
-#[cfg_attr(not(test), allow(dead_code))] // the read-write lock's, next
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mode {
     Read,
@@ -63,7 +51,6 @@ pub enum Mode {
 }
 
 /// Who holds a read-write lock.
-#[cfg_attr(not(test), allow(dead_code))]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RwHolders {
     pub readers: u64,
@@ -72,7 +59,6 @@ pub struct RwHolders {
 
 /// The read-write lock: many readers or one writer. Fair: a reader behind a
 /// waiting writer waits (the pass stops at the writer).
-#[cfg_attr(not(test), allow(dead_code))]
 pub struct ReadWrite;
 
 impl GrantPolicy for ReadWrite {
@@ -90,6 +76,36 @@ impl GrantPolicy for ReadWrite {
                 true
             }
             Mode::Read | Mode::Write => false,
+        }
+    }
+}
+
+/// What one waiter of the shared queue asks for: the lock, or a read-write
+/// lock's read or write hold. The queue is served with [`ReadWrite`]: a
+/// lock waiter is a writer (it needs nobody holding), so a queue of lock
+/// waiters is served one at a time, head first, when the lock is free.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ask {
+    Lock,
+    Read,
+    Write,
+}
+
+impl Ask {
+    /// How [`ReadWrite`] sees it.
+    pub fn mode(&self) -> &'static Mode {
+        match self {
+            Ask::Lock | Ask::Write => &Mode::Write,
+            Ask::Read => &Mode::Read,
+        }
+    }
+
+    /// As `LOCK.INFO` names it.
+    pub fn name(self) -> &'static [u8] {
+        match self {
+            Ask::Lock => b"lock",
+            Ask::Read => b"read",
+            Ask::Write => b"write",
         }
     }
 }
@@ -117,13 +133,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_free_lock_goes_to_the_head_only() {
-        assert_eq!(grant_run::<Exclusive>(true, &[(), (), ()]), 1);
-        assert_eq!(grant_run::<Exclusive>(false, &[(), ()]), 0);
-        assert_eq!(grant_run::<Exclusive>(true, &[]), 0);
-    }
-
-    #[test]
     fn a_write_release_grants_the_readers_up_to_the_next_writer_in_one_pass() {
         use Mode::{Read, Write};
         let queue = [Read, Read, Read, Write, Read];
@@ -146,6 +155,18 @@ mod tests {
             writer: true,
         };
         assert_eq!(grant_run::<ReadWrite>(writing, &[Read, Read]), 0);
+    }
+
+    #[test]
+    fn lock_waiters_are_served_as_writers_one_at_a_time() {
+        let asks = [Ask::Lock, Ask::Lock, Ask::Read];
+        let modes: Vec<Mode> = asks.iter().map(|a| *a.mode()).collect();
+        assert_eq!(grant_run::<ReadWrite>(RwHolders::default(), &modes), 1);
+        let held = RwHolders {
+            readers: 0,
+            writer: true,
+        };
+        assert_eq!(grant_run::<ReadWrite>(held, &modes), 0);
     }
 
     #[test]

@@ -49,6 +49,8 @@ mod lock_key;
 mod replica_sync;
 mod replicas;
 mod replies;
+mod rwlock;
+mod rwlock_key;
 mod stats;
 mod wait_queue;
 

@@ -54,6 +54,16 @@ impl<'a> LockKey<'a> {
         self.key.name()
     }
 
+    /// The open key, for the read-write lock's view of the same hash
+    /// (`rwlock_key.rs`).
+    pub fn key(&self) -> &Key<'a> {
+        &self.key
+    }
+
+    pub fn ctx(&self) -> Ctx<'a> {
+        self.ctx
+    }
+
     /// Whether the lock hash exists (expired keys were already removed on open).
     pub fn exists(&self) -> bool {
         self.key.kind() == KeyKind::Hash

@@ -59,6 +59,19 @@ pub static FENCES_REFUSED: Counter = Counter::new();
 /// stays 0, for modules that do not declare async-load support).
 pub static SWAPDB_LOADS: Counter = Counter::new();
 
+/// Read holds granted (fresh or re-entered, by command or hand-off).
+pub static RW_READS_GRANTED: Counter = Counter::new();
+/// Write holds granted (fresh or re-entered, by command or hand-off).
+pub static RW_WRITES_GRANTED: Counter = Counter::new();
+
+/// Counts a read-write lock grant.
+pub fn count_rw_grant(mode: crate::rwlock::RwMode) {
+    match mode {
+        crate::rwlock::RwMode::Read => RW_READS_GRANTED.incr(),
+        crate::rwlock::RwMode::Write => RW_WRITES_GRANTED.incr(),
+    }
+}
+
 /// A decision's outcome, counted where it is carried out (`handoff::carry_out`):
 /// the one place the lock counters move.
 pub trait Counted {
@@ -106,7 +119,7 @@ impl Counted for bool {
 }
 
 /// Every counter with its `INFO` field name, in display order.
-pub fn all() -> [(&'static str, &'static Counter); 15] {
+pub fn all() -> [(&'static str, &'static Counter); 17] {
     [
         ("acquired", &ACQUIRED),
         ("reentered", &REENTERED),
@@ -123,5 +136,7 @@ pub fn all() -> [(&'static str, &'static Counter); 15] {
         ("fences_passed", &FENCES_PASSED),
         ("fences_refused", &FENCES_REFUSED),
         ("swapdb_loads", &SWAPDB_LOADS),
+        ("rw_reads_granted", &RW_READS_GRANTED),
+        ("rw_writes_granted", &RW_WRITES_GRANTED),
     ]
 }

@@ -6,7 +6,7 @@
 //! `usize` here). Waiters leave a queue in exactly one of three ways, each of
 //! which removes them at once:
 //! * granted: popped from the front when the object frees, as many as its
-//!   grant policy serves in one pass (`pop_run`; the lock's is `pop_next`);
+//!   grant policy serves in one pass (`pop_run`);
 //! * timed out or disconnected: removed by handle (`remove_client`);
 //! * the server became a replica: everything is drained (`drain_all`).
 //!
@@ -27,7 +27,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::hash::Hash;
 
-use crate::grant_policy::{grant_run, Exclusive, GrantPolicy};
+use crate::grant_policy::{grant_run, Ask, GrantPolicy};
 use crate::replica_sync::SyncSpec;
 
 /// How long after a WAIT deadline the queue keeps waking up for a waiter
@@ -51,12 +51,15 @@ pub struct Waiter<C> {
     pub token: bool,
     /// Its grant is answered only once replicas acknowledged it (`SYNC`).
     pub sync: Option<SyncSpec>,
+    /// What it waits for: the lock, or a read or write hold.
+    pub ask: Ask,
 }
 
 /// A waiter as `LOCK.INFO` shows it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct WaiterInfo {
     pub owner: Vec<u8>,
+    pub ask: Ask,
     pub waited_ms: i64,
     pub timeout_ms: i64,
 }
@@ -165,9 +168,12 @@ impl<C: Copy + Eq + Hash, T: Copy> WaitQueues<C, T> {
     }
 
     /// Takes the first waiter of a free lock's queue: the one to grant it to
-    /// (the lock's policy, [`Exclusive`]).
+    /// (tests: the pass the module runs, on a free lock).
+    #[cfg(test)]
     pub fn pop_next(&mut self, db: i32, key: &[u8]) -> Option<Waiter<C>> {
-        self.pop_run::<Exclusive>(db, key, true, |_| &()).pop()
+        use crate::grant_policy::{ReadWrite, RwHolders};
+        self.pop_run::<ReadWrite>(db, key, RwHolders::default(), |w| w.ask.mode())
+            .pop()
     }
 
     /// Removes a client wherever it waits (timeout, disconnect), with the
@@ -213,6 +219,7 @@ impl<C: Copy + Eq + Hash, T: Copy> WaitQueues<C, T> {
             .iter()
             .map(|w| WaiterInfo {
                 owner: w.owner.clone(),
+                ask: w.ask,
                 waited_ms: (now_ms - w.since_ms).max(0),
                 timeout_ms: w.timeout_ms,
             })
@@ -318,6 +325,7 @@ mod tests {
             timeout_ms: 0,
             token: false,
             sync: None,
+            ask: Ask::Lock,
         }
     }
 
@@ -514,6 +522,7 @@ mod tests {
             timeout_ms,
             token: false,
             sync: None,
+            ask: Ask::Lock,
         };
         assert_eq!(q.timeout_wake(0, b"k", 100), None, "no queue");
         q.push(0, b"k", waiter(1, 100, 0));

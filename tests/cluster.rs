@@ -243,6 +243,60 @@ fn waiting_and_hand_off_work_in_the_cluster() {
     }
 }
 
+/// A read-write lock's hold keys live in its slot, on its node (Redisson's
+/// suffix rule), for keys with and without hash tags; readers and a writer
+/// share one queue there, and the unlock message is sharded to that node.
+#[test]
+fn read_write_locks_keep_every_key_in_the_locks_slot() {
+    let cluster = Cluster::start();
+    let mut con = cluster.client();
+    for key in ["doc:a", "doc:b", "{tag}:doc"] {
+        let node = cluster.node_for(key);
+        let mut direct = node.connection();
+        assert_eq!(
+            run(&mut con, &["LOCK.RACQUIRE", key, "r", "30000"]),
+            Value::Nil
+        );
+        let hold = if key.contains('{') {
+            format!("{key}:r:rwlock_timeout:1")
+        } else {
+            format!("{{{key}}}:r:rwlock_timeout:1")
+        };
+        assert!(
+            exists(&mut direct, &hold),
+            "{key}: its hold key {hold} is on its node"
+        );
+        let mut slot = |k: &str| -> i64 {
+            redis::cmd("CLUSTER")
+                .arg("KEYSLOT")
+                .arg(k)
+                .query(&mut direct)
+                .expect("KEYSLOT")
+        };
+        assert_eq!(slot(&hold), slot(key), "{key}");
+        let mut writer = RawClient::connect(node.port);
+        writer.send(&["LOCK.WACQUIRE", key, "w", "30000", "WAIT", "5000"]);
+        poll_until(Duration::from_secs(5), "the writer queues", || {
+            waiter_count(&mut direct, key) == 1
+        });
+        assert_eq!(run(&mut con, &["LOCK.RRELEASE", key, "r"]), Value::Int(1));
+        assert!(writer.read().is_nil(), "{key}: the writer is granted");
+        assert!(!exists(&mut direct, &hold));
+        assert_eq!(run(&mut con, &["LOCK.WRELEASE", key, "w"]), Value::Int(1));
+    }
+}
+
+fn waiter_count(con: &mut redis::Connection, key: &str) -> usize {
+    let info = run(con, &["LOCK.INFO", key]);
+    map_pairs(&info)
+        .into_iter()
+        .find(|(k, _)| as_string(k).as_deref() == Some("waiters"))
+        .map_or(0, |(_, v)| match v {
+            Value::Array(items) => items.len(),
+            _ => 0,
+        })
+}
+
 /// A lock's token counter lives in the lock's slot, on its node, for keys
 /// with and without hash tags; keys whose braces would split them are refused.
 #[test]

@@ -1120,11 +1120,16 @@ fn command_info_key_positions_and_flags() {
         "lock.release",
         "lock.force",
         "lock.info",
+        "lock.racquire",
+        "lock.wacquire",
+        "lock.rrelease",
+        "lock.wrelease",
+        "lock.rwrenew",
     ] {
         let (flags, first, last, step) = command_info(&mut con, name);
         assert_eq!((first, last, step), (1, 1, 1), "{name} key positions");
         match name {
-            "lock.acquire" => {
+            "lock.acquire" | "lock.racquire" | "lock.wacquire" => {
                 assert!(
                     flags.contains(&"write".to_string()),
                     "{name} flags {flags:?}"

@@ -47,6 +47,7 @@ use crate::counter_key::{self, NextToken};
 use crate::errors::{self, Refusal};
 use crate::ffi::command::{ArgDoc, ArgKind, Command, CommandResult, CommandSpec, KeyFlags};
 use crate::ffi::{Ctx, RStr};
+use crate::grant_policy::Ask;
 use crate::lock::{self, Acquired};
 use crate::lock_key::LockKey;
 use crate::replica_sync::SyncSpec;
@@ -69,29 +70,52 @@ pub struct Acquire<A> {
     pub sync: Option<SyncSpec>,
 }
 
+/// Which options an acquire command takes (WAIT always), and the syntax
+/// error naming them.
+#[derive(Clone, Debug)]
+pub struct Options {
+    pub command: &'static str,
+    pub token: bool,
+    pub sync: bool,
+    pub syntax: Refusal,
+}
+
 impl<'a, A: Arg<'a>> Acquire<A> {
     pub fn parse(argv: &[A]) -> Result<Self, Refusal> {
+        let options = Options {
+            command: LockAcquire::SPEC.name(),
+            token: true,
+            sync: true,
+            syntax: errors::SYNTAX_ACQUIRE,
+        };
+        Self::parse_with(options, argv)
+    }
+
+    /// `command key owner lease-ms [options]` for any acquire command (the
+    /// read-write lock's too), taking the options `allowed` says.
+    pub fn parse_with(allowed: Options, argv: &[A]) -> Result<Self, Refusal> {
+        let name = allowed.command;
         let [_, key, owner, lease, ref options @ ..] = *argv else {
-            return Err(args::arity_error(LockAcquire::SPEC.name()));
+            return Err(args::arity_error(name));
         };
         args::owner(owner.bytes())?;
         let lease_ms = args::lease_ms(lease.bytes())?;
         let (mut wait_ms, mut token, mut sync) = (None, false, None);
         let mut rest = options;
         while let [option, ref tail @ ..] = *rest {
-            let name = option.bytes();
+            let word = option.bytes();
             rest = tail;
-            if name.eq_ignore_ascii_case(b"TOKEN") && !token {
+            if word.eq_ignore_ascii_case(b"TOKEN") && !token && allowed.token {
                 token = true;
-            } else if name.eq_ignore_ascii_case(b"WAIT") && wait_ms.is_none() {
+            } else if word.eq_ignore_ascii_case(b"WAIT") && wait_ms.is_none() {
                 let [timeout, ref tail @ ..] = *rest else {
-                    return Err(args::arity_error(LockAcquire::SPEC.name()));
+                    return Err(args::arity_error(name));
                 };
                 wait_ms = Some(args::wait_timeout_ms(timeout.bytes())?);
                 rest = tail;
-            } else if name.eq_ignore_ascii_case(b"SYNC") && sync.is_none() {
+            } else if word.eq_ignore_ascii_case(b"SYNC") && sync.is_none() && allowed.sync {
                 let [replicas, timeout, ref tail @ ..] = *rest else {
-                    return Err(args::arity_error(LockAcquire::SPEC.name()));
+                    return Err(args::arity_error(name));
                 };
                 let (replicas, timeout_ms) = args::sync_spec(replicas.bytes(), timeout.bytes())?;
                 sync = Some(SyncSpec {
@@ -100,7 +124,7 @@ impl<'a, A: Arg<'a>> Acquire<A> {
                 });
                 rest = tail;
             } else {
-                return Err(errors::SYNTAX_ACQUIRE);
+                return Err(allowed.syntax);
             }
         }
         Ok(Acquire {
@@ -112,6 +136,45 @@ impl<'a, A: Arg<'a>> Acquire<A> {
             sync,
         })
     }
+}
+
+/// `key owner lease-ms [WAIT timeout-ms] [TOKEN] [SYNC numreplicas
+/// timeout-ms]`. The read-write lock's acquires take the first five.
+pub const ARGS: &[ArgDoc] = &[
+    ArgDoc::new(c"key", ArgKind::Key),
+    ArgDoc::new(c"owner", ArgKind::String),
+    ArgDoc::new(c"lease-ms", ArgKind::Integer),
+    ArgDoc::new(c"timeout-ms", ArgKind::Integer)
+        .token(c"WAIT")
+        .optional(),
+    ArgDoc::new(c"token", ArgKind::PureToken)
+        .token(c"TOKEN")
+        .optional(),
+    ArgDoc::new(c"numreplicas", ArgKind::Integer)
+        .token(c"SYNC")
+        .optional(),
+    ArgDoc::new(c"sync-timeout-ms", ArgKind::Integer).optional(),
+];
+
+/// What every acquire checks before it opens a key: the lease's deadline
+/// (returned; within `lock.max-lease-ms`), the WAIT timeout, and with
+/// `TOKEN` whether the key can have a counter in its slot.
+pub fn check_before_opening(
+    ctx: Ctx,
+    key: RStr,
+    lease_ms: i64,
+    wait_ms: Option<i64>,
+    token: bool,
+) -> Result<i64, Refusal> {
+    let now = ctx.now_ms();
+    let expire_at = args::deadline(now, lease_ms, config::max_lease_ms())?;
+    if let Some(timeout_ms) = wait_ms {
+        args::wait_fits(now, timeout_ms)?;
+    }
+    if token {
+        counter_key::check_name(key)?;
+    }
+    Ok(expire_at)
 }
 
 impl Command for LockAcquire {
@@ -128,33 +191,12 @@ impl Command for LockAcquire {
             c"Acquires or re-enters a Redisson-compatible lock, optionally waiting in a fair queue",
         complexity: c"O(1)",
         arity: -4,
-        args: &[
-            ArgDoc::new(c"key", ArgKind::Key),
-            ArgDoc::new(c"owner", ArgKind::String),
-            ArgDoc::new(c"lease-ms", ArgKind::Integer),
-            ArgDoc::new(c"timeout-ms", ArgKind::Integer)
-                .token(c"WAIT")
-                .optional(),
-            ArgDoc::new(c"token", ArgKind::PureToken)
-                .token(c"TOKEN")
-                .optional(),
-            ArgDoc::new(c"numreplicas", ArgKind::Integer)
-                .token(c"SYNC")
-                .optional(),
-            ArgDoc::new(c"sync-timeout-ms", ArgKind::Integer).optional(),
-        ],
+        args: ARGS,
     };
 
     fn run(ctx: Ctx, argv: &[RStr]) -> CommandResult {
         let cmd = Acquire::parse(argv)?;
-        let now = ctx.now_ms();
-        let expire_at = args::deadline(now, cmd.lease_ms, config::max_lease_ms())?;
-        if let Some(timeout_ms) = cmd.wait_ms {
-            args::wait_fits(now, timeout_ms)?;
-        }
-        if cmd.token {
-            counter_key::check_name(cmd.key)?;
-        }
+        let expire_at = check_before_opening(ctx, cmd.key, cmd.lease_ms, cmd.wait_ms, cmd.token)?;
         let key = LockKey::open_write(ctx, cmd.key)?;
         let mut view = key.view(cmd.owner)?;
         if handoff::settle(ctx, &key) {
@@ -168,16 +210,8 @@ impl Command for LockAcquire {
         if granted && sync.is_some() && !ctx.can_block() {
             return Err(errors::SYNC_CANNOT_BLOCK);
         }
-        // A grant with TOKEN reads the counter before anything is written,
-        // so a counter that cannot be raised refuses the whole acquire.
-        let counter_name = match granted && cmd.token {
-            true => Some(counter_key::counter_name(cmd.key)?),
-            false => None,
-        };
-        let next_token = match &counter_name {
-            Some(name) => Some(NextToken::prepare(ctx, name.borrow())?),
-            None => None,
-        };
+        let counter = counter_key::wanted_counter(cmd.key, granted && cmd.token)?;
+        let next_token = NextToken::prepare_if(ctx, counter.as_ref())?;
         match handoff::carry_out(ctx, &key, decision) {
             Acquired::Taken | Acquired::Reentered => {
                 let token = next_token.map(|next| next.issue(expire_at));
@@ -196,6 +230,7 @@ impl Command for LockAcquire {
                         timeout_ms,
                         token: cmd.token,
                         sync,
+                        ask: Ask::Lock,
                     };
                     handoff::wait(ctx, &key, waiter);
                 }

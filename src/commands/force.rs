@@ -10,31 +10,17 @@
 //!
 //! Effects (replicated): `DEL key`.
 
-use crate::args;
-use crate::errors::Refusal;
+use crate::args::KeyOnly;
 use crate::ffi::command::{ArgDoc, ArgKind, Command, CommandResult, CommandSpec, KeyFlags};
 use crate::ffi::{Ctx, RStr};
 use crate::handoff;
 use crate::lock::{self, Forced};
 use crate::lock_key::LockKey;
+use crate::rwlock::{self, Shape};
+use crate::rwlock_key::RwLockKey;
 
 /// `LOCK.FORCE`, as registered.
 pub struct LockForce;
-
-/// A parsed `LOCK.FORCE`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Force<A> {
-    pub key: A,
-}
-
-impl<A: Copy> Force<A> {
-    pub fn parse(argv: &[A]) -> Result<Self, Refusal> {
-        match *argv {
-            [_, key] => Ok(Force { key }),
-            _ => Err(args::arity_error(LockForce::SPEC.name())),
-        }
-    }
-}
 
 impl Command for LockForce {
     /// Key `RM delete`: it deletes the key (as `DEL`).
@@ -50,8 +36,15 @@ impl Command for LockForce {
     };
 
     fn run(ctx: Ctx, argv: &[RStr]) -> CommandResult {
-        let cmd = Force::parse(argv)?;
+        let cmd = KeyOnly::parse(LockForce::SPEC.name(), argv)?;
         let key = LockKey::open_write(ctx, cmd.key)?;
+        let shape = RwLockKey::of(&key).shape();
+        if let Shape::Rw(_) = shape {
+            // A read-write lock: its hold keys go too.
+            let forced = handoff::carry_out_rw(ctx, &key, cmd.key, rwlock::force(shape));
+            ctx.reply_integer(i64::from(forced));
+            return Ok(());
+        }
         let forced = handoff::carry_out(ctx, &key, lock::force(key.presence()));
         ctx.reply_integer(i64::from(forced == Forced::Deleted));
         Ok(())
@@ -64,9 +57,10 @@ mod tests {
 
     #[test]
     fn takes_exactly_one_key() {
-        assert_eq!(Force::parse(&["LOCK.FORCE", "k"]), Ok(Force { key: "k" }));
+        let parse = |argv| KeyOnly::parse(LockForce::SPEC.name(), argv);
+        assert_eq!(parse(&["LOCK.FORCE", "k"]), Ok(KeyOnly { key: "k" }));
         for args in [&["LOCK.FORCE"][..], &["LOCK.FORCE", "k", "x"]] {
-            assert!(Force::parse(args).unwrap_err().contains("'lock.force'"));
+            assert!(parse(args).unwrap_err().contains("'lock.force'"));
         }
     }
 }

@@ -17,32 +17,17 @@
 //!
 //! Errors: wrong arity; `WRONGTYPE`.
 
-use crate::args;
+use crate::args::KeyOnly;
 use crate::counter_key::{self, CounterKey};
-use crate::errors::Refusal;
 use crate::ffi::command::{ArgDoc, ArgKind, Command, CommandResult, CommandSpec, KeyFlags};
 use crate::ffi::{Ctx, RStr};
 use crate::handoff;
 use crate::lock::parse_hold_count;
 use crate::lock_key::LockKey;
+use crate::rwlock_key::{RwLockKey, Snapshot};
 
 /// `LOCK.INFO`, as registered.
 pub struct LockInfo;
-
-/// A parsed `LOCK.INFO`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Info<A> {
-    pub key: A,
-}
-
-impl<A: Copy> Info<A> {
-    pub fn parse(argv: &[A]) -> Result<Self, Refusal> {
-        match *argv {
-            [_, key] => Ok(Info { key }),
-            _ => Err(args::arity_error(LockInfo::SPEC.name())),
-        }
-    }
-}
 
 impl Command for LockInfo {
     /// `readonly`; key `RO access`: it shows the hash (as `HGETALL`).
@@ -58,13 +43,18 @@ impl Command for LockInfo {
     };
 
     fn run(ctx: Ctx, argv: &[RStr]) -> CommandResult {
-        let cmd = Info::parse(argv)?;
+        let cmd = KeyOnly::parse(LockInfo::SPEC.name(), argv)?;
         let lock = LockKey::open_read(ctx, cmd.key)?;
-        let owners = lock.entries();
+        let rw = RwLockKey::of(&lock).snapshot();
+        let owners: Vec<(Vec<u8>, Vec<u8>)> = lock
+            .entries()
+            .into_iter()
+            .filter(|(field, _)| rw.is_none() || field != b"mode")
+            .collect();
         let waiters = handoff::snapshot(ctx, cmd.key);
         let token = last_token(ctx, cmd.key);
 
-        ctx.reply_map(6);
+        ctx.reply_map(if rw.is_some() { 9 } else { 6 });
         ctx.reply_simple(c"state");
         ctx.reply_simple(if lock.exists() { c"held" } else { c"free" });
 
@@ -86,9 +76,11 @@ impl Command for LockInfo {
         ctx.reply_simple(c"waiters");
         ctx.reply_array(waiters.len());
         for waiter in &waiters {
-            ctx.reply_map(3);
+            ctx.reply_map(4);
             ctx.reply_simple(c"owner");
             ctx.reply_bulk(&waiter.owner);
+            ctx.reply_simple(c"wants");
+            ctx.reply_bulk(waiter.ask.name());
             ctx.reply_simple(c"waited_ms");
             ctx.reply_integer(waiter.waited_ms);
             ctx.reply_simple(c"timeout_ms");
@@ -100,7 +92,37 @@ impl Command for LockInfo {
             Some(token) => ctx.reply_integer(token),
             None => ctx.reply_null(),
         }
+
+        if let Some(rw) = rw {
+            reply_rw(ctx, &rw);
+        }
         Ok(())
+    }
+}
+
+/// A read-write lock's own fields: `mode`, `readers` (owner -> the
+/// deadline of each of its read holds, unix ms, -2 for a hold whose key is
+/// gone), `writer` (`[owner, write holds]`, nil when none).
+fn reply_rw(ctx: Ctx, rw: &Snapshot) {
+    ctx.reply_simple(c"mode");
+    ctx.reply_bulk(rw.mode.text());
+    ctx.reply_simple(c"readers");
+    ctx.reply_map(rw.readers.len());
+    for reader in &rw.readers {
+        ctx.reply_bulk(&reader.owner);
+        ctx.reply_array(reader.deadlines.len());
+        for deadline in &reader.deadlines {
+            ctx.reply_integer(*deadline);
+        }
+    }
+    ctx.reply_simple(c"writer");
+    match &rw.writer {
+        Some(writer) => {
+            ctx.reply_array(2);
+            ctx.reply_bulk(&writer.owner);
+            ctx.reply_integer(writer.count);
+        }
+        None => ctx.reply_null(),
     }
 }
 
@@ -117,9 +139,10 @@ mod tests {
 
     #[test]
     fn takes_exactly_one_key() {
-        assert_eq!(Info::parse(&["LOCK.INFO", "k"]), Ok(Info { key: "k" }));
+        let parse = |argv| KeyOnly::parse(LockInfo::SPEC.name(), argv);
+        assert_eq!(parse(&["LOCK.INFO", "k"]), Ok(KeyOnly { key: "k" }));
         for args in [&["LOCK.INFO"][..], &["LOCK.INFO", "k", "x"]] {
-            assert!(Info::parse(args).unwrap_err().contains("'lock.info'"));
+            assert!(parse(args).unwrap_err().contains("'lock.info'"));
         }
     }
 }

@@ -43,10 +43,16 @@ pub struct Release<A> {
 
 impl<'a, A: Arg<'a>> Release<A> {
     pub fn parse(argv: &[A]) -> Result<Self, Refusal> {
+        Self::parse_for(LockRelease::SPEC.name(), argv)
+    }
+
+    /// `command key owner [lease-ms]`, for any release command (the
+    /// read-write lock's too); arity errors name `command`.
+    pub fn parse_for(command: &str, argv: &[A]) -> Result<Self, Refusal> {
         let (key, owner, lease) = match *argv {
             [_, key, owner] => (key, owner, None),
             [_, key, owner, lease] => (key, owner, Some(lease)),
-            _ => return Err(args::arity_error(LockRelease::SPEC.name())),
+            _ => return Err(args::arity_error(command)),
         };
         args::owner(owner.bytes())?;
         let lease_ms = lease.map(|l| args::lease_ms(l.bytes())).transpose()?;
@@ -57,6 +63,26 @@ impl<'a, A: Arg<'a>> Release<A> {
         })
     }
 }
+
+impl<A> Release<A> {
+    /// The deadline a still-held lock's lease is reset to, when a lease was
+    /// given: clamped to `lock.max-lease-ms`, never refused for it.
+    pub fn deadline(&self, ctx: Ctx) -> Result<Option<i64>, Refusal> {
+        let Some(lease_ms) = self.lease_ms else {
+            return Ok(None);
+        };
+        let cap = config::max_lease_ms();
+        let lease_ms = args::release_lease_ms(lease_ms, cap);
+        args::deadline(ctx.now_ms(), lease_ms, cap).map(Some)
+    }
+}
+
+/// `key owner lease-ms` (optional): shared with the read-write lock's command.
+pub const ARGS: &[ArgDoc] = &[
+    ArgDoc::new(c"key", ArgKind::Key),
+    ArgDoc::new(c"owner", ArgKind::String),
+    ArgDoc::new(c"lease-ms", ArgKind::Integer).optional(),
+];
 
 impl Command for LockRelease {
     /// No `deny-oom`: a lock can always be released. Key `RW delete`: it
@@ -71,23 +97,12 @@ impl Command for LockRelease {
             c"Releases one hold of a lock; the last hold frees it and hands it to the next waiter",
         complexity: c"O(1)",
         arity: -3,
-        args: &[
-            ArgDoc::new(c"key", ArgKind::Key),
-            ArgDoc::new(c"owner", ArgKind::String),
-            ArgDoc::new(c"lease-ms", ArgKind::Integer).optional(),
-        ],
+        args: ARGS,
     };
 
     fn run(ctx: Ctx, argv: &[RStr]) -> CommandResult {
         let cmd = Release::parse(argv)?;
-        let expire_at = match cmd.lease_ms {
-            None => None,
-            Some(lease_ms) => {
-                let cap = config::max_lease_ms();
-                let lease_ms = args::release_lease_ms(lease_ms, cap);
-                Some(args::deadline(ctx.now_ms(), lease_ms, cap)?)
-            }
-        };
+        let expire_at = cmd.deadline(ctx)?;
         let key = LockKey::open_write(ctx, cmd.key)?;
         let decision = lock::release(cmd.owner, key.view(cmd.owner)?, expire_at);
         match handoff::carry_out(ctx, &key, decision) {

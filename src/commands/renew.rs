@@ -30,8 +30,14 @@ pub struct Renew<A> {
 
 impl<'a, A: Arg<'a>> Renew<A> {
     pub fn parse(argv: &[A]) -> Result<Self, Refusal> {
+        Self::parse_for(LockRenew::SPEC.name(), argv)
+    }
+
+    /// `command key owner lease-ms`, for any renewal command (the read-write
+    /// lock's `LOCK.RWRENEW` too); arity errors name `command`.
+    pub fn parse_for(command: &str, argv: &[A]) -> Result<Self, Refusal> {
         let [_, key, owner, lease] = *argv else {
-            return Err(args::arity_error(LockRenew::SPEC.name()));
+            return Err(args::arity_error(command));
         };
         args::owner(owner.bytes())?;
         let lease_ms = args::lease_ms(lease.bytes())?;
@@ -43,6 +49,13 @@ impl<'a, A: Arg<'a>> Renew<A> {
     }
 }
 
+/// `key owner lease-ms`: shared with the read-write lock's command.
+pub const ARGS: &[ArgDoc] = &[
+    ArgDoc::new(c"key", ArgKind::Key),
+    ArgDoc::new(c"owner", ArgKind::String),
+    ArgDoc::new(c"lease-ms", ArgKind::Integer),
+];
+
 impl Command for LockRenew {
     /// Key `RW update`: it resets the expiry and answers 1/0 (as `PEXPIRE`).
     const SPEC: CommandSpec = CommandSpec {
@@ -53,11 +66,7 @@ impl Command for LockRenew {
         summary: c"Resets the lease of a lock the owner holds (watchdog renewal)",
         complexity: c"O(1)",
         arity: 4,
-        args: &[
-            ArgDoc::new(c"key", ArgKind::Key),
-            ArgDoc::new(c"owner", ArgKind::String),
-            ArgDoc::new(c"lease-ms", ArgKind::Integer),
-        ],
+        args: ARGS,
     };
 
     fn run(ctx: Ctx, argv: &[RStr]) -> CommandResult {

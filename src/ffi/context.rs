@@ -424,6 +424,41 @@ impl<'a> Ctx<'a> {
         self.replicated(status);
     }
 
+    /// Propagates `HSET key field value field value`.
+    pub fn replicate_hset2(self, key: RStr, first: (RStr, RStr), second: (RStr, RStr)) {
+        // SAFETY: the format "sssss" matches the five strings, to which Redis
+        // only takes references.
+        let status = unsafe {
+            api!(RedisModule_Replicate)(
+                self.as_ptr(),
+                c"HSET".as_ptr(),
+                c"sssss".as_ptr(),
+                key.as_ptr(),
+                first.0.as_ptr(),
+                first.1.as_ptr(),
+                second.0.as_ptr(),
+                second.1.as_ptr(),
+            )
+        };
+        self.replicated(status);
+    }
+
+    /// Propagates `HDEL key field`.
+    pub fn replicate_hdel(self, key: RStr, field: RStr) {
+        // SAFETY: the format "ss" matches the two strings, to which Redis
+        // only takes references.
+        let status = unsafe {
+            api!(RedisModule_Replicate)(
+                self.as_ptr(),
+                c"HDEL".as_ptr(),
+                c"ss".as_ptr(),
+                key.as_ptr(),
+                field.as_ptr(),
+            )
+        };
+        self.replicated(status);
+    }
+
     /// Propagates `DEL key`.
     pub fn replicate_del(self, key: RStr) {
         // SAFETY: the format "s" matches the one string.

@@ -106,6 +106,25 @@ impl<'a> Key<'a> {
         };
     }
 
+    /// Deletes the hash field `field` (the hash goes with its last field).
+    pub fn hash_del(&self, field: RStr) {
+        if self.kind() != KeyKind::Hash {
+            return;
+        }
+        // SAFETY: a hash key this value keeps open for writing (Redis refuses,
+        // with ERR, one opened only for reading); one field, the DELETE marker
+        // Redis defines for this purpose, and the NULL that ends the varargs.
+        unsafe {
+            api!(RedisModule_HashSet)(
+                self.ptr,
+                raw::REDISMODULE_HASH_NONE as c_int,
+                field.as_ptr(),
+                raw::REDISMODULE_HASH_DELETE,
+                ptr::null_mut::<c_void>(),
+            )
+        };
+    }
+
     /// Reads a string key's value through `read`, if it is a string.
     ///
     /// Redis hands out the value in place (`StringDMA`); for a value stored

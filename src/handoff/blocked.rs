@@ -4,10 +4,13 @@
 
 use super::queues_then_stop_timers;
 use super::synced::{self, syncs};
+use super::timers::look_at;
 use crate::errors;
 use crate::ffi::blocking::{self, BlockedClient, WaitHandler, Wake};
 use crate::ffi::{Ctx, OwnedStr};
+use crate::grant_policy::Ask;
 use crate::lock_key::LockKey;
+use crate::wait_queue::Waiter;
 use crate::{replica_sync, replies, stats};
 
 /// What happens to a blocked waiter.
@@ -42,6 +45,7 @@ impl WaitHandler for Waiting {
             return;
         };
         stats::WAITS_TIMED_OUT.incr();
+        head_left(ctx, &key, &waiter);
         let key = OwnedStr::new(&key);
         let ttl = LockKey::open_read(ctx, key.borrow()).map_or(-2, |lock| lock.ttl_ms());
         replies::busy(ctx, ttl, waiter.token);
@@ -55,8 +59,21 @@ impl WaitHandler for Waiting {
             stats::GRANTS_UNDONE.incr();
             synced::undo_soon(ctx, grant);
             blocking::unblock(client, None);
-        } else if queues_then_stop_timers(ctx, |q| q.remove_client(client)).is_some() {
+        } else if let Some((key, waiter)) =
+            queues_then_stop_timers(ctx, |q| q.remove_client(client))
+        {
+            head_left(ctx, &key, &waiter);
             blocking::unblock(client, None);
         }
+    }
+}
+
+/// A read-write lock's waiter left its queue: those behind it may be
+/// grantable now (readers behind a writer that gave up), so the queue's
+/// timer looks at the lock at once. (A lock's waiter leaving changes
+/// nothing for the others: the lock is still held.)
+fn head_left(ctx: Ctx, key: &[u8], waiter: &Waiter<BlockedClient>) {
+    if waiter.ask != Ask::Lock {
+        look_at(ctx, ctx.selected_db(), key, ctx.now_ms());
     }
 }

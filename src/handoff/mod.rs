@@ -78,9 +78,12 @@ use crate::events;
 use crate::ffi::blocking::{self, BlockedClient, Wake};
 use crate::ffi::timer::{self, TimerId};
 use crate::ffi::{Ctx, OwnedStr, RStr};
-use crate::lock::{self, Decision, Write};
+use crate::grant_policy::{Ask, ReadWrite, RwHolders};
+use crate::lock::{self, Decision};
 use crate::lock_key::LockKey;
 use crate::replica_sync::SyncSpec;
+use crate::rwlock::{self, Effect, RwDecision, RwEvent, RwMode};
+use crate::rwlock_key::RwLockKey;
 use crate::stats::{self, Counted};
 use crate::wait_queue::{WaitQueues, Waiter, WaiterInfo};
 
@@ -137,6 +140,8 @@ pub struct Wants<'a> {
     pub token: bool,
     /// The grant is answered only once replicas acknowledged it.
     pub sync: Option<SyncSpec>,
+    /// The lock, or a read-write lock's read or write hold.
+    pub ask: Ask,
 }
 
 /// Blocks the calling client until it is granted `lock` or its timeout passes.
@@ -152,6 +157,7 @@ pub fn wait(ctx: Ctx, lock: &LockKey, wants: Wants) {
         timeout_ms: wants.timeout_ms,
         token: wants.token,
         sync: wants.sync,
+        ask: wants.ask,
     };
     queues(|q| q.push(db, key, waiter));
     stats::WAITS_STARTED.incr();
@@ -165,8 +171,8 @@ pub fn wait(ctx: Ctx, lock: &LockKey, wants: Wants) {
 /// for the lock, make sure the queue's timer is due by then. (A lease made
 /// shorter by re-entry, renewal or release must still be handed on when it
 /// ends, not when Redis's background expiry gets to it.)
-fn lease_changed(ctx: Ctx, lock: &LockKey, write: &Write<RStr>) {
-    let Some(deadline) = write.deadline() else {
+fn lease_changed(ctx: Ctx, lock: &LockKey, deadline: Option<i64>) {
+    let Some(deadline) = deadline else {
         return;
     };
     if waiting_clients() == 0 {
@@ -214,7 +220,7 @@ pub fn settle(ctx: Ctx, lock: &LockKey) -> bool {
 /// Returns the decision's reply, for the caller to answer.
 pub fn carry_out<R: Counted>(ctx: Ctx, lock: &LockKey, decision: Decision<R, RStr>) -> R {
     lock.apply(decision.write);
-    lease_changed(ctx, lock, &decision.write);
+    lease_changed(ctx, lock, decision.write.deadline());
     decision.reply.count();
     if let Some(event) = decision.event {
         events::notify(ctx, lock.name(), event);
@@ -233,47 +239,145 @@ fn hand_on_or_publish(ctx: Ctx, lock: &LockKey) {
     }
 }
 
-/// Grants the free `lock` to the first waiter of its queue. False if none.
+/// Serves `lock`'s queue from its head, as far as the grant policy allows
+/// (`grant_policy.rs`): a free lock to its first waiter; for a read-write
+/// lock, the run of readers at the head (none while a writer holds) or one
+/// writer when nobody holds. True if anyone was granted.
 ///
 /// A waiter that asked for a token but whose counter cannot be raised (it
-/// was overwritten with a non-integer, say) gets that error instead of the
-/// lock, which goes to the next waiter.
+/// was overwritten with a non-integer, say) gets that error instead, and
+/// the pass goes on to the next waiter.
 fn grant_next(ctx: Ctx, lock: &LockKey, db: i32) -> bool {
     let key = lock.name().as_bytes();
+    let mut granted = false;
     loop {
-        let Some(waiter) = queues_then_stop_timers(ctx, |q| q.pop_next(db, key)) else {
-            return false;
-        };
-        let counter_name = match waiter.token {
-            true => match counter_key::counter_name(lock.name()) {
-                Ok(name) => Some(name),
-                Err(e) => {
-                    blocking::unblock(waiter.client, Some(Wake::Refused(e)));
-                    continue;
-                }
-            },
-            false => None,
-        };
-        let next_token = match &counter_name {
-            Some(name) => match NextToken::prepare(ctx, name.borrow()) {
-                Ok(next) => Some(next),
-                Err(e) => {
-                    blocking::unblock(waiter.client, Some(Wake::Refused(e)));
-                    continue;
-                }
-            },
-            None => None,
-        };
-        let expire_at = ctx.now_ms().saturating_add(waiter.lease_ms);
-        let owner = OwnedStr::new(&waiter.owner);
-        carry_out(ctx, lock, lock::hand_off(owner.borrow(), expire_at));
-        let token = next_token.map(|next| next.issue(expire_at));
-        match waiter.sync {
-            Some(spec) => {
-                hold_reply_for_replicas(ctx, waiter.client, lock, &waiter.owner, token, spec)
-            }
-            None => blocking::unblock(waiter.client, Some(Wake::Granted { token })),
+        let (readers, writer) = RwLockKey::of(lock).holders();
+        let holders = RwHolders { readers, writer };
+        let run = queues_then_stop_timers(ctx, |q| {
+            q.pop_run::<ReadWrite>(db, key, holders, |w| w.ask.mode())
+        });
+        if run.is_empty() {
+            return granted;
         }
-        return true;
+        let mut refused = 0;
+        for waiter in run {
+            match grant_waiter(ctx, lock, waiter) {
+                true => granted = true,
+                false => refused += 1,
+            }
+        }
+        if refused == 0 {
+            return granted;
+        }
+        // Someone of the run was refused: what it would have had may go to
+        // the next in line.
     }
+}
+
+/// Grants `lock` to `waiter` (the policy said it may have it) and answers
+/// it. False when it was refused instead (its token counter is broken).
+fn grant_waiter(ctx: Ctx, lock: &LockKey, waiter: Waiter<BlockedClient>) -> bool {
+    let counter = counter_key::wanted_counter(lock.name(), waiter.token);
+    let next_token = counter
+        .as_ref()
+        .map_err(Clone::clone)
+        .and_then(|counter| NextToken::prepare_if(ctx, counter.as_ref()));
+    let next_token = match next_token {
+        Ok(next) => next,
+        Err(e) => {
+            blocking::unblock(waiter.client, Some(Wake::Refused(e)));
+            return false;
+        }
+    };
+    let now = ctx.now_ms();
+    let expire_at = now.saturating_add(waiter.lease_ms);
+    let owner = OwnedStr::new(&waiter.owner);
+    let mode = match waiter.ask {
+        Ask::Lock => {
+            carry_out(ctx, lock, lock::hand_off(owner.borrow(), expire_at));
+            None
+        }
+        Ask::Read => Some(RwMode::Read),
+        Ask::Write => Some(RwMode::Write),
+    };
+    if let Some(mode) = mode {
+        let rw = RwLockKey::of(lock);
+        let decision = rw.view(owner.borrow()).and_then(|view| {
+            rwlock::hand_off(mode, view, now, waiter.lease_ms).map_err(|e| e.refusal())
+        });
+        match decision {
+            Ok(decision) => {
+                carry_out_rw(ctx, lock, owner.borrow(), decision);
+                stats::count_rw_grant(mode);
+                stats::HANDOFFS.incr();
+                stats::WAITS_GRANTED.incr();
+            }
+            Err(e) => {
+                blocking::unblock(waiter.client, Some(Wake::Refused(e)));
+                return false;
+            }
+        }
+    }
+    let token = next_token.map(|next| next.issue(expire_at));
+    match waiter.sync {
+        Some(spec) => hold_reply_for_replicas(ctx, waiter.client, lock, &waiter.owner, token, spec),
+        None => blocking::unblock(waiter.client, Some(Wake::Granted { token })),
+    }
+    true
+}
+
+/// Before deciding on the read-write lock `lock`: serves its queue first,
+/// as far as the policy allows (it was freed or left to readers behind the
+/// queue's back, or the head just left). Returns whether clients still
+/// queue for it, so that a newcomer queues behind them.
+pub fn settle_rw(ctx: Ctx, lock: &LockKey) -> bool {
+    if waiting_clients() == 0 {
+        return false;
+    }
+    let db = ctx.selected_db();
+    let key = lock.name().as_bytes();
+    if !queues(|q| q.has_waiters(db, key)) {
+        return false;
+    }
+    grant_next(ctx, lock, db);
+    queues(|q| q.has_waiters(db, key))
+}
+
+/// Carries out a read-write lock decision for `owner`, the one way every
+/// read-write command and hand-off does it: apply and replicate its
+/// effects (`rwlock_key.rs`), re-aim the queue's timer at a new deadline,
+/// count it, notify, and when holders left, serve the queue or, when
+/// nobody holds it any more and nobody waits, publish the unlock message.
+pub fn carry_out_rw<R>(ctx: Ctx, lock: &LockKey, owner: RStr, decision: RwDecision<R>) -> R {
+    let rw = RwLockKey::of(lock);
+    rw.apply(owner, &decision.effects);
+    let deadline = decision.effects.iter().rev().find_map(|e| match e {
+        Effect::ExpireAt(at) => Some(*at),
+        _ => None,
+    });
+    lease_changed(ctx, lock, deadline);
+    match decision.event {
+        Some(RwEvent::Acquired) => {
+            events::notify(ctx, lock.name(), lock::Event::Acquired);
+        }
+        Some(RwEvent::Released { message, freed }) => {
+            if freed {
+                stats::RELEASED.incr();
+                events::notify(ctx, lock.name(), lock::Event::Released);
+            }
+            let handed = grant_next(ctx, lock, ctx.selected_db());
+            if freed && !handed {
+                events::publish_rw_unlock(ctx, lock.name(), message == RwMode::Write);
+            }
+        }
+        Some(RwEvent::Forced { message }) => {
+            stats::FORCED.incr();
+            events::notify(ctx, lock.name(), lock::Event::Forced);
+            if !grant_next(ctx, lock, ctx.selected_db()) {
+                events::publish_rw_unlock(ctx, lock.name(), message == RwMode::Write);
+            }
+        }
+        None => {}
+    }
+    decision.reply
 }

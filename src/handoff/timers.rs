@@ -150,6 +150,12 @@ pub(super) fn settle_key(ctx: Ctx, db: i32, key: &[u8]) {
             let Ok(lock) = LockKey::open_write(ctx, name.borrow()) else {
                 return;
             };
+            if lock.exists() {
+                // A read-write lock held for reading may admit the readers
+                // at the head (the writer ahead of them left); for anything
+                // else held, the pass grants nothing.
+                grant_next(ctx, &lock, db);
+            }
             let found = if lock.exists() {
                 Found::Held(lock.deadline_ms())
             } else {

@@ -1,0 +1,199 @@
+//! `LOCK.RACQUIRE key owner lease-ms [WAIT timeout-ms]`
+//! `LOCK.WACQUIRE key owner lease-ms [WAIT timeout-ms] [TOKEN]`
+//!
+//! Take a read hold or the write hold of the read-write lock `key` for
+//! `owner`, on Redisson `RReadWriteLock`'s layout (`rwlock.rs`), with a
+//! lease of `lease-ms`. Redisson's read and write `tryLockInnerAsync`
+//! scripts, as commands, made fair.
+//!
+//! Reply:
+//! * nil: granted (a fresh hold, a re-entry, or a writer taking read);
+//! * integer: not grantable now; the lock's remaining lease in ms (-1 no
+//!   expiry). Nothing changed.
+//!
+//! Read: granted when the lock is free, or held for reading and nobody
+//! queues, or when `owner` already holds it (re-entry in either mode: a
+//! writer may take read). A new reader never overtakes a queued client.
+//! Write: granted when the lock is free, or re-entered by its writer (the
+//! lease is then extended by `lease-ms`, Redisson's rule); refused with an
+//! error when `owner` holds read (an upgrade would wait for itself).
+//!
+//! With `WAIT timeout-ms`, a lock not grantable blocks the client in the
+//! key's FIFO queue (readers and writers in one queue): nil once granted,
+//! the integer above when `timeout-ms` passes (0 = never). When a write
+//! ends, every reader at the head of the queue up to the next writer is
+//! granted in one pass. With `TOKEN` (write only), the reply is the pair
+//! `[-1, token]` / `[remaining-lease, -1]`, as `LOCK.ACQUIRE ... TOKEN`.
+//!
+//! Errors: wrong arity; bad `lease-ms`, `owner`, `WAIT`; an unknown or
+//! repeated option (`TOKEN` on a read); `WRONGTYPE` for a key that is not a
+//! hash; a hold count that is not an integer or would overflow; a reader
+//! asking to write. Nothing changes.
+//!
+//! Effects (replicated): read: `HSET key mode read`, `HSET key owner <n>`,
+//! `SET <hold n> 1 PXAT <deadline>`, `PEXPIREAT key <deadline>`; write:
+//! `HSET key mode write`, `HSET key owner:write <n>`, `PEXPIREAT key ...`.
+
+use crate::args::Arg;
+use crate::commands::acquire::{self, Acquire};
+use crate::counter_key::{self, NextToken};
+use crate::errors::{self, Refusal};
+use crate::ffi::command::{ArgDoc, Command, CommandResult, CommandSpec, KeyFlags};
+use crate::ffi::{Ctx, RStr};
+use crate::grant_policy::Ask;
+use crate::lock_key::LockKey;
+use crate::rwlock::{self, RwAcquired, RwMode};
+use crate::rwlock_key::RwLockKey;
+use crate::{handoff, replies, stats};
+
+/// `LOCK.RACQUIRE`, as registered.
+pub struct LockRAcquire;
+/// `LOCK.WACQUIRE`, as registered.
+pub struct LockWAcquire;
+
+/// Parses `LOCK.RACQUIRE` / `LOCK.WACQUIRE`: `LOCK.ACQUIRE`'s grammar with
+/// `WAIT`, and `TOKEN` for writes; never `SYNC`.
+pub fn parse<'a, A: Arg<'a>>(mode: RwMode, argv: &[A]) -> Result<Acquire<A>, Refusal> {
+    let options = acquire::Options {
+        command: match mode {
+            RwMode::Read => LockRAcquire::SPEC.name(),
+            RwMode::Write => LockWAcquire::SPEC.name(),
+        },
+        token: mode == RwMode::Write,
+        sync: false,
+        syntax: errors::SYNTAX_RW_ACQUIRE,
+    };
+    Acquire::parse_with(options, argv)
+}
+
+/// `LOCK.WACQUIRE`'s arguments: `LOCK.ACQUIRE`'s without `SYNC`;
+/// `LOCK.RACQUIRE` takes all but `TOKEN`.
+const ARGS: &[ArgDoc] = acquire::ARGS.split_at(5).0;
+
+impl Command for LockRAcquire {
+    /// As `LOCK.ACQUIRE`: `write deny-oom fast`, key `RW access update`.
+    const SPEC: CommandSpec = CommandSpec {
+        name: c"lock.racquire",
+        flags: c"write deny-oom fast",
+        acl_categories: c"write fast",
+        key: KeyFlags::READ_UPDATE,
+        summary: c"Takes a read hold of a fair, Redisson-compatible read-write lock",
+        complexity: c"O(1)",
+        arity: -4,
+        args: ARGS.split_at(4).0,
+    };
+
+    fn run(ctx: Ctx, argv: &[RStr]) -> CommandResult {
+        run(ctx, parse(RwMode::Read, argv)?, RwMode::Read)
+    }
+}
+
+impl Command for LockWAcquire {
+    /// As `LOCK.ACQUIRE`: `write deny-oom fast`, key `RW access update`.
+    const SPEC: CommandSpec = CommandSpec {
+        name: c"lock.wacquire",
+        flags: c"write deny-oom fast",
+        acl_categories: c"write fast",
+        key: KeyFlags::READ_UPDATE,
+        summary: c"Takes the write hold of a fair, Redisson-compatible read-write lock",
+        complexity: c"O(1)",
+        arity: -4,
+        args: ARGS,
+    };
+
+    fn run(ctx: Ctx, argv: &[RStr]) -> CommandResult {
+        run(ctx, parse(RwMode::Write, argv)?, RwMode::Write)
+    }
+}
+
+fn run(ctx: Ctx, cmd: Acquire<RStr>, mode: RwMode) -> CommandResult {
+    let expire_at =
+        acquire::check_before_opening(ctx, cmd.key, cmd.lease_ms, cmd.wait_ms, cmd.token)?;
+    let now = ctx.now_ms();
+    let lock = LockKey::open_write(ctx, cmd.key)?;
+    // The queue first: a lock freed behind its back goes to the head, and
+    // a newcomer that holds nothing queues behind whoever still waits.
+    let queued = handoff::settle_rw(ctx, &lock);
+    let view = RwLockKey::of(&lock).view(cmd.owner)?;
+    let decision = match mode {
+        RwMode::Read => rwlock::read_acquire(view, queued, now, expire_at),
+        RwMode::Write => match view.shape {
+            // Free but queued for: the head's, not this caller's.
+            rwlock::Shape::Free if queued => Ok(rwlock::RwDecision::busy(view.ttl_ms)),
+            _ => rwlock::write_acquire(view, now, cmd.lease_ms),
+        },
+    }
+    .map_err(|e| e.refusal())?;
+    let granted = !matches!(decision.reply, RwAcquired::Busy(_));
+    let counter = counter_key::wanted_counter(cmd.key, granted && cmd.token)?;
+    let next_token = NextToken::prepare_if(ctx, counter.as_ref())?;
+    match handoff::carry_out_rw(ctx, &lock, cmd.owner, decision) {
+        RwAcquired::Taken | RwAcquired::Reentered => {
+            stats::count_rw_grant(mode);
+            let token = next_token.map(|next| next.issue(lock.deadline_ms().unwrap_or(expire_at)));
+            replies::granted(ctx, token);
+        }
+        RwAcquired::Busy(ttl) => {
+            stats::CONTENDED.incr();
+            match cmd.wait_ms {
+                Some(timeout_ms) if ctx.can_block() => {
+                    let wants = handoff::Wants {
+                        owner: cmd.owner.as_bytes(),
+                        lease_ms: cmd.lease_ms,
+                        timeout_ms,
+                        token: cmd.token,
+                        sync: None,
+                        ask: match mode {
+                            RwMode::Read => Ask::Read,
+                            RwMode::Write => Ask::Write,
+                        },
+                    };
+                    handoff::wait(ctx, &lock, wants);
+                }
+                _ => replies::busy(ctx, ttl, cmd.token),
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use crate::args::testing::argv;
+
+    #[test]
+    fn parses_options_in_any_order_and_token_for_writes_only() {
+        let w = parse(
+            RwMode::Write,
+            &argv(&["LOCK.WACQUIRE", "k", "o", "100", "TOKEN", "WAIT", "5"]),
+        )
+        .unwrap();
+        assert_eq!((w.lease_ms, w.wait_ms, w.token), (100, Some(5), true));
+        let r = parse(RwMode::Read, &argv(&["LOCK.RACQUIRE", "k", "o", "100"])).unwrap();
+        assert_eq!((r.wait_ms, r.token), (None, false));
+        let refused = |mode, args: &[&'static str]| parse(mode, &argv(args)).unwrap_err();
+        assert!(
+            refused(RwMode::Read, &["LOCK.RACQUIRE", "k", "o", "1", "TOKEN"])
+                .starts_with("ERR syntax error")
+        );
+        assert!(refused(
+            RwMode::Write,
+            &["LOCK.WACQUIRE", "k", "o", "1", "WAIT", "1", "WAIT", "1"]
+        )
+        .starts_with("ERR syntax error"));
+        assert!(refused(RwMode::Read, &["LOCK.RACQUIRE", "k", "o"]).contains("'lock.racquire'"));
+        assert!(
+            refused(RwMode::Write, &["LOCK.WACQUIRE", "k", "o", "1", "WAIT"])
+                .contains("'lock.wacquire'")
+        );
+        assert!(refused(RwMode::Read, &["LOCK.RACQUIRE", "k", "", "1"]).contains("owner"));
+        assert!(refused(RwMode::Read, &["LOCK.RACQUIRE", "k", "o", "0"]).contains("lease-ms"));
+        assert!(refused(
+            RwMode::Read,
+            &["LOCK.RACQUIRE", "k", "o", "1", "WAIT", "-1"]
+        )
+        .contains("WAIT"));
+    }
+}
