@@ -13,11 +13,12 @@
 mod common;
 mod support;
 
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use common::*;
 use redis_lock_client::{blocking, LockError, LockKind, Lost, Options};
-use support::{client_on, eventually};
+use support::{client_on, eventually, Proxy};
 
 /// The lock's hash as sorted (field, value) text pairs.
 fn fields(con: &mut redis::Connection, key: &str) -> Vec<(String, String)> {
@@ -523,6 +524,70 @@ async fn reads_and_writes_re_enter_and_free_the_lock_with_the_last_hold() {
         Ok(Some(g)) => g.unlock().await.expect("unlock"),
         other => panic!("free again: {other:?}"),
     }
+}
+
+/// The retry check reads the hold's own field back: a read or write
+/// acquire (or release) whose reply was lost is not sent again, so the
+/// counts stay the ones the caller believes in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acquires_and_releases_whose_replies_were_lost_are_not_sent_again() {
+    let server = Server::start();
+    let proxy = Proxy::start(server.port);
+    let mut con = server.connection();
+    let owner = client_on(proxy.port, Options::default()).as_owner("o");
+    let mut cuts = 0;
+    let mut cut_after = |command: &str| {
+        proxy.cut_after(command);
+        cuts += 1;
+        cuts
+    };
+
+    let expected = cut_after("LOCK.WACQUIRE");
+    let write = owner
+        .write_lock("doc")
+        .await
+        .expect("write despite the cut");
+    assert_eq!(
+        proxy.cuts.load(Ordering::SeqCst),
+        expected,
+        "the proxy did cut"
+    );
+    let expected = cut_after("LOCK.WACQUIRE");
+    let write_again = owner
+        .write_lock("doc")
+        .await
+        .expect("re-enter despite the cut");
+    assert_eq!(proxy.cuts.load(Ordering::SeqCst), expected);
+    assert_eq!(fields(&mut con, "doc"), expect("write", &[("o:write", 2)]));
+    let expected = cut_after("LOCK.RACQUIRE");
+    let read = owner
+        .read_lock("doc")
+        .await
+        .expect("downgrade despite the cut");
+    assert_eq!(proxy.cuts.load(Ordering::SeqCst), expected);
+    assert_eq!(
+        fields(&mut con, "doc"),
+        expect("write", &[("o", 1), ("o:write", 2)])
+    );
+    assert_eq!((write_again.hold_count(), read.hold_count()), (2, 1));
+    // Two read holds: a read-back of the wrong field (`o` = 2, the write
+    // count before the release) would resend the write release below.
+    let read_again = owner.read_lock("doc").await.expect("re-enter");
+
+    let expected = cut_after("LOCK.WRELEASE");
+    write_again.unlock().await.expect("release despite the cut");
+    assert_eq!(proxy.cuts.load(Ordering::SeqCst), expected);
+    assert_eq!(
+        fields(&mut con, "doc"),
+        expect("write", &[("o", 2), ("o:write", 1)])
+    );
+    write.unlock().await.expect("the last write hold");
+    assert_eq!(fields(&mut con, "doc"), expect("read", &[("o", 2)]));
+    read_again.unlock().await.expect("unlock");
+    let expected = cut_after("LOCK.RRELEASE");
+    read.unlock().await.expect("release despite the cut");
+    assert_eq!(proxy.cuts.load(Ordering::SeqCst), expected);
+    assert!(!exists(&mut con, "doc"));
 }
 
 #[test]
