@@ -362,6 +362,12 @@ impl LockClient {
     /// attempt), as [`LockClient::try_lock`]: with `lease: Some(..)` the
     /// hold ends after it and no watchdog runs; `Ok(None)` when the lock
     /// could not be had within `wait`.
+    ///
+    /// Each read hold has its own lease: re-entered holds with a caller's
+    /// lease end one by one, and the guards report the lock lost when the
+    /// first of them ends. `LOCK.RWRENEW` renews every hold an owner has on
+    /// a name, so a leased hold of an owner that also holds the name under
+    /// the watchdog (a writer reading) lasts as long as that one.
     pub async fn try_read_lock(
         &self,
         name: &str,
