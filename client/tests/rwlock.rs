@@ -356,6 +356,44 @@ async fn a_waiting_writer_is_granted_when_the_readers_release() {
     assert!(!exists(&mut con, "doc"));
 }
 
+/// A caller that stops waiting (its future dropped) leaves the queue, and
+/// the readers behind it are let in at once; nothing is granted to it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_writer_that_gives_up_leaves_the_queue_and_lets_the_readers_in() {
+    let server = Server::start();
+    let locks = client_on(server.port, Options::default());
+    let mut con = server.connection();
+    let reading = locks.as_owner("r1").read_lock("doc").await.expect("read");
+    let w = locks.as_owner("w");
+    let (give_up, told) = tokio::sync::oneshot::channel::<()>();
+    let writer = tokio::spawn(async move {
+        tokio::select! {
+            got = w.write_lock("doc") => Some(got),
+            _ = told => None,
+        }
+    });
+    queue_becomes(&server, "doc", &["w"]).await;
+    let r2 = locks.as_owner("r2");
+    let reader =
+        tokio::spawn(async move { r2.try_read_lock("doc", Duration::from_secs(10), None).await });
+    queue_becomes(&server, "doc", &["w", "r2"]).await;
+    give_up.send(()).expect("the writer waits");
+    assert!(writer.await.expect("task").is_none(), "the caller gave up");
+    queue_becomes(&server, "doc", &[]).await;
+    let second = reader
+        .await
+        .expect("task")
+        .expect("read")
+        .expect("let in once the writer left");
+    assert_eq!(
+        fields(&mut con, "doc"),
+        expect("read", &[("r1", 1), ("r2", 1)])
+    );
+    reading.unlock().await.expect("unlock");
+    second.unlock().await.expect("unlock");
+    assert!(!exists(&mut con, "doc"));
+}
+
 /// A writer may take read (downgrade): its write release leaves it reading.
 /// A reader asking to write is refused at once, waiting or not, with its
 /// read hold untouched.
@@ -588,6 +626,36 @@ async fn acquires_and_releases_whose_replies_were_lost_are_not_sent_again() {
     read.unlock().await.expect("release despite the cut");
     assert_eq!(proxy.cuts.load(Ordering::SeqCst), expected);
     assert!(!exists(&mut con, "doc"));
+}
+
+/// What the module does not offer for read-write locks is refused before
+/// anything is sent: synced grants and fenced reads (no public API asks for
+/// the latter).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn synced_grants_are_refused_for_read_write_locks_before_anything_is_sent() {
+    let server = Server::start();
+    let synced = Options::default().sync_replicas(1, Duration::from_millis(100));
+    let locks = client_on(server.port, synced);
+    for result in [
+        locks.read_lock("doc").await,
+        locks.write_lock("doc").await,
+        locks.write_lock_fenced("doc").await,
+    ] {
+        match result {
+            Err(LockError::InvalidArgument(why)) => {
+                assert!(why.contains("not offered for read-write locks"), "{why}")
+            }
+            other => panic!("expected InvalidArgument: {other:?}"),
+        }
+    }
+    assert!(!exists(&mut server.connection(), "doc"));
+    // Turning the module's default off asks for nothing: allowed.
+    let unsynced = Options::default().sync_replicas(0, Duration::ZERO);
+    let guard = client_on(server.port, unsynced)
+        .read_lock("doc")
+        .await
+        .expect("read");
+    guard.unlock().await.expect("unlock");
 }
 
 #[test]
