@@ -1,5 +1,9 @@
 //! Taking a lock: the one acquisition path every API uses (`lock`,
-//! `try_lock`, their fenced and blocking forms, `MultiLock`).
+//! `try_lock`, the read-write lock's `read_lock` / `write_lock` and their
+//! `try_`, their fenced and blocking forms, `MultiLock`). The ask's
+//! [`LockKind`] picks the commands (`LOCK.ACQUIRE`, `LOCK.RACQUIRE`,
+//! `LOCK.WACQUIRE`) and the hash field a read-back counts; nothing else
+//! differs.
 //!
 //! An acquisition first tries once on the shared connection, then, if the
 //! lock is busy and the caller waits, queues on the server with
@@ -18,7 +22,7 @@ use crate::counted::{Outcome, Ran, Sent};
 use crate::error::{refused, LockError, Result};
 use crate::guard::LockGuard;
 use crate::holds::{later, lease_end, Entry, Lost};
-use crate::protocol::{self, Acquired};
+use crate::protocol::{self, Acquired, Holder, LockKind};
 
 /// How long to wait for a held lock.
 #[derive(Clone, Copy, Debug)]
@@ -42,6 +46,8 @@ impl From<Duration> for Wait {
 /// What a caller asks for: one acquisition's arguments.
 #[derive(Debug)]
 pub(crate) struct Ask {
+    /// A lock, or a read or write hold of a read-write lock.
+    pub(crate) kind: LockKind,
     pub(crate) name: String,
     pub(crate) owner: String,
     /// The caller's lease (no watchdog); None: the watchdog's, renewed.
@@ -98,6 +104,8 @@ struct Request<'a> {
     watchdog: bool,
     fenced: bool,
     sync: Option<(u32, u64)>,
+    /// How much longer than a plain command a synced grant may take.
+    sync_time: Duration,
     deadline: Option<Instant>,
 }
 
@@ -154,23 +162,28 @@ impl LockClient {
             return; // the grant was recorded: its guard releases it
         }
         let counted = &self.inner.counted;
-        let (name, owner) = (entry.name.as_str(), entry.owner.as_str());
         let found = match (waiting, sent_on) {
             // A WAIT was in flight on its own connection: kill it (or wait
             // for the server to drop it), then look.
-            (Some(dead), _) => counted.read_back(dead, true, name, owner).await,
+            (Some(dead), _) => counted.read_back(dead, true, entry.holder()).await,
             // Read on the connection the acquire went out on, after it,
             // even if the shared slot moved on to another connection: a
             // read elsewhere could come before an acquire still delayed in
             // the network, which would then take the lock for nobody.
-            (None, Some(h)) => counted.read_behind(&h, name, owner).await,
+            (None, Some(h)) => counted.read_behind(&h, entry.holder()).await,
             (None, None) => Ok(known), // nothing was sent
         };
         if found == Ok(known + 1) {
-            let release = protocol::release(name, owner, None);
+            let release = protocol::release(entry.holder(), None);
             let within = counted.options.command_timeout;
             let _ = counted
-                .run(&release, name, owner, (known + 1, known), &|_| {}, within)
+                .run(
+                    &release,
+                    entry.holder(),
+                    (known + 1, known),
+                    &|_| {},
+                    within,
+                )
                 .await;
         }
         if known == 0 {
@@ -187,7 +200,26 @@ impl LockClient {
         let watchdog = lease.is_none();
         let lease = lease.unwrap_or(options.watchdog_lease);
         let lease_ms = protocol::lease_ms(lease)?;
-        let sync = options.sync_args()?;
+        let sync = match (ask.kind, options.sync_args()?) {
+            (LockKind::Lock, sync) => sync,
+            (_, Some((replicas, _))) if replicas > 0 => {
+                return Err(LockError::InvalidArgument(
+                    "synced grants (Options::sync_replicas) are not offered for read-write \
+                     locks: the module's LOCK.RACQUIRE and LOCK.WACQUIRE take no SYNC"
+                        .into(),
+                ))
+            }
+            (_, _) => None,
+        };
+        let sync_time = match sync {
+            Some(_) => options.sync_time(),
+            None => Duration::ZERO,
+        };
+        if fenced && ask.kind == LockKind::Read {
+            return Err(LockError::InvalidArgument(
+                "a read hold has no fencing token: only writes are fenced".into(),
+            ));
+        }
         if owner.is_empty() {
             return Err(LockError::InvalidArgument(
                 "an owner id must not be empty".into(),
@@ -204,7 +236,7 @@ impl LockClient {
             Wait::Forever => None,
         };
         loop {
-            let entry = self.inner.holds.entry(name, owner);
+            let entry = self.inner.holds.entry(name, owner, ask.kind);
             let _op = entry.op.lock().await;
             let (retired, known) = {
                 let state = entry.state();
@@ -221,13 +253,13 @@ impl LockClient {
 
             // One attempt without waiting, on the shared connection.
             let sent = Instant::now();
-            let cmd = protocol::acquire(name, owner, lease_ms, None, fenced, sync);
+            let cmd = protocol::acquire(entry.holder(), lease_ms, None, fenced, sync);
             // The module answers a synced grant once replicas acknowledged
             // it, or undid it: up to the sync timeout later.
-            let within = options.command_timeout + options.sync_time();
+            let within = options.command_timeout + sync_time;
             let record = |h: &Handle| progress(tracker).sent_on = Some(h.clone());
             let acquired = match counted
-                .run(&cmd, name, owner, (known, known + 1), &record, within)
+                .run(&cmd, entry.holder(), (known, known + 1), &record, within)
                 .await?
             {
                 Outcome::Reply(v) => protocol::parse_acquire(v, fenced)?,
@@ -237,7 +269,7 @@ impl LockClient {
                 Outcome::AppliedUnseen => Acquired::Granted(None),
             };
             if let Acquired::Granted(token) = acquired {
-                let expiry = self.grant_expiry(name, owner, sent, lease).await;
+                let expiry = self.grant_expiry(entry.holder(), sent, lease).await;
                 return Ok(Some(self.granted(&entry, expiry, watchdog, token)));
             }
             if matches!(wait, Wait::No) {
@@ -251,6 +283,7 @@ impl LockClient {
                 watchdog,
                 fenced,
                 sync,
+                sync_time,
                 deadline,
             };
             return self.wait_for(&request, tracker).await;
@@ -268,7 +301,7 @@ impl LockClient {
         let counted = &self.inner.counted;
         let options = &counted.options;
         let entry = request.entry;
-        let (name, owner) = (entry.name.as_str(), entry.owner.as_str());
+        let name = entry.name.as_str();
         let mut attempts = 0;
         loop {
             let remaining = match request.deadline {
@@ -283,8 +316,7 @@ impl LockClient {
             };
             // WAIT 0 waits forever, as BLPOP.
             let cmd = protocol::acquire(
-                name,
-                owner,
+                entry.holder(),
                 request.lease_ms,
                 Some(remaining.map_or(0, protocol::wait_ms)),
                 request.fenced,
@@ -300,7 +332,7 @@ impl LockClient {
             progress(tracker).waiting = Some(h.id);
             let sent = Instant::now();
             // A grant at the wait's end may still wait for replicas.
-            let within = remaining.map(|left| left + options.wait_margin + options.sync_time());
+            let within = remaining.map(|left| left + options.wait_margin + request.sync_time);
             let failure = match counted.send(&h, &cmd, within).await {
                 Sent::Reply(v) => {
                     counted.conns.give_back(h);
@@ -327,7 +359,7 @@ impl LockClient {
             drop(h);
             let counts = (request.known, request.known + 1);
             match counted
-                .ran(failure, dead, true, name, owner, counts)
+                .ran(failure, dead, true, entry.holder(), counts)
                 .await?
             {
                 Ran::Yes => {
@@ -346,9 +378,7 @@ impl LockClient {
     /// Records the grant of a wait sent at `sent`, and makes its guard.
     async fn grant(&self, request: &Request<'_>, sent: Instant, token: Option<i64>) -> LockGuard {
         let entry = request.entry;
-        let expiry = self
-            .grant_expiry(&entry.name, &entry.owner, sent, request.lease)
-            .await;
+        let expiry = self.grant_expiry(entry.holder(), sent, request.lease).await;
         self.granted(entry, expiry, request.watchdog, token)
     }
 
@@ -365,13 +395,7 @@ impl LockClient {
     /// measured instead: `LOCK.INFO`, sent at `asked`, shows the lease left
     /// at some instant after `asked`, so the lease ends no earlier than
     /// `asked` + that, again a safe bound, and a tight one.
-    async fn grant_expiry(
-        &self,
-        name: &str,
-        owner: &str,
-        sent: Instant,
-        lease: Duration,
-    ) -> Expiry {
+    async fn grant_expiry(&self, who: Holder<'_>, sent: Instant, lease: Duration) -> Expiry {
         let received = Instant::now();
         if sent
             .checked_add(lease / 3)
@@ -380,8 +404,8 @@ impl LockClient {
             return Expiry::Until(lease_end(sent, lease));
         }
         let asked = Instant::now();
-        let info = self.inner.counted.simple(&protocol::info(name)).await;
-        match info.map(|v| protocol::info_lease_left(&v, owner)) {
+        let info = self.inner.counted.simple(&protocol::info(who.name)).await;
+        match info.map(|v| protocol::info_lease_left(&v, who)) {
             Ok(Some(Some(left))) => Expiry::Until(lease_end(asked, left.min(lease))),
             Ok(Some(None)) => Expiry::Gone,
             // The lease could not be measured. The grant is certain and a
@@ -409,7 +433,18 @@ impl LockClient {
             Expiry::Gone => (now, true),
         };
         let renewed_to = watchdog.then_some(self.inner.counted.options.watchdog_lease);
-        entry.state().granted(expires, renewed_to, renew_now, now);
+        {
+            let mut state = entry.state();
+            // A read re-entry adds a hold with a lease of its own; the
+            // earlier holds keep theirs (a lock's or a write's re-entry
+            // extends the one lease). The entry counts the earliest end.
+            let expires = if entry.kind == LockKind::Read && state.holds() > 0 {
+                expires.min(state.expires())
+            } else {
+                expires
+            };
+            state.granted(expires, renewed_to, renew_now, now);
+        }
         self.start_watchdog();
         self.inner.wake.notify_one();
         let guard = LockGuard::new(self.clone(), entry.clone(), token);

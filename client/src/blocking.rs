@@ -1,5 +1,5 @@
-//! The blocking API, for code without an async runtime: the same locks,
-//! guards, watchdog and retry checks, run on a one-thread tokio runtime the
+//! The blocking API, for code without an async runtime: the same locks
+//! (and read-write locks), guards, watchdog and retry checks, run on a one-thread tokio runtime the
 //! client owns. The watchdog keeps running on that thread while your thread
 //! works.
 //!
@@ -29,6 +29,7 @@ use crate::error::{LockError, Result};
 use crate::holds::Lost;
 use crate::options::Options;
 use crate::owner;
+use crate::protocol::LockKind;
 
 /// A blocking client: see the [module docs](self).
 #[derive(Clone)]
@@ -135,12 +136,14 @@ impl LockClient {
 
     fn acquire(
         &self,
+        kind: LockKind,
         name: &str,
         lease: Option<Duration>,
         wait: Wait,
         fenced: bool,
     ) -> Result<Option<LockGuard>> {
         let ask = Ask {
+            kind,
             name: name.to_string(),
             owner: self.owner(),
             lease,
@@ -153,7 +156,7 @@ impl LockClient {
 
     /// [`crate::LockClient::lock`]: waits as long as it takes; watchdog on.
     pub fn lock(&self, name: &str) -> Result<LockGuard> {
-        self.lock_with(name, false)
+        self.lock_with(LockKind::Lock, name, false)
     }
 
     /// [`crate::LockClient::try_lock`]: waits at most `wait`; no watchdog
@@ -164,17 +167,69 @@ impl LockClient {
         wait: Duration,
         lease: Option<Duration>,
     ) -> Result<Option<LockGuard>> {
-        self.acquire(name, lease, Wait::from(wait), false)
+        self.acquire(LockKind::Lock, name, lease, Wait::from(wait), false)
     }
 
     /// [`crate::LockClient::lock_fenced`]: the guard carries a fencing token.
     pub fn lock_fenced(&self, name: &str) -> Result<LockGuard> {
-        self.lock_with(name, true)
+        self.lock_with(LockKind::Lock, name, true)
     }
 
-    /// `lock` / `lock_fenced`: no lease, no end to the wait.
-    fn lock_with(&self, name: &str, fenced: bool) -> Result<LockGuard> {
-        self.acquire(name, None, Wait::Forever, fenced)?
+    /// [`crate::LockClient::read_lock`]: a read hold of a read-write lock;
+    /// waits as long as it takes; watchdog on.
+    pub fn read_lock(&self, name: &str) -> Result<LockGuard> {
+        self.lock_with(LockKind::Read, name, false)
+    }
+
+    /// [`crate::LockClient::write_lock`]: the write hold of a read-write
+    /// lock; waits as long as it takes; watchdog on.
+    /// [`LockError::UpgradeRefused`] when this owner holds it for reading.
+    pub fn write_lock(&self, name: &str) -> Result<LockGuard> {
+        self.lock_with(LockKind::Write, name, false)
+    }
+
+    /// [`crate::LockClient::write_lock_fenced`]: a write hold whose guard
+    /// carries a fencing token.
+    pub fn write_lock_fenced(&self, name: &str) -> Result<LockGuard> {
+        self.lock_with(LockKind::Write, name, true)
+    }
+
+    /// [`crate::LockClient::try_read_lock`]: waits at most `wait`; no
+    /// watchdog when `lease` is given.
+    pub fn try_read_lock(
+        &self,
+        name: &str,
+        wait: Duration,
+        lease: Option<Duration>,
+    ) -> Result<Option<LockGuard>> {
+        self.acquire(LockKind::Read, name, lease, Wait::from(wait), false)
+    }
+
+    /// [`crate::LockClient::try_write_lock`]: waits at most `wait`; no
+    /// watchdog when `lease` is given.
+    pub fn try_write_lock(
+        &self,
+        name: &str,
+        wait: Duration,
+        lease: Option<Duration>,
+    ) -> Result<Option<LockGuard>> {
+        self.acquire(LockKind::Write, name, lease, Wait::from(wait), false)
+    }
+
+    /// [`crate::LockClient::try_write_lock_fenced`]: [`LockClient::try_write_lock`]
+    /// whose guard carries a fencing token.
+    pub fn try_write_lock_fenced(
+        &self,
+        name: &str,
+        wait: Duration,
+        lease: Option<Duration>,
+    ) -> Result<Option<LockGuard>> {
+        self.acquire(LockKind::Write, name, lease, Wait::from(wait), true)
+    }
+
+    /// The waiting forms: no lease, no end to the wait.
+    fn lock_with(&self, kind: LockKind, name: &str, fenced: bool) -> Result<LockGuard> {
+        self.acquire(kind, name, None, Wait::Forever, fenced)?
             .ok_or_else(|| LockError::Protocol("a wait without end ended without the lock".into()))
     }
 
@@ -186,7 +241,7 @@ impl LockClient {
         wait: Duration,
         lease: Option<Duration>,
     ) -> Result<Option<LockGuard>> {
-        self.acquire(name, lease, Wait::from(wait), true)
+        self.acquire(LockKind::Lock, name, lease, Wait::from(wait), true)
     }
 
     /// Whether anyone holds the lock.
@@ -235,6 +290,11 @@ impl LockGuard {
     /// The owner id holding it.
     pub fn owner(&self) -> &str {
         self.get().owner()
+    }
+
+    /// A lock, or a read-write lock held for reading or writing.
+    pub fn kind(&self) -> LockKind {
+        self.get().kind()
     }
 
     /// The fencing token of a fenced grant.

@@ -19,7 +19,7 @@ use crate::guard::LockGuard;
 use crate::holds::{Entry, Lost, Registry};
 use crate::options::Options;
 use crate::owner;
-use crate::protocol;
+use crate::protocol::{self, LockKind};
 use crate::tracking::{connect_single, Connector, Tracking};
 use crate::watchdog;
 
@@ -263,7 +263,7 @@ impl LockClient {
     /// alive until the guard is released; [`LockGuard::lost`] tells you if it
     /// cannot. Re-entrant: the same owner may take it again.
     pub async fn lock(&self, name: &str) -> Result<LockGuard> {
-        self.lock_with(name, false).await
+        self.lock_with(LockKind::Lock, name, false).await
     }
 
     /// Tries to take the lock, waiting at most `wait` (zero: one attempt).
@@ -286,7 +286,8 @@ impl LockClient {
         wait: Duration,
         lease: Option<Duration>,
     ) -> Result<Option<LockGuard>> {
-        self.try_lock_with(name, wait, lease, false).await
+        self.try_lock_with(LockKind::Lock, name, wait, lease, false)
+            .await
     }
 
     /// [`LockClient::lock`], also returning the lock's fencing token
@@ -305,7 +306,7 @@ impl LockClient {
     /// # Ok(()) }
     /// ```
     pub async fn lock_fenced(&self, name: &str) -> Result<LockGuard> {
-        self.lock_with(name, true).await
+        self.lock_with(LockKind::Lock, name, true).await
     }
 
     /// [`LockClient::try_lock`] with a fencing token, see [`LockClient::lock_fenced`].
@@ -315,12 +316,106 @@ impl LockClient {
         wait: Duration,
         lease: Option<Duration>,
     ) -> Result<Option<LockGuard>> {
-        self.try_lock_with(name, wait, lease, true).await
+        self.try_lock_with(LockKind::Lock, name, wait, lease, true)
+            .await
     }
 
-    /// `lock` / `lock_fenced`: the caller's owner, no lease, no end to the wait.
-    async fn lock_with(&self, name: &str, fenced: bool) -> Result<LockGuard> {
+    /// Takes a read hold of the read-write lock `name` (Redisson's
+    /// `RReadWriteLock.readLock().lock()`), waiting as long as it takes in
+    /// the server's one FIFO queue of readers and writers; the watchdog
+    /// keeps it (`LOCK.RWRENEW`). Readers share the lock; a writer excludes
+    /// them. The queue is fair both ways: a reader that arrives while a
+    /// writer waits queues behind it.
+    ///
+    /// Re-entrant, and an owner holding the write lock may also take read
+    /// (a downgrade: its write release then leaves it reading). Each read
+    /// hold has a lease of its own; the returned guard is one hold, with
+    /// everything a [`LockGuard`] does ([`LockGuard::lost`],
+    /// [`LockGuard::unlock`], release on drop).
+    ///
+    /// ```no_run
+    /// # async fn demo(locks: redis_lock_client::LockClient) -> Result<(), redis_lock_client::LockError> {
+    /// let reading = locks.read_lock("catalog").await?; // others may read too
+    /// // ... read ...
+    /// reading.unlock().await?;
+    /// let writing = locks.write_lock("catalog").await?; // nobody else reads or writes
+    /// // ... write ...
+    /// writing.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn read_lock(&self, name: &str) -> Result<LockGuard> {
+        self.lock_with(LockKind::Read, name, false).await
+    }
+
+    /// Takes the write hold of the read-write lock `name` (Redisson's
+    /// `writeLock().lock()`), waiting as long as it takes until no one else
+    /// reads or writes; the watchdog keeps it. Re-entrant.
+    ///
+    /// An owner that holds the lock for reading is refused at once with
+    /// [`LockError::UpgradeRefused`]: it would wait for its own read holds
+    /// forever (release them first). Redisson leaves it waiting.
+    pub async fn write_lock(&self, name: &str) -> Result<LockGuard> {
+        self.lock_with(LockKind::Write, name, false).await
+    }
+
+    /// [`LockClient::read_lock`], waiting at most `wait` (zero: one
+    /// attempt), as [`LockClient::try_lock`]: with `lease: Some(..)` the
+    /// hold ends after it and no watchdog runs; `Ok(None)` when the lock
+    /// could not be had within `wait`.
+    ///
+    /// Each read hold has its own lease: re-entered holds with a caller's
+    /// lease end one by one, and the guards report the lock lost when the
+    /// first of them ends. `LOCK.RWRENEW` renews every hold an owner has on
+    /// a name, so a leased hold of an owner that also holds the name under
+    /// the watchdog (a writer reading) lasts as long as that one.
+    pub async fn try_read_lock(
+        &self,
+        name: &str,
+        wait: Duration,
+        lease: Option<Duration>,
+    ) -> Result<Option<LockGuard>> {
+        self.try_lock_with(LockKind::Read, name, wait, lease, false)
+            .await
+    }
+
+    /// [`LockClient::write_lock`], waiting at most `wait`, as
+    /// [`LockClient::try_lock`]. [`LockError::UpgradeRefused`] when this
+    /// owner holds the lock for reading.
+    pub async fn try_write_lock(
+        &self,
+        name: &str,
+        wait: Duration,
+        lease: Option<Duration>,
+    ) -> Result<Option<LockGuard>> {
+        self.try_lock_with(LockKind::Write, name, wait, lease, false)
+            .await
+    }
+
+    /// [`LockClient::write_lock`] with a fencing token
+    /// ([`LockGuard::token`], `LOCK.WACQUIRE ... TOKEN`): one per grant,
+    /// growing, from the same counter as [`LockClient::lock_fenced`]'s.
+    /// Reads are not fenced.
+    pub async fn write_lock_fenced(&self, name: &str) -> Result<LockGuard> {
+        self.lock_with(LockKind::Write, name, true).await
+    }
+
+    /// [`LockClient::try_write_lock`] with a fencing token, see
+    /// [`LockClient::write_lock_fenced`].
+    pub async fn try_write_lock_fenced(
+        &self,
+        name: &str,
+        wait: Duration,
+        lease: Option<Duration>,
+    ) -> Result<Option<LockGuard>> {
+        self.try_lock_with(LockKind::Write, name, wait, lease, true)
+            .await
+    }
+
+    /// `lock` / `read_lock` / `write_lock` and their fenced forms: the
+    /// caller's owner, no lease, no end to the wait.
+    async fn lock_with(&self, kind: LockKind, name: &str, fenced: bool) -> Result<LockGuard> {
         let ask = Ask {
+            kind,
             name: name.to_string(),
             owner: self.owner(),
             lease: None,
@@ -332,15 +427,17 @@ impl LockClient {
             .ok_or_else(|| LockError::Protocol("a wait without end ended without the lock".into()))
     }
 
-    /// `try_lock` / `try_lock_fenced`: a zero `wait` is one attempt.
+    /// The `try_` forms: a zero `wait` is one attempt.
     async fn try_lock_with(
         &self,
+        kind: LockKind,
         name: &str,
         wait: Duration,
         lease: Option<Duration>,
         fenced: bool,
     ) -> Result<Option<LockGuard>> {
         let ask = Ask {
+            kind,
             name: name.to_string(),
             owner: self.owner(),
             lease,
@@ -392,23 +489,17 @@ impl LockClient {
             entry.state().drop_lost_hold();
             return Err(not_held());
         }
-        // Holds remain: restart the watchdog's lease, as Redisson does.
+        // Holds remain: restart the watchdog's lease, as Redisson does (a
+        // read release has none to restart: each read hold has its own).
         let lease_ms = match (renew, known > 1) {
             (Some(renew), true) => Some(protocol::lease_ms(renew)?),
             _ => None,
         };
-        let cmd = protocol::release(&entry.name, &entry.owner, lease_ms);
+        let cmd = protocol::release(entry.holder(), lease_ms);
         let counted = &self.inner.counted;
         let within = counted.options.command_timeout;
         let outcome = counted
-            .run(
-                &cmd,
-                &entry.name,
-                &entry.owner,
-                (known, known - 1),
-                &|_| {},
-                within,
-            )
+            .run(&cmd, entry.holder(), (known, known - 1), &|_| {}, within)
             .await;
         let held = match outcome {
             Ok(Outcome::Reply(v)) => protocol::parse_release(&v)?,

@@ -24,10 +24,11 @@
 //!    When the kill returns, the server has run whatever it had read from
 //!    the old connection and will read nothing more from it: no late copy of
 //!    the command can arrive after step 3.
-//! 3. `HGET lock owner` gives the server's count: `known + 1` (acquire) or
-//!    `known - 1` (release) means the command ran and its reply was lost, so
-//!    it is not sent again; `known` means it did not run, so it is resent;
-//!    anything else is reported ([`LockError::HoldCountMismatch`]).
+//! 3. `HGET lock owner` (`owner:write` for a write hold of a read-write
+//!    lock) gives the server's count: `known + 1` (acquire) or `known - 1`
+//!    (release) means the command ran and its reply was lost, so it is not
+//!    sent again; `known` means it did not run, so it is resent; anything
+//!    else is reported ([`LockError::HoldCountMismatch`]).
 //!
 //! The same check decides a wait whose connection broke: a lock granted to
 //! the waiter at that instant shows as `known + 1` and is adopted (the
@@ -47,7 +48,7 @@ use redis::{Cmd, RedisError, Value};
 use crate::conn::{is_wrong_role, timeout_error, ClientId, Connections, Handle};
 use crate::error::{is_transport, refused, LockError, Result};
 use crate::options::Options;
-use crate::protocol;
+use crate::protocol::{self, Holder};
 
 /// What became of one command sent on one connection ([`Counted::send`]).
 pub(crate) enum Sent {
@@ -153,10 +154,11 @@ impl Counted {
         }
     }
 
-    /// `LOCK.RENEW` for the watchdog, one attempt: true renewed, false not
-    /// held, Err on failure (the caller decides when that means lost).
-    pub(crate) async fn renew(&self, name: &str, owner: &str, lease: Duration) -> Result<bool> {
-        let cmd = protocol::renew(name, owner, protocol::lease_ms(lease)?);
+    /// `LOCK.RENEW` (`LOCK.RWRENEW` for a read-write lock) for the
+    /// watchdog, one attempt: true renewed, false not held, Err on failure
+    /// (the caller decides when that means lost).
+    pub(crate) async fn renew(&self, who: Holder<'_>, lease: Duration) -> Result<bool> {
+        let cmd = protocol::renew(who, protocol::lease_ms(lease)?);
         // One attempt, connecting included, takes at most a third of the
         // lease: the next one is due by then.
         let within = self.options.command_timeout.min(lease / 3);
@@ -167,7 +169,7 @@ impl Counted {
             .map_err(LockError::Connection)?;
         let within = within.saturating_sub(started.elapsed());
         match self.send(&h, &cmd, Some(within)).await {
-            Sent::Reply(v) => protocol::parse_flag("LOCK.RENEW", &v),
+            Sent::Reply(v) => protocol::parse_flag(protocol::renew_command(who.kind), &v),
             Sent::Refused(e) => Err(LockError::Server(e)),
             Sent::WrongRole(e) | Sent::Broken(e) => Err(LockError::Connection(e)),
         }
@@ -180,15 +182,14 @@ impl Counted {
         protocol::parse_token(&self.simple(&protocol::token(name)?).await?)
     }
 
-    /// Runs a command that moves `owner`'s count from `known` to `applied`
+    /// Runs a command that moves `who`'s count from `known` to `applied`
     /// on the shared connection, resending it only when the server shows it
     /// did not run. `on_send` hears of each connection it goes out on (an
     /// acquisition records it, for a clean-up after its caller left).
     pub(crate) async fn run(
         &self,
         cmd: &Cmd,
-        name: &str,
-        owner: &str,
+        who: Holder<'_>,
         (known, applied): (u64, u64),
         on_send: &(dyn Fn(&Handle) + Sync),
         within: Duration,
@@ -206,7 +207,7 @@ impl Counted {
             on_send(&h);
             let failure = match self.send(&h, cmd, Some(within)).await {
                 Sent::Reply(v) => return Ok(Outcome::Reply(v)),
-                Sent::Refused(e) => return Err(refused(name, e)),
+                Sent::Refused(e) => return Err(refused(who.name, e)),
                 // Refused by a server that is no master (any more): nothing
                 // ran. Send it again on a new connection (through Sentinel:
                 // to the new master).
@@ -217,7 +218,7 @@ impl Counted {
                 Sent::Broken(e) => e,
             };
             match self
-                .ran(failure, h.id, false, name, owner, (known, applied))
+                .ran(failure, h.id, false, who, (known, applied))
                 .await?
             {
                 Ran::Yes => return Ok(Outcome::AppliedUnseen),
@@ -226,7 +227,7 @@ impl Counted {
         }
     }
 
-    /// Whether a command that moves `owner`'s count from `known` to
+    /// Whether a command that moves `who`'s count from `known` to
     /// `applied`, broken by `failure` on the connection `dead` (already
     /// closed), ran: the server's count after `dead` is fenced. `waited`:
     /// it was a `WAIT`, still queued unless the fence succeeded.
@@ -235,11 +236,11 @@ impl Counted {
         failure: RedisError,
         dead: Option<ClientId>,
         waited: bool,
-        name: &str,
-        owner: &str,
+        who: Holder<'_>,
         (known, applied): (u64, u64),
     ) -> Result<Ran> {
-        let found = match self.read_back(dead, waited, name, owner).await {
+        let name = who.name;
+        let found = match self.read_back(dead, waited, who).await {
             Ok(found) => found,
             Err(why) => {
                 let during = if waited { " while waiting" } else { "" };
@@ -263,14 +264,13 @@ impl Counted {
         }
     }
 
-    /// The server's hold count of `owner` after a failure in transit on
-    /// `dead`: fences `dead` first (see the module docs).
+    /// The server's hold count of `who` (its field) after a failure in
+    /// transit on `dead`: fences `dead` first (see the module docs).
     pub(crate) async fn read_back(
         &self,
         dead: Option<ClientId>,
         waited: bool,
-        name: &str,
-        owner: &str,
+        who: Holder<'_>,
     ) -> Result<u64, String> {
         let timeout = self.options.command_timeout;
         let mut last = String::from("no attempt");
@@ -290,9 +290,9 @@ impl Counted {
                 // No kill possible (a cluster, NOPERM): the dropped waiting
                 // connection leaves the server's queue when the server reads
                 // its close. Until then it could still be granted the lock.
-                self.await_dequeued(&h, name, owner).await;
+                self.await_dequeued(&h, who.name, who.owner).await;
             }
-            let hget = protocol::hold_count(name, owner);
+            let hget = protocol::hold_count(who.name, who.field);
             match self.send(&h, &hget, Some(timeout)).await {
                 Sent::Reply(v) => return protocol::parse_hold_count(&v),
                 Sent::Refused(e) | Sent::WrongRole(e) | Sent::Broken(e) => last = e.to_string(),
@@ -301,23 +301,18 @@ impl Counted {
         Err(last)
     }
 
-    /// `owner`'s hold count read on `h` itself, behind whatever went out on
+    /// `who`'s hold count read on `h` itself, behind whatever went out on
     /// it before (a connection answers in order). If `h` fails meanwhile,
     /// it is fenced first and the count read elsewhere (see `read_back`).
-    pub(crate) async fn read_behind(
-        &self,
-        h: &Handle,
-        name: &str,
-        owner: &str,
-    ) -> Result<u64, String> {
-        let hget = protocol::hold_count(name, owner);
+    pub(crate) async fn read_behind(&self, h: &Handle, who: Holder<'_>) -> Result<u64, String> {
+        let hget = protocol::hold_count(who.name, who.field);
         match self
             .send(h, &hget, Some(self.options.command_timeout))
             .await
         {
             Sent::Reply(v) => protocol::parse_hold_count(&v),
             Sent::Refused(e) => Err(e.to_string()),
-            Sent::WrongRole(_) | Sent::Broken(_) => self.read_back(h.id, false, name, owner).await,
+            Sent::WrongRole(_) | Sent::Broken(_) => self.read_back(h.id, false, who).await,
         }
     }
 

@@ -67,6 +67,21 @@ pub enum LockError {
         /// The module's `NOSYNC` reply ([`std::error::Error::source`]).
         source: redis::RedisError,
     },
+    /// A write hold of a read-write lock was asked for by an owner that
+    /// holds it for reading ([`LockClient::write_lock`] and the other write
+    /// forms): the module refuses an upgrade, which would wait for the
+    /// owner's own read holds forever. Nothing changed: the read holds are
+    /// still held. Release them, then ask to write. (The opposite, taking
+    /// read while writing, is a downgrade and is granted.)
+    ///
+    /// [`LockClient::write_lock`]: crate::LockClient::write_lock
+    #[non_exhaustive]
+    UpgradeRefused {
+        /// The read-write lock's name.
+        name: String,
+        /// The module's refusal ([`std::error::Error::source`]).
+        source: redis::RedisError,
+    },
     /// The server answered something the `LOCK.*` contract does not allow.
     Protocol(String),
     /// The blocking API could not start its runtime thread.
@@ -115,6 +130,11 @@ impl fmt::Display for LockError {
                 "lock {name:?} is NOT held: the grant was undone because too few replicas \
                  acknowledged it in time ({detail})"
             ),
+            LockError::UpgradeRefused { name, .. } => write!(
+                f,
+                "read-write lock {name:?}: this owner holds it for reading and cannot also \
+                 take it for writing (an upgrade would wait for itself); release the read holds first"
+            ),
             LockError::Protocol(what) => write!(f, "unexpected reply from the lock server: {what}"),
             LockError::Runtime(e) => write!(f, "cannot start the lock client's runtime: {e}"),
             LockError::InvalidArgument(what) => write!(f, "invalid argument: {what}"),
@@ -128,7 +148,8 @@ impl std::error::Error for LockError {
             LockError::Server(e)
             | LockError::Connection(e)
             | LockError::Uncertain { source: e, .. }
-            | LockError::NotSynced { source: e, .. } => Some(e),
+            | LockError::NotSynced { source: e, .. }
+            | LockError::UpgradeRefused { source: e, .. } => Some(e),
             LockError::Runtime(e) => Some(e),
             LockError::NotHeld { .. }
             | LockError::HoldCountMismatch { .. }
@@ -138,10 +159,20 @@ impl std::error::Error for LockError {
     }
 }
 
+/// The module's refusal of a reader asking to write (its
+/// `errors::RW_UPGRADE_REFUSED`, after the `ERR` code).
+const UPGRADE_REFUSED: &str = "the owner holds this read-write lock for reading";
+
 /// The error for a server's refusal of a command on lock `name`: `NOSYNC`
-/// (a synced grant undone) is [`LockError::NotSynced`], anything else
-/// [`LockError::Server`].
+/// (a synced grant undone) is [`LockError::NotSynced`], a reader asking to
+/// write [`LockError::UpgradeRefused`], anything else [`LockError::Server`].
 pub(crate) fn refused(name: &str, e: redis::RedisError) -> LockError {
+    if e.detail().is_some_and(|d| d.starts_with(UPGRADE_REFUSED)) {
+        return LockError::UpgradeRefused {
+            name: name.to_string(),
+            source: e,
+        };
+    }
     if e.code() == Some("NOSYNC") {
         let detail = match e.detail() {
             Some(d) => format!("NOSYNC {d}"),
@@ -201,6 +232,24 @@ mod tests {
         );
         let e = reply_error(b"-ERR syntax error\r\n");
         assert!(matches!(refused("k", e), LockError::Server(_)));
+    }
+
+    #[test]
+    fn a_reader_asking_to_write_is_told_so_with_the_modules_words_as_the_cause() {
+        // The module's `errors::RW_UPGRADE_REFUSED`.
+        let e = reply_error(
+            b"-ERR the owner holds this read-write lock for reading: release its read holds \
+              before asking to write (waiting would wait for itself)\r\n",
+        );
+        let err = refused("doc", e);
+        assert!(matches!(&err, LockError::UpgradeRefused { name, .. } if name == "doc"));
+        assert!(err.to_string().contains("holds it for reading"), "{err}");
+        let source = std::error::Error::source(&err).map(|s| s.to_string());
+        assert!(
+            source.is_some_and(|s| s.contains("release its read holds")),
+            "the reply is the cause"
+        );
+        assert!(!err.is_transient());
     }
 
     #[test]

@@ -10,12 +10,13 @@ use tokio::sync::watch;
 use crate::client::LockClient;
 use crate::error::Result;
 use crate::holds::{Entry, Lost};
-use crate::protocol;
+use crate::protocol::{self, LockKind};
 
-/// A hold of a lock. Release it with [`LockGuard::unlock`] (which reports
-/// errors) or by dropping it (which releases in the background, on the
-/// client's runtime). Several guards of one owner on one lock are
-/// re-entrant holds: the lock is free when the last is released.
+/// A hold of a lock, or a read or write hold of a read-write lock
+/// ([`LockGuard::kind`]). Release it with [`LockGuard::unlock`] (which
+/// reports errors) or by dropping it (which releases in the background, on
+/// the client's runtime). Several guards of one owner on one lock (of one
+/// kind) are re-entrant holds: the lock is free when the last is released.
 ///
 /// The guard also tells you when the lock is lost ([`LockGuard::lost`]):
 /// select on it next to your work, and stop writing when it fires.
@@ -44,6 +45,7 @@ impl std::fmt::Debug for LockGuard {
         f.debug_struct("LockGuard")
             .field("name", &self.entry.name)
             .field("owner", &self.entry.owner)
+            .field("kind", &self.entry.kind)
             .field("token", &self.token)
             .field("lost", &*self.lost.borrow())
             .finish()
@@ -72,13 +74,20 @@ impl LockGuard {
         &self.entry.owner
     }
 
-    /// The fencing token of this grant ([`LockClient::lock_fenced`]); None
-    /// for a lock taken without one.
+    /// What this is a hold of: a lock, or a read-write lock held for reading
+    /// or for writing.
+    pub fn kind(&self) -> LockKind {
+        self.entry.kind
+    }
+
+    /// The fencing token of this grant ([`LockClient::lock_fenced`],
+    /// [`LockClient::write_lock_fenced`]); None for a lock taken without one.
     pub fn token(&self) -> Option<i64> {
         self.token
     }
 
-    /// How many holds this owner has on the lock, as this client counts them.
+    /// How many holds this owner has on the lock, as this client counts them
+    /// (of this kind: a read-write lock counts reads and writes apart).
     pub fn hold_count(&self) -> u64 {
         self.entry.state().holds()
     }
@@ -145,13 +154,16 @@ impl LockGuard {
     }
 
     /// Asks the server whether this owner still holds the lock (Redisson's
-    /// `isHeldByThread`).
+    /// `isHeldByThread`): whether its field (`<owner>`, or `<owner>:write`
+    /// for a write hold) is in the lock's hash.
     pub async fn is_held(&self) -> Result<bool> {
-        let cmd = protocol::is_held(&self.entry.name, &self.entry.owner);
+        let cmd = protocol::is_held(&self.entry.name, &self.entry.field);
         protocol::parse_flag("HEXISTS", &self.client.simple(&cmd).await?)
     }
 
-    /// The lease left on the server; None if the lock is free.
+    /// The lease left on the server; None if the lock is free. For a
+    /// read-write lock this is the lock's, which lasts as long as the
+    /// longest hold of anyone.
     pub async fn remaining_lease(&self) -> Result<Option<Duration>> {
         self.client.remaining_lease(&self.entry.name).await
     }
@@ -161,9 +173,7 @@ impl LockGuard {
     pub(crate) async fn restart_lease(&self, lease: Duration) -> Result<bool> {
         let sent = Instant::now();
         let counted = &self.client.inner.counted;
-        let renewed = counted
-            .renew(&self.entry.name, &self.entry.owner, lease)
-            .await?;
+        let renewed = counted.renew(self.entry.holder(), lease).await?;
         if renewed {
             self.entry.state().lease_restarted(sent, lease);
         }

@@ -18,6 +18,8 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
+use crate::protocol::{Holder, LockKind};
+
 /// Why a held lock was lost. Once lost, the holder must stop relying on it:
 /// another owner may already hold it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -65,10 +67,16 @@ pub(crate) fn lease_end(sent: Instant, lease: Duration) -> Instant {
 /// apart then, and the lease was ending anyway).
 pub(crate) const LEASE_END_SLACK: Duration = Duration::from_millis(20);
 
-/// What this client knows about one (lock, owner) it holds.
+/// What this client knows about one (lock, owner, kind) it holds: one hash
+/// field's count. A read hold and a write hold of one owner on one
+/// read-write lock are two entries (fields `<owner>` and `<owner>:write`),
+/// each with its own count, lease and lost signal.
 pub(crate) struct Entry {
     pub(crate) name: String,
     pub(crate) owner: String,
+    pub(crate) kind: LockKind,
+    /// The hash field that counts these holds ([`LockKind::field`]).
+    pub(crate) field: String,
     /// Serialises hold-count changes (acquire, release, and the tracking
     /// task's checks), so `State::holds` is the server's.
     pub(crate) op: tokio::sync::Mutex<()>,
@@ -77,11 +85,13 @@ pub(crate) struct Entry {
 }
 
 impl Entry {
-    fn new(name: &str, owner: &str) -> Entry {
+    fn new(name: &str, owner: &str, kind: LockKind) -> Entry {
         let now = Instant::now();
         Entry {
             name: name.to_string(),
             owner: owner.to_string(),
+            kind,
+            field: kind.field(owner),
             op: tokio::sync::Mutex::new(()),
             state: Mutex::new(State {
                 holds: 0,
@@ -101,6 +111,16 @@ impl Entry {
         self.state
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Its coordinates on the server, for the commands and read-backs.
+    pub(crate) fn holder(&self) -> Holder<'_> {
+        Holder {
+            kind: self.kind,
+            name: &self.name,
+            owner: &self.owner,
+            field: &self.field,
+        }
     }
 
     /// A receiver of the lost signal: `None` while held, then the reason.
@@ -279,25 +299,35 @@ impl State {
     }
 }
 
-/// Every (lock, owner) this client holds.
+/// An entry's key: the lock's name, the hash field that counts the holds,
+/// and the kind (a plain lock and a read hold both count in `<owner>`).
+type Key = (String, String, LockKind);
+
+fn key_of(entry: &Entry) -> Key {
+    (entry.name.clone(), entry.field.clone(), entry.kind)
+}
+
+/// Every (lock, owner, kind) this client holds.
 #[derive(Default)]
 pub(crate) struct Registry {
-    entries: Mutex<HashMap<(String, String), Arc<Entry>>>,
+    entries: Mutex<HashMap<Key, Arc<Entry>>>,
 }
 
 impl Registry {
-    fn map(&self) -> MutexGuard<'_, HashMap<(String, String), Arc<Entry>>> {
+    fn map(&self) -> MutexGuard<'_, HashMap<Key, Arc<Entry>>> {
         // As for `Entry::state`: insertions and removals only.
         self.entries
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// The entry of (`name`, `owner`), a new one if it holds nothing.
-    pub(crate) fn entry(&self, name: &str, owner: &str) -> Arc<Entry> {
+    /// The entry of `owner`'s holds of `kind` on `name`, a new one if it
+    /// holds nothing.
+    pub(crate) fn entry(&self, name: &str, owner: &str, kind: LockKind) -> Arc<Entry> {
+        let key = (name.to_string(), kind.field(owner), kind);
         self.map()
-            .entry((name.to_string(), owner.to_string()))
-            .or_insert_with(|| Arc::new(Entry::new(name, owner)))
+            .entry(key)
+            .or_insert_with(|| Arc::new(Entry::new(name, owner, kind)))
             .clone()
     }
 
@@ -305,7 +335,7 @@ impl Registry {
     pub(crate) fn retire(&self, entry: &Arc<Entry>) {
         entry.state().retired = true;
         let mut map = self.map();
-        let key = (entry.name.clone(), entry.owner.clone());
+        let key = key_of(entry);
         if map.get(&key).is_some_and(|e| Arc::ptr_eq(e, entry)) {
             map.remove(&key);
         }
@@ -354,9 +384,38 @@ mod tests {
     use super::*;
 
     fn held(watchdog: Option<Duration>, expires: Instant) -> State {
-        let mut state = Entry::new("k", "o").state.into_inner().unwrap();
+        let mut state = Entry::new("k", "o", LockKind::Lock)
+            .state
+            .into_inner()
+            .unwrap();
         state.granted(expires, watchdog, false, Instant::now());
         state
+    }
+
+    #[test]
+    fn a_read_and_a_write_hold_of_one_owner_are_two_entries_keyed_by_their_field() {
+        let registry = Registry::default();
+        let read = registry.entry("doc", "o", LockKind::Read);
+        let write = registry.entry("doc", "o", LockKind::Write);
+        let lock = registry.entry("doc", "o", LockKind::Lock);
+        assert!(!Arc::ptr_eq(&read, &write) && !Arc::ptr_eq(&read, &lock));
+        assert_eq!(
+            (read.field.as_str(), write.field.as_str()),
+            ("o", "o:write")
+        );
+        assert!(Arc::ptr_eq(
+            &read,
+            &registry.entry("doc", "o", LockKind::Read)
+        ));
+        registry.retire(&write);
+        assert!(Arc::ptr_eq(
+            &read,
+            &registry.entry("doc", "o", LockKind::Read)
+        ));
+        assert!(!Arc::ptr_eq(
+            &write,
+            &registry.entry("doc", "o", LockKind::Write)
+        ));
     }
 
     #[test]

@@ -32,6 +32,12 @@
 //!   reports errors; dropping it releases it in the background. The same
 //!   owner may take a lock it holds again (re-entry): it is free once every
 //!   guard is released.
+//! * A read-write lock (Redisson's `RReadWriteLock`, on its layout):
+//!   [`LockClient::read_lock`] / [`LockClient::write_lock`] wait as `lock`
+//!   does, [`LockClient::try_read_lock`] / [`LockClient::try_write_lock`] as
+//!   `try_lock`, and [`LockClient::write_lock_fenced`] /
+//!   [`LockClient::try_write_lock_fenced`] return a token. Their guards
+//!   are `LockGuard`s ([`LockGuard::kind`]) with all of the above.
 //! * [`LockGuard::is_held`], [`LockGuard::remaining_lease`],
 //!   [`LockClient::is_locked`], [`LockClient::remaining_lease`] and
 //!   [`LockClient::force_unlock`] (`LOCK.FORCE`, for operators) ask the server.
@@ -111,6 +117,31 @@
 //! release never releases twice. See [`LockClient`]'s source docs for the
 //! argument and its limits (a cluster, or ACLs without `CLIENT KILL`).
 //!
+//! # Read-write locks
+//!
+//! Readers share the lock, a writer excludes everyone; readers and writers
+//! wait in one fair FIFO queue on the server (a reader arriving while a
+//! writer waits queues behind it). Re-entry works in both modes; a writer
+//! may also read (a downgrade: its write release leaves it reading), while
+//! a reader asking to write gets [`LockError::UpgradeRefused`] at once, as
+//! waiting would wait for itself. A read hold and a write hold of one
+//! owner are counted apart (hash fields `<owner>` and `<owner>:write`);
+//! the watchdog renews both with `LOCK.RWRENEW`, and each has the lost
+//! signal.
+//!
+//! ```no_run
+//! # async fn demo(locks: redis_lock_client::LockClient) -> Result<(), redis_lock_client::LockError> {
+//! # async fn store_prices() {}
+//! let reading = locks.read_lock("catalog").await?; // other readers may join
+//! reading.unlock().await?;
+//! let writing = locks.write_lock("catalog").await?; // waits for the readers to leave
+//! tokio::select! {
+//!     _ = store_prices() => writing.unlock().await?,
+//!     why = writing.lost() => eprintln!("stopped: write lock lost ({why})"),
+//! }
+//! # Ok(()) }
+//! ```
+//!
 //! # Fencing tokens
 //!
 //! [`LockClient::lock_fenced`] returns a guard with a [`LockGuard::token`]:
@@ -161,7 +192,7 @@
 //! # Blocking code
 //!
 //! [`blocking::LockClient`] offers the same single-lock API without async
-//! (plain and fenced, single server, Sentinel or cluster), on a runtime
+//! (plain and fenced, read-write, single server, Sentinel or cluster), on a runtime
 //! thread of its own (where its watchdog runs).
 
 mod acquire;
@@ -191,3 +222,4 @@ pub use guard::LockGuard;
 pub use holds::Lost;
 pub use multi::{MultiGuard, MultiLock, RedLock, RedLockGuard};
 pub use options::Options;
+pub use protocol::LockKind;

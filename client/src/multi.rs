@@ -22,7 +22,7 @@ use crate::client::LockClient;
 use crate::error::{LockError, Result};
 use crate::guard::LockGuard;
 use crate::holds::Lost;
-use crate::protocol;
+use crate::protocol::{self, Holder, LockKind};
 
 /// All of several locks, or none: taken one after the other in the order
 /// given, within one shared wait budget; if one cannot be had, those already
@@ -96,6 +96,7 @@ impl MultiLock {
             };
             match client
                 .acquire_as(Ask {
+                    kind: LockKind::Lock,
                     name: name.clone(),
                     owner: client.owner(),
                     lease,
@@ -254,10 +255,9 @@ impl RedLock {
             let attempts = self.masters.iter().map(|m| {
                 // A master whose sync setting is invalid cannot grant.
                 let sync = m.options().sync_args();
-                let cmd = sync
-                    .as_ref()
-                    .ok()
-                    .map(|sync| protocol::acquire(&self.name, &owner, ms, None, false, *sync));
+                let cmd = sync.as_ref().ok().map(|sync| {
+                    protocol::acquire(Holder::lock(&self.name, &owner), ms, None, false, *sync)
+                });
                 let within = per_master + m.options().sync_time();
                 async move {
                     let Some(cmd) = cmd else { return false };
@@ -341,7 +341,7 @@ impl RedLockGuard {
 
 async fn release_everywhere(masters: &[LockClient], name: &str, owner: &str) {
     let releases = masters.iter().map(|m| {
-        let cmd = protocol::release(name, owner, None);
+        let cmd = protocol::release(Holder::lock(name, owner), None);
         let within = m.options().command_timeout;
         async move {
             let _ = tokio::time::timeout(within, m.inner.counted.one_shot(&cmd)).await;

@@ -98,6 +98,10 @@ impl Options {
     /// `sync_replicas(0, Duration::ZERO)` turns the module's default
     /// (`lock.sync-replicas`) off for this client's acquires; without this
     /// option (the default) the module's configuration decides.
+    ///
+    /// Read-write locks are not synced (the module's `LOCK.RACQUIRE` and
+    /// `LOCK.WACQUIRE` take no `SYNC`): with `replicas > 0` their acquires
+    /// fail with [`LockError::InvalidArgument`] before anything is sent.
     pub fn sync_replicas(mut self, replicas: u32, timeout: Duration) -> Self {
         self.sync = Some((replicas, timeout));
         self

@@ -45,25 +45,96 @@ pub(crate) fn wait_ms(wait: Duration) -> u64 {
     ms.clamp(1, i64::MAX as u128) as u64
 }
 
-/// `LOCK.ACQUIRE name owner lease-ms [WAIT wait-ms] [TOKEN] [SYNC n ms]`.
-/// `wait_ms: Some(0)` waits forever, as `BLPOP`.
+/// What a hold is a hold of: a lock ([`LockClient::lock`]), or a read-write
+/// lock held for reading ([`LockClient::read_lock`]) or for writing
+/// ([`LockClient::write_lock`]). It selects the commands a hold is taken,
+/// renewed and given back with, and the hash field that counts it.
+///
+/// [`LockClient::lock`]: crate::LockClient::lock
+/// [`LockClient::read_lock`]: crate::LockClient::read_lock
+/// [`LockClient::write_lock`]: crate::LockClient::write_lock
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum LockKind {
+    /// A re-entrant lock (Redisson's `RLock`): `LOCK.ACQUIRE`,
+    /// `LOCK.RELEASE`, `LOCK.RENEW`; counted in the field `<owner>`.
+    Lock,
+    /// A read hold of a read-write lock (Redisson's `RReadWriteLock`):
+    /// `LOCK.RACQUIRE`, `LOCK.RRELEASE`, `LOCK.RWRENEW`; counted in the
+    /// field `<owner>`.
+    Read,
+    /// The write hold of a read-write lock: `LOCK.WACQUIRE`,
+    /// `LOCK.WRELEASE`, `LOCK.RWRENEW`; counted in the field
+    /// `<owner>:write`.
+    Write,
+}
+
+impl LockKind {
+    /// The hash field that counts `owner`'s holds of this kind: Redisson's
+    /// `<owner>`, or `<owner>:write` for a write hold.
+    pub(crate) fn field(self, owner: &str) -> String {
+        match self {
+            LockKind::Lock | LockKind::Read => owner.to_string(),
+            LockKind::Write => format!("{owner}:write"),
+        }
+    }
+
+    /// A hold of a read-write lock.
+    pub(crate) fn is_rw(self) -> bool {
+        matches!(self, LockKind::Read | LockKind::Write)
+    }
+}
+
+/// One hold's coordinates on the server: the lock's key, the owner id (as
+/// commands and the wait queue name it) and the hash field that counts its
+/// holds (what a read-back reads).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Holder<'a> {
+    pub(crate) kind: LockKind,
+    pub(crate) name: &'a str,
+    pub(crate) owner: &'a str,
+    pub(crate) field: &'a str,
+}
+
+impl<'a> Holder<'a> {
+    /// A plain lock's: its field is the owner id.
+    pub(crate) fn lock(name: &'a str, owner: &'a str) -> Holder<'a> {
+        Holder {
+            kind: LockKind::Lock,
+            name,
+            owner,
+            field: owner,
+        }
+    }
+}
+
+/// `LOCK.ACQUIRE name owner lease-ms [WAIT wait-ms] [TOKEN] [SYNC n ms]`,
+/// or for a read-write lock `LOCK.RACQUIRE name owner lease-ms [WAIT
+/// wait-ms]` / `LOCK.WACQUIRE name owner lease-ms [WAIT wait-ms] [TOKEN]`
+/// (the module offers neither `SYNC` nor a fenced read: `acquire.rs`
+/// refuses them before this is built). `wait_ms: Some(0)` waits forever,
+/// as `BLPOP`.
 pub(crate) fn acquire(
-    name: &str,
-    owner: &str,
+    who: Holder<'_>,
     lease_ms: u64,
     wait_ms: Option<u64>,
     fenced: bool,
     sync: Option<(u32, u64)>,
 ) -> Cmd {
-    let mut cmd = on_hold("LOCK.ACQUIRE", name, owner);
+    let command = match who.kind {
+        LockKind::Lock => "LOCK.ACQUIRE",
+        LockKind::Read => "LOCK.RACQUIRE",
+        LockKind::Write => "LOCK.WACQUIRE",
+    };
+    let mut cmd = on_hold(command, who.name, who.owner);
     cmd.arg(lease_ms);
     if let Some(wait) = wait_ms {
         cmd.arg("WAIT").arg(wait);
     }
-    if fenced {
+    if fenced && who.kind != LockKind::Read {
         cmd.arg("TOKEN");
     }
-    if let Some((replicas, timeout_ms)) = sync {
+    if let Some((replicas, timeout_ms)) = sync.filter(|_| who.kind == LockKind::Lock) {
         cmd.arg("SYNC").arg(replicas).arg(timeout_ms);
     }
     cmd
@@ -84,20 +155,40 @@ fn on_hold(command: &str, name: &str, owner: &str) -> Cmd {
 }
 
 /// `LOCK.RELEASE name owner [lease-ms]`: with a lease, holds that remain
-/// restart it (Redisson sends its watchdog lease with every unlock).
-pub(crate) fn release(name: &str, owner: &str, lease_ms: Option<u64>) -> Cmd {
-    let mut cmd = on_hold("LOCK.RELEASE", name, owner);
-    if let Some(ms) = lease_ms {
+/// restart it (Redisson sends its watchdog lease with every unlock). A
+/// write hold: `LOCK.WRELEASE`, the same arguments; a read hold:
+/// `LOCK.RRELEASE name owner` (each read hold has its own lease, so there
+/// is none to restart).
+pub(crate) fn release(who: Holder<'_>, lease_ms: Option<u64>) -> Cmd {
+    let command = match who.kind {
+        LockKind::Lock => "LOCK.RELEASE",
+        LockKind::Read => "LOCK.RRELEASE",
+        LockKind::Write => "LOCK.WRELEASE",
+    };
+    let mut cmd = on_hold(command, who.name, who.owner);
+    if let Some(ms) = lease_ms.filter(|_| who.kind != LockKind::Read) {
         cmd.arg(ms);
     }
     cmd
 }
 
-/// `LOCK.RENEW name owner lease-ms`.
-pub(crate) fn renew(name: &str, owner: &str, lease_ms: u64) -> Cmd {
-    let mut cmd = on_hold("LOCK.RENEW", name, owner);
+/// `LOCK.RENEW name owner lease-ms`; for a read-write lock `LOCK.RWRENEW
+/// name owner lease-ms`, which renews every hold `owner` has on it (read
+/// and write), and answers 0 once its read holds all passed their
+/// deadlines.
+pub(crate) fn renew(who: Holder<'_>, lease_ms: u64) -> Cmd {
+    let mut cmd = on_hold(renew_command(who.kind), who.name, who.owner);
     cmd.arg(lease_ms);
     cmd
+}
+
+/// The renewal command of a kind of hold, for replies and messages.
+pub(crate) fn renew_command(kind: LockKind) -> &'static str {
+    if kind.is_rw() {
+        "LOCK.RWRENEW"
+    } else {
+        "LOCK.RENEW"
+    }
 }
 
 /// `LOCK.FORCE name`.
@@ -110,14 +201,15 @@ pub(crate) fn info(name: &str) -> Cmd {
     on_key("LOCK.INFO", name)
 }
 
-/// `HGET name owner`: `owner`'s hold count in Redisson's lock hash.
-pub(crate) fn hold_count(name: &str, owner: &str) -> Cmd {
-    on_hold("HGET", name, owner)
+/// `HGET name field`: a hold count in Redisson's lock hash (`field`:
+/// [`LockKind::field`]).
+pub(crate) fn hold_count(name: &str, field: &str) -> Cmd {
+    on_hold("HGET", name, field)
 }
 
-/// `HEXISTS name owner`: whether `owner` holds the lock.
-pub(crate) fn is_held(name: &str, owner: &str) -> Cmd {
-    on_hold("HEXISTS", name, owner)
+/// `HEXISTS name field`: whether the owner whose field it is holds the lock.
+pub(crate) fn is_held(name: &str, field: &str) -> Cmd {
+    on_hold("HEXISTS", name, field)
 }
 
 /// `EXISTS name`: whether anyone holds the lock.
@@ -223,9 +315,16 @@ pub(crate) fn is_hold_count_zero(reply: &Value) -> bool {
     }
 }
 
-/// The lease `owner` has left, from a `LOCK.INFO` reply: None when the
-/// reply is not understood, Some(None) when `owner` holds nothing.
-pub(crate) fn info_lease_left(info: &Value, owner: &str) -> Option<Option<Duration>> {
+/// The lease a hold has left, from a `LOCK.INFO` reply: None when the
+/// reply is not understood, Some(None) when the owner holds nothing of
+/// this kind.
+///
+/// A lock's or a write hold's lease is the key's (`ttl_ms`). A read hold's
+/// is its own: the latest deadline among the owner's read holds
+/// (`readers`, unix ms), less the server's time, which is the key's
+/// `deadline_ms` less its `ttl_ms` (the hash lives as long as its longest
+/// hold, which may be another reader's).
+pub(crate) fn info_lease_left(info: &Value, who: Holder<'_>) -> Option<Option<Duration>> {
     let fields = pairs(info);
     let field = |name: &[u8]| {
         fields
@@ -235,14 +334,36 @@ pub(crate) fn info_lease_left(info: &Value, owner: &str) -> Option<Option<Durati
     };
     let holds = pairs(field(b"owners")?)
         .into_iter()
-        .any(|(k, v)| is_text(k, owner.as_bytes()) && !matches!(v, Value::Int(0)));
+        .any(|(k, v)| is_text(k, who.field.as_bytes()) && !matches!(v, Value::Int(0)));
     if !holds {
         return Some(None);
     }
-    match field(b"ttl_ms")? {
-        Value::Int(ms) if *ms >= 0 => Some(Some(Duration::from_millis(*ms as u64))),
-        _ => None,
+    let Value::Int(ttl) = field(b"ttl_ms")? else {
+        return None;
+    };
+    if *ttl < 0 {
+        return None;
     }
+    if who.kind != LockKind::Read {
+        return Some(Some(Duration::from_millis(*ttl as u64)));
+    }
+    let Value::Int(deadline) = field(b"deadline_ms")? else {
+        return None;
+    };
+    let server_now = deadline - ttl;
+    let latest = pairs(field(b"readers")?)
+        .into_iter()
+        .filter(|(k, _)| is_text(k, who.owner.as_bytes()))
+        .flat_map(|(_, deadlines)| match deadlines {
+            Value::Array(list) | Value::Set(list) => list.clone(),
+            _ => Vec::new(),
+        })
+        .filter_map(|d| match d {
+            Value::Int(at) => Some(at),
+            _ => None,
+        })
+        .max()?;
+    Some((latest > server_now).then(|| Duration::from_millis((latest - server_now) as u64)))
 }
 
 /// Whether a `LOCK.INFO` reply lists `owner` among the waiters.
@@ -426,6 +547,15 @@ mod tests {
         assert!(!info_waiters_include(&Value::Nil, b"w2"));
     }
 
+    fn lock(owner: &str) -> Holder<'_> {
+        Holder {
+            kind: LockKind::Lock,
+            name: "k",
+            owner,
+            field: owner,
+        }
+    }
+
     #[test]
     fn the_lease_left_is_read_for_the_owner_only() {
         let resp2 = Value::Array(vec![
@@ -437,19 +567,19 @@ mod tests {
             Value::Int(987),
         ]);
         assert_eq!(
-            info_lease_left(&resp2, "b"),
+            info_lease_left(&resp2, lock("b")),
             Some(Some(Duration::from_millis(987)))
         );
-        assert_eq!(info_lease_left(&resp2, "a"), Some(None));
+        assert_eq!(info_lease_left(&resp2, lock("a")), Some(None));
         let resp3 = Value::Map(vec![
             (text("owners"), Value::Map(vec![(text("b"), Value::Int(2))])),
             (text("ttl_ms"), Value::Int(5)),
         ]);
         assert_eq!(
-            info_lease_left(&resp3, "b"),
+            info_lease_left(&resp3, lock("b")),
             Some(Some(Duration::from_millis(5)))
         );
-        assert_eq!(info_lease_left(&Value::Nil, "b"), None);
+        assert_eq!(info_lease_left(&Value::Nil, lock("b")), None);
     }
 
     #[test]
@@ -502,7 +632,7 @@ mod tests {
 
     #[test]
     fn commands_put_wait_before_token() {
-        let cmd = acquire("k", "o", 100, Some(5), true, Some((1, 250)));
+        let cmd = acquire(lock("o"), 100, Some(5), true, Some((1, 250)));
         assert_eq!(
             words(&cmd),
             [
@@ -541,6 +671,94 @@ mod tests {
                 "GET".to_string(),
                 "redisson_lock_token:{k}".to_string()
             ])
+        );
+    }
+
+    #[test]
+    fn each_kind_of_hold_has_its_commands_and_its_field() {
+        let read = Holder {
+            kind: LockKind::Read,
+            name: "doc",
+            owner: "o",
+            field: "o",
+        };
+        let write = Holder {
+            kind: LockKind::Write,
+            field: "o:write",
+            ..read
+        };
+        assert_eq!(LockKind::Read.field("o"), "o");
+        assert_eq!(LockKind::Write.field("o"), "o:write");
+        assert_eq!(LockKind::Lock.field("o"), "o");
+        assert_eq!(
+            words(&acquire(read, 100, Some(0), false, None)),
+            ["LOCK.RACQUIRE", "doc", "o", "100", "WAIT", "0"]
+        );
+        assert_eq!(
+            words(&acquire(write, 100, None, true, None)),
+            ["LOCK.WACQUIRE", "doc", "o", "100", "TOKEN"]
+        );
+        assert_eq!(
+            words(&release(read, Some(30))),
+            ["LOCK.RRELEASE", "doc", "o"]
+        );
+        assert_eq!(
+            words(&release(write, Some(30))),
+            ["LOCK.WRELEASE", "doc", "o", "30"]
+        );
+        assert_eq!(words(&release(lock("o"), None)), ["LOCK.RELEASE", "k", "o"]);
+        assert_eq!(words(&renew(read, 9)), ["LOCK.RWRENEW", "doc", "o", "9"]);
+        assert_eq!(words(&renew(write, 9)), ["LOCK.RWRENEW", "doc", "o", "9"]);
+        assert_eq!(words(&renew(lock("o"), 9)), ["LOCK.RENEW", "k", "o", "9"]);
+    }
+
+    #[test]
+    fn a_read_holds_lease_is_its_own_latest_deadline_not_the_keys() {
+        let read = Holder {
+            kind: LockKind::Read,
+            name: "doc",
+            owner: "r1",
+            field: "r1",
+        };
+        // Server time 1_000_000: the key lives 9 s (another reader's hold),
+        // r1's holds end 2 s and 3 s from now.
+        let info = Value::Array(vec![
+            text("owners"),
+            Value::Array(vec![text("r1"), Value::Int(2), text("r2"), Value::Int(1)]),
+            text("ttl_ms"),
+            Value::Int(9_000),
+            text("deadline_ms"),
+            Value::Int(1_009_000),
+            text("mode"),
+            text("read"),
+            text("readers"),
+            Value::Array(vec![
+                text("r1"),
+                Value::Array(vec![Value::Int(1_002_000), Value::Int(1_003_000)]),
+                text("r2"),
+                Value::Array(vec![Value::Int(1_009_000)]),
+            ]),
+        ]);
+        assert_eq!(
+            info_lease_left(&info, read),
+            Some(Some(Duration::from_millis(3_000)))
+        );
+        let gone = Holder {
+            owner: "r3",
+            field: "r3",
+            ..read
+        };
+        assert_eq!(info_lease_left(&info, gone), Some(None));
+        // A write hold's lease is the key's.
+        let write = Holder {
+            kind: LockKind::Write,
+            owner: "r2",
+            field: "r2",
+            ..read
+        };
+        assert_eq!(
+            info_lease_left(&info, write),
+            Some(Some(Duration::from_millis(9_000)))
         );
     }
 }

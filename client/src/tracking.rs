@@ -243,7 +243,7 @@ fn spawn_check(inner: &Weak<Inner>, con: &MultiplexedConnection, entry: Arc<Entr
         if !entry.state().is_held() {
             return;
         }
-        let hget = protocol::hold_count(&entry.name, &entry.owner);
+        let hget = protocol::hold_count(&entry.name, &entry.field);
         let reply = tokio::time::timeout(timeout, con.req_packed_command(&hget)).await;
         // Failures are left to the renewal (and a broken connection to the
         // task, which hears of it).

@@ -62,7 +62,7 @@ pub(crate) async fn run(client: Weak<Inner>, wake: Arc<Notify>) {
             let inner = &inner;
             async move {
                 let sent = Instant::now();
-                let result = inner.counted.renew(&entry.name, &entry.owner, lease).await;
+                let result = inner.counted.renew(entry.holder(), lease).await;
                 (entry, lease, sent, result)
             }
         });
