@@ -649,7 +649,7 @@ mod tests {
             ]
         );
         assert_eq!(
-            words(&acquire("k", "o", 100, None, false, None)),
+            words(&acquire(lock("o"), 100, None, false, None)),
             ["LOCK.ACQUIRE", "k", "o", "100"]
         );
     }
@@ -657,11 +657,11 @@ mod tests {
     #[test]
     fn every_command_names_its_key_first() {
         assert_eq!(
-            words(&release("k", "o", Some(30))),
+            words(&release(lock("o"), Some(30))),
             ["LOCK.RELEASE", "k", "o", "30"]
         );
-        assert_eq!(words(&release("k", "o", None)), ["LOCK.RELEASE", "k", "o"]);
-        assert_eq!(words(&renew("k", "o", 30)), ["LOCK.RENEW", "k", "o", "30"]);
+        assert_eq!(words(&release(lock("o"), None)), ["LOCK.RELEASE", "k", "o"]);
+        assert_eq!(words(&renew(lock("o"), 30)), ["LOCK.RENEW", "k", "o", "30"]);
         assert_eq!(words(&hold_count("k", "o")), ["HGET", "k", "o"]);
         assert_eq!(words(&force("k")), ["LOCK.FORCE", "k"]);
         let get = token("k").map(|cmd| words(&cmd)).ok();
