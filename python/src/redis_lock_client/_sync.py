@@ -83,6 +83,8 @@ class _Progress:
         self.waiting = False
         # An acquire went out: a grant may exist that no guard records.
         self.sent = False
+        # The guard of a recorded grant, until it is handed to the caller.
+        self.guard: LockGuard | None = None
 
 
 class LockClient:
@@ -566,7 +568,8 @@ class LockClient:
     ) -> LockGuard | None:
         """The one acquisition path, for every kind of hold. ``wait``: None
         waits forever, 0 is one attempt. An exception that interrupts it
-        (KeyboardInterrupt, a timeout signal) leaves no grant behind."""
+        (KeyboardInterrupt, a timeout signal) leaves no grant behind, also
+        one already recorded whose guard was not yet returned."""
         watchdog = lease is None
         lease_s = float(self._options.watchdog_lease if lease is None else lease)
         ms = _core.lease_ms(lease_s)
@@ -594,7 +597,9 @@ class LockClient:
                     else:
                         granted, token = True, (self._read_token(name) if fenced else None)
                     if granted:
-                        return self._granted(entry, sent, lease_s, watchdog, token, on_lost)
+                        return self._granted(
+                            entry, sent, lease_s, watchdog, token, on_lost, progress
+                        )
                     if wait is not None and wait <= 0:
                         if known == 0:
                             self._retire_if_empty(entry)
@@ -639,11 +644,23 @@ class LockClient:
 
     def _abandon(self, entry: _Entry, known: int, progress: _Progress) -> None:
         """After an interrupted acquisition: a command still in flight is cut
-        and fenced, and a grant it made is given back."""
+        and fenced, and a grant it made is given back; so is one recorded
+        whose guard never reached the caller (with ``entry.op`` held)."""
         with entry.mutex:
             recorded = entry.state.holds != known
         if recorded:
-            return  # the grant was recorded: it is held, and released as usual
+            # Interrupted between recording the grant and returning its
+            # guard: the caller has no guard, so the hold is given back here
+            # (the guard, if made, is disarmed so its collection does not
+            # release a second time).
+            guard = progress.guard
+            if guard is not None:
+                guard._released = True
+            try:
+                self._release_locked(entry)
+            except Exception:
+                pass  # lost already, or unreachable: the lease ends on its own
+            return
         conn, node = progress.conn, progress.node
         if conn is not None or progress.sent:
             # A command still in flight is cut (and fenced by the read-back);
@@ -744,7 +761,7 @@ class LockClient:
                 granted, token = self._parse(reply, fenced)
                 if not granted:
                     return None
-                return self._granted(entry, sent, lease, watchdog, token, on_lost)
+                return self._granted(entry, sent, lease, watchdog, token, on_lost, progress)
             except rex.ResponseError as e:
                 if not wrong_role(e):
                     progress.conn = None
@@ -760,7 +777,7 @@ class LockClient:
             found = self._read_back(name, owner, entry.field, cid, True)
             if found == known + 1:
                 token = self._read_token(name) if fenced else None
-                return self._granted(entry, sent, lease, watchdog, token, on_lost)
+                return self._granted(entry, sent, lease, watchdog, token, on_lost, progress)
             if found != known:
                 raise HoldCountMismatch(name, [known, known + 1], found)
             if wrong_role(failure):
@@ -799,8 +816,14 @@ class LockClient:
         watchdog: bool,
         token: int | None,
         on_lost: LostCallback | None,
+        progress: _Progress,
     ) -> LockGuard:
         expires, renew_now, gone = self._grant_expiry(entry.name, entry.field, sent, lease)
+        # Made disarmed before the grant is recorded, armed as the last step:
+        # an interruption in between leaves _abandon a guard to disarm.
+        guard = LockGuard(self, entry, token)
+        guard._released = True
+        progress.guard = guard
         with entry.mutex:
             _core.grant_times(
                 entry.state,
@@ -811,13 +834,13 @@ class LockClient:
             )
             if on_lost is not None:
                 entry.state.callbacks.append(on_lost)
-        guard = LockGuard(self, entry, token)
         if gone:
             self._mark_lost(entry, LostReason(LostReason.NOT_HELD))
         with entry.mutex:
             st = entry.state
             due = min(st.expires, st.next_renewal) if st.watchdog is not None else st.expires
         self._start_watchdog(due)
+        guard._released = False
         return guard
 
     # -- releasing --------------------------------------------------------
@@ -827,8 +850,7 @@ class LockClient:
             self._release_locked(entry)
 
     def _release_locked(self, entry: _Entry) -> None:
-        """Gives one hold back, with ``entry.op`` held (the read-write lock
-        and the lock share it)."""
+        """Gives one hold back, with ``entry.op`` held."""
         with entry.mutex:
             known, renew, lost = (entry.state.holds, entry.state.watchdog, entry.state.retired)
             if known == 0:
