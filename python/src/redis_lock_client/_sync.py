@@ -69,7 +69,18 @@ class _Entry:
         self.op = threading.Lock()  # serialises hold-count changes
         self.mutex = threading.Lock()  # guards state
         self.state = EntryState()
-        self.lost = threading.Event()
+        # Made when a guard's ``lost`` is first asked for: a threading.Event
+        # (a Condition, three locks) costs more than the rest of an entry,
+        # and most holds are released without anyone waiting on it.
+        self._lost: threading.Event | None = None
+
+    def lost_event(self) -> threading.Event:
+        with self.mutex:
+            if self._lost is None:
+                self._lost = threading.Event()
+                if self.state.lost is not None:
+                    self._lost.set()
+            return self._lost
 
 
 class _Progress:
@@ -351,11 +362,12 @@ class LockClient:
 
     def _client_id(self, conn: Any) -> int | None:
         """The server's id of ``conn`` (asked once per new socket)."""
+        cached = getattr(conn, "_rlc_id", None)
+        sock = getattr(conn, "_sock", None)
+        if cached is not None and sock is not None and cached[0] is sock:
+            return int(cached[1])  # connected, and known: nothing to ask
         conn.connect()
         sock = getattr(conn, "_sock", None)
-        cached = getattr(conn, "_rlc_id", None)
-        if cached is not None and cached[0] is sock:
-            return int(cached[1])
         try:
             cid = int(self._exec(conn, ["CLIENT", "ID"], self._options.command_timeout))
         except rex.ResponseError:
@@ -423,7 +435,9 @@ class LockClient:
                 return
             entry.state.lost = why
             callbacks = list(entry.state.callbacks)
-        entry.lost.set()
+            event = entry._lost
+        if event is not None:
+            event.set()
         for cb in callbacks:
             try:
                 cb(why)
@@ -1056,7 +1070,7 @@ class LockGuard:
     def lost(self) -> threading.Event:
         """Set when the lock is lost: wait on it, or poll ``lost.is_set()``."""
         self._client._expire_if_due(self._entry)
-        return self._entry.lost
+        return self._entry.lost_event()
 
     @property
     def lost_reason(self) -> LostReason | None:
