@@ -221,3 +221,40 @@ def test_a_dropped_guard_is_released_in_the_background(r: redis.Redis) -> None:
     del g
     gc.collect()
     assert wait_until(lambda: not r.exists("t:dropped"), 2.0)
+
+
+def test_interrupted_after_the_grant_was_recorded_gives_it_back(
+    r: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # KeyboardInterrupt between recording a grant and returning its guard
+    # (here: raised by the watchdog's start, the last step before the
+    # return): the caller has no guard, so the hold must not stay behind.
+    locks = LockClient(r)
+
+    def interrupted(due: float) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(locks, "_start_watchdog", interrupted)
+    for take in (lambda: locks.lock("t:ki"), lambda: locks.read_lock("t:ki-rw")):
+        with pytest.raises(KeyboardInterrupt):
+            take()
+    assert not r.exists("t:ki") and not r.exists("t:ki-rw")
+    assert not locks._registry
+    monkeypatch.undo()
+
+    # Interrupted as the guard is made: before this client recorded the
+    # grant (the server has it), which the read-back finds and gives back.
+    import redis_lock_client._sync as sync_module
+
+    def no_guard(*_: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(sync_module, "LockGuard", no_guard)
+    with pytest.raises(KeyboardInterrupt):
+        locks.lock("t:ki")
+    assert not r.exists("t:ki")
+    assert not locks._registry
+    monkeypatch.undo()
+    # The owner's count is clean: a new grant is a first hold.
+    with locks.lock("t:ki") as g:
+        assert r.hget("t:ki", g.owner) == b"1"

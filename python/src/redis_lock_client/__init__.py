@@ -9,7 +9,9 @@ Three lines::
 * :class:`LockClient` (threads) and :class:`AsyncLockClient` (asyncio, on
   ``redis.asyncio``): ``lock``, ``try_lock(name, wait, lease)``,
   ``lock_fenced``, ``try_lock_fenced``, ``is_locked``, ``remaining_lease``,
-  ``force_unlock``, ``as_owner``.
+  ``force_unlock``, ``as_owner``; the read-write lock: ``read_lock``,
+  ``write_lock``, ``try_read_lock``, ``try_write_lock``,
+  ``write_lock_fenced``, ``try_write_lock_fenced``.
 * Guards release on leaving a ``with`` block; ``guard.lost`` is an Event set
   when the lock is lost (``guard.lost_reason`` says why).
 * :class:`ModuleLock`: redis-py's ``Lock`` interface on the module,
@@ -32,6 +34,7 @@ from .errors import (
     ProtocolViolation,
     ServerError,
     Uncertain,
+    UpgradeRefused,
 )
 from .multi import (
     AsyncMultiGuard,
@@ -69,4 +72,5 @@ __all__ = [
     "RedLockGuard",
     "ServerError",
     "Uncertain",
+    "UpgradeRefused",
 ]

@@ -29,7 +29,7 @@ from typing import Any
 from redis import exceptions as rex
 
 from . import _core
-from ._core import EntryState, LostCallback, LostReason, Number, Options
+from ._core import LOCK, READ, WRITE, EntryState, Kind, LostCallback, LostReason, Number, Options
 from .errors import (
     ConnectionLost,
     HoldCountMismatch,
@@ -73,11 +73,16 @@ class _NoLock:
 
 
 class _Entry:
-    """This client's knowledge of one (lock, owner) it holds."""
+    """This client's knowledge of one (lock, owner) it holds: of one kind
+    of hold (a lock's, a read-write lock's read or write hold), which is
+    one hash field's count."""
 
-    def __init__(self, name: str, owner: str) -> None:
+    def __init__(self, name: str, owner: str, kind: Kind = LOCK) -> None:
         self.name = name
         self.owner = owner
+        self.kind = kind
+        self.field = kind.field(owner)
+        self.key = (name, self.field, kind.label)
         self.op = asyncio.Lock()  # serialises hold-count changes
         self.mutex = _NoLock()
         self.state = EntryState()
@@ -177,7 +182,7 @@ class AsyncLockClient:
         self._options.sync_args()
         self._id = _core.new_client_id()
         self._owner: str | None = None
-        self._registry: dict[tuple[str, str], _Entry] = {}
+        self._registry: dict[tuple[str, str, str], _Entry] = {}
         self._cond = _NoLock()
         # The client views made by as_owner share, for the watchdog.
         self._root = self
@@ -266,6 +271,70 @@ class AsyncLockClient:
     ) -> AsyncLockGuard | None:
         """:meth:`try_lock` with a fencing token (see :meth:`lock_fenced`)."""
         return await self._acquire(name, self.owner, lease, float(wait), True, on_lost)
+
+    # -- the read-write lock (Redisson's RReadWriteLock, fair) -------------
+
+    async def read_lock(self, name: str, *, on_lost: LostCallback | None = None) -> AsyncLockGuard:
+        """Takes a read hold of the read-write lock ``name``, waiting in the
+        server's FIFO queue (behind any queued writer); the watchdog keeps
+        it. Readers share; re-entrant per owner, also by its writer (a
+        downgrade)."""
+        guard = await self._acquire(name, self.owner, None, None, False, on_lost, READ)
+        assert guard is not None
+        return guard
+
+    async def write_lock(self, name: str, *, on_lost: LostCallback | None = None) -> AsyncLockGuard:
+        """Takes the write hold of the read-write lock ``name``, waiting in
+        the server's FIFO queue; the watchdog keeps it. Excludes readers and
+        other writers; re-entrant per owner. :class:`UpgradeRefused` when
+        this owner holds it for reading."""
+        guard = await self._acquire(name, self.owner, None, None, False, on_lost, WRITE)
+        assert guard is not None
+        return guard
+
+    async def try_read_lock(
+        self,
+        name: str,
+        wait: Number = 0,
+        lease: Number | None = None,
+        *,
+        on_lost: LostCallback | None = None,
+    ) -> AsyncLockGuard | None:
+        """:meth:`read_lock` waiting at most ``wait`` s (0: one attempt);
+        ``lease`` as in :meth:`try_lock`. None when not granted in time."""
+        return await self._acquire(name, self.owner, lease, float(wait), False, on_lost, READ)
+
+    async def try_write_lock(
+        self,
+        name: str,
+        wait: Number = 0,
+        lease: Number | None = None,
+        *,
+        on_lost: LostCallback | None = None,
+    ) -> AsyncLockGuard | None:
+        """:meth:`write_lock` waiting at most ``wait`` s (0: one attempt);
+        ``lease`` as in :meth:`try_lock`. None when not granted in time."""
+        return await self._acquire(name, self.owner, lease, float(wait), False, on_lost, WRITE)
+
+    async def write_lock_fenced(
+        self, name: str, *, on_lost: LostCallback | None = None
+    ) -> AsyncLockGuard:
+        """:meth:`write_lock` with the grant's fencing token in
+        ``guard.token`` (see :meth:`lock_fenced`)."""
+        guard = await self._acquire(name, self.owner, None, None, True, on_lost, WRITE)
+        assert guard is not None
+        return guard
+
+    async def try_write_lock_fenced(
+        self,
+        name: str,
+        wait: Number = 0,
+        lease: Number | None = None,
+        *,
+        on_lost: LostCallback | None = None,
+    ) -> AsyncLockGuard | None:
+        """:meth:`try_write_lock` with a fencing token."""
+        return await self._acquire(name, self.owner, lease, float(wait), True, on_lost, WRITE)
 
     async def is_locked(self, name: str) -> bool:
         """Whether anyone holds the lock."""
@@ -387,20 +456,20 @@ class AsyncLockClient:
 
     # -- hold counts ------------------------------------------------------
 
-    def _entry(self, name: str, owner: str) -> _Entry:
+    def _entry(self, name: str, owner: str, kind: Kind) -> _Entry:
         with self._cond:
-            entry = self._registry.get((name, owner))
+            entry = self._registry.get((name, kind.field(owner), kind.label))
             if entry is None:
-                entry = _Entry(name, owner)
-                self._registry[(name, owner)] = entry
+                entry = _Entry(name, owner, kind)
+                self._registry[entry.key] = entry
             return entry
 
     def _retire(self, entry: _Entry) -> None:
         with entry.mutex:
             entry.state.retired = True
         with self._cond:
-            if self._registry.get((entry.name, entry.owner)) is entry:
-                del self._registry[(entry.name, entry.owner)]
+            if self._registry.get(entry.key) is entry:
+                del self._registry[entry.key]
 
     def _mark_lost(self, entry: _Entry, why: LostReason) -> None:
         self._retire(entry)
@@ -422,9 +491,12 @@ class AsyncLockClient:
         if why is not None:
             self._mark_lost(entry, why)
 
-    async def _read_back(self, name: str, owner: str, dead: int | None, waited: bool) -> int:
-        """The server's hold count of ``owner`` after a failure in transit on
-        the connection with id ``dead``: fences it first."""
+    async def _read_back(
+        self, name: str, owner: str, field: str, dead: int | None, waited: bool
+    ) -> int:
+        """The server's hold count of ``owner`` (its hash field ``field``)
+        after a failure in transit on the connection with id ``dead``:
+        fences it first."""
         o = self._options
         last: BaseException | None = None
         for attempt in range(o.retries + 1):
@@ -447,7 +519,7 @@ class AsyncLockClient:
                 if waited and not fenced:
                     await self._await_dequeued(conn, name, owner)
                 count = _core.hold_count(
-                    await self._exec(conn, ["HGET", name, owner], o.command_timeout)
+                    await self._exec(conn, ["HGET", name, field], o.command_timeout)
                 )
                 await self._put(node, conn)
                 return count
@@ -474,14 +546,15 @@ class AsyncLockClient:
         self,
         name: str,
         owner: str,
+        field: str,
         args: list[Any],
         known: int,
         applied: int,
         within: float | None,
         progress: _Progress | None = None,
     ) -> tuple[bool, Any]:
-        """Runs a command that moves ``owner``'s count from ``known`` to
-        ``applied``, resending it only when the server shows it did not run.
+        """Runs a command that moves ``owner``'s count (hash field ``field``)
+        from ``known`` to ``applied``, resending it only when the server shows it did not run.
         (True, reply), or (False, None) when it ran but its reply was lost."""
         o = self._options
         attempt = 0
@@ -526,7 +599,7 @@ class AsyncLockClient:
             await self._put(node, conn)
             if progress is not None:
                 progress.conn = None
-            found = await self._read_back(name, owner, cid, False)
+            found = await self._read_back(name, owner, field, cid, False)
             if found == applied:
                 return False, None
             if found != known:
@@ -550,8 +623,9 @@ class AsyncLockClient:
         wait: float | None,
         fenced: bool,
         on_lost: LostCallback | None,
+        kind: Kind = LOCK,
     ) -> AsyncLockGuard | None:
-        """The one acquisition path. ``wait``: None waits forever, 0 is one
+        """The one acquisition path, for every kind of hold. ``wait``: None waits forever, 0 is one
         attempt. A caller that cancels it leaves no grant behind: a command
         in flight is cut and fenced, and a grant it made is given back, in a
         task of its own."""
@@ -562,8 +636,10 @@ class AsyncLockClient:
             raise ValueError("an owner id must not be empty")
         started = _core.monotonic()
         deadline = None if wait is None else started + max(0.0, wait)
+        sync = self._options.sync_args() if kind.syncable else None
+        within = self._options.acquire_timeout() if kind.syncable else self._options.command_timeout
         while True:
-            entry = self._entry(name, owner)
+            entry = self._entry(name, owner, kind)
             async with entry.op:
                 if entry.state.retired:
                     continue
@@ -571,32 +647,31 @@ class AsyncLockClient:
                 progress = _Progress()
                 try:
                     sent = _core.monotonic()
-                    args = _core.acquire_args(
-                        name, owner, ms, None, fenced, self._options.sync_args()
-                    )
+                    args = _core.acquire_args(name, owner, ms, None, fenced, sync, kind)
                     seen, reply = await self._run_counted(
-                        name,
-                        owner,
-                        args,
-                        known,
-                        known + 1,
-                        self._options.acquire_timeout(),
-                        progress,
+                        name, owner, entry.field, args, known, known + 1, within, progress
                     )
                     if seen:
                         granted, token = self._parse(reply, fenced)
                     else:
                         granted, token = True, (await self._read_token(name) if fenced else None)
                     if granted:
-                        return await self._granted(
-                            entry, name, owner, sent, lease_s, watchdog, token, on_lost
-                        )
+                        return await self._granted(entry, sent, lease_s, watchdog, token, on_lost)
                     if wait is not None and wait <= 0:
                         if known == 0:
                             self._retire_if_empty(entry)
                         return None
                     guard = await self._wait_for(
-                        entry, known, ms, lease_s, watchdog, deadline, fenced, progress, on_lost
+                        entry,
+                        known,
+                        ms,
+                        lease_s,
+                        watchdog,
+                        deadline,
+                        fenced,
+                        progress,
+                        on_lost,
+                        sync,
                     )
                     if guard is None and known == 0:
                         self._retire_if_empty(entry)
@@ -653,6 +728,7 @@ class AsyncLockClient:
                 found = await self._read_back(
                     entry.name,
                     entry.owner,
+                    entry.field,
                     progress.cid if conn is not None else None,
                     progress.waiting and conn is not None,
                 )
@@ -660,7 +736,8 @@ class AsyncLockClient:
                     await self._run_counted(
                         entry.name,
                         entry.owner,
-                        ["LOCK.RELEASE", entry.name, entry.owner],
+                        entry.field,
+                        _core.release_args(entry.kind, entry.name, entry.owner, 1, None),
                         known + 1,
                         known,
                         self._options.command_timeout,
@@ -681,8 +758,9 @@ class AsyncLockClient:
         fenced: bool,
         progress: _Progress,
         on_lost: LostCallback | None,
+        sync: tuple[int, int] | None,
     ) -> AsyncLockGuard | None:
-        """``LOCK.ACQUIRE ... WAIT`` on a connection of its own (held out of
+        """The acquire ``... WAIT`` on a connection of its own (held out of
         the pool for the wait), the reply awaited ``wait_margin`` longer."""
         o = self._options
         name, owner = entry.name, entry.owner
@@ -699,7 +777,8 @@ class AsyncLockClient:
                 ms,
                 0 if remaining is None else _core.wait_ms(remaining),
                 fenced,
-                o.sync_args(),
+                sync,
+                entry.kind,
             )
             node = await self._node(name)
             try:
@@ -718,18 +797,15 @@ class AsyncLockClient:
             try:
                 await conn.send_command(*args)
                 # Forever: TCP keep-alive notices a vanished server.
-                within = (
-                    _FOREVER if remaining is None else remaining + o.wait_margin + o.sync_time()
-                )
+                extra = o.wait_margin + (o.sync_time() if sync is not None else 0.0)
+                within = _FOREVER if remaining is None else remaining + extra
                 reply = await conn.read_response(timeout=within)
                 progress.conn = None
                 await self._put(node, conn)
                 granted, token = self._parse(reply, fenced)
                 if not granted:
                     return None
-                return await self._granted(
-                    entry, name, owner, sent, lease, watchdog, token, on_lost
-                )
+                return await self._granted(entry, sent, lease, watchdog, token, on_lost)
             except rex.ResponseError as e:
                 if not wrong_role(e):
                     progress.conn = None
@@ -742,12 +818,10 @@ class AsyncLockClient:
             progress.conn = None
             await conn.disconnect()
             await self._put(node, conn)
-            found = await self._read_back(name, owner, cid, True)
+            found = await self._read_back(name, owner, entry.field, cid, True)
             if found == known + 1:
                 token = await self._read_token(name) if fenced else None
-                return await self._granted(
-                    entry, name, owner, sent, lease, watchdog, token, on_lost
-                )
+                return await self._granted(entry, sent, lease, watchdog, token, on_lost)
             if found != known:
                 raise HoldCountMismatch(name, [known, known + 1], found)
             if wrong_role(failure):
@@ -758,7 +832,7 @@ class AsyncLockClient:
             await asyncio.sleep(o.retry_interval)
 
     async def _grant_expiry(
-        self, name: str, owner: str, sent: float, lease: float
+        self, name: str, field: str, sent: float, lease: float
     ) -> tuple[float, bool, bool]:
         """(expires, renew now, gone): the lease runs from the grant, which
         the client knows only as 'after the request'. A reply within a third
@@ -768,7 +842,7 @@ class AsyncLockClient:
             return sent + lease, False, False
         asked = _core.monotonic()
         try:
-            left = _core.lease_left(await self._simple(name, ["LOCK.INFO", name]), owner)
+            left = _core.lease_left(await self._simple(name, ["LOCK.INFO", name]), field)
         except LockError:
             left = None
         if left is None:
@@ -781,15 +855,15 @@ class AsyncLockClient:
     async def _granted(
         self,
         entry: _Entry,
-        name: str,
-        owner: str,
         sent: float,
         lease: float,
         watchdog: bool,
         token: int | None,
         on_lost: LostCallback | None,
     ) -> AsyncLockGuard:
-        expires, renew_now, gone = await self._grant_expiry(name, owner, sent, lease)
+        # No await between recording the grant and returning its guard: a
+        # cancellation cannot fall in between.
+        expires, renew_now, gone = await self._grant_expiry(entry.name, entry.field, sent, lease)
         with entry.mutex:
             _core.grant_times(
                 entry.state,
@@ -820,19 +894,23 @@ class AsyncLockClient:
                 if lost:
                     entry.state.holds -= 1
                     raise NotHeld(entry.name)
-            args: list[Any] = ["LOCK.RELEASE", entry.name, entry.owner]
-            if renew is not None and known > 1:
-                args.append(_core.lease_ms(renew))
+            args = _core.release_args(entry.kind, entry.name, entry.owner, known, renew)
             try:
                 seen, reply = await self._run_counted(
-                    entry.name, entry.owner, args, known, known - 1, self._options.command_timeout
+                    entry.name,
+                    entry.owner,
+                    entry.field,
+                    args,
+                    known,
+                    known - 1,
+                    self._options.command_timeout,
                 )
             except HoldCountMismatch as e:
                 if e.found != 0:
                     raise
                 seen, reply = True, None
             if seen and reply not in (None, 0, 1):
-                raise ProtocolViolation(f"LOCK.RELEASE answered {reply!r}")
+                raise ProtocolViolation(f"{args[0]} answered {reply!r}")
             held = not seen or reply is not None
             with entry.mutex:
                 entry.state.holds = entry.state.holds - 1 if held else 0
@@ -923,14 +1001,14 @@ class AsyncLockClient:
             reply = await asyncio.wait_for(
                 self._simple(
                     entry.name,
-                    ["LOCK.RENEW", entry.name, entry.owner, _core.lease_ms(lease)],
+                    [entry.kind.renew, entry.name, entry.owner, _core.lease_ms(lease)],
                     timeout=within,
                     retries=0,
                 ),
                 within,
             )
             if reply not in (0, 1):
-                raise ProtocolViolation(f"LOCK.RENEW answered {reply!r}")
+                raise ProtocolViolation(f"{entry.kind.renew} answered {reply!r}")
             result = reply == 1
         except LockError as e:
             error = e
@@ -1008,6 +1086,11 @@ class AsyncLockGuard:
         return self._entry.owner
 
     @property
+    def kind(self) -> str:
+        """``"lock"``, or a read-write lock's ``"read"`` / ``"write"``."""
+        return self._entry.kind.label
+
+    @property
     def lost(self) -> asyncio.Event:
         """Set when the lock is lost: wait on it, or poll ``lost.is_set()``."""
         self._client._expire_if_due(self._entry)
@@ -1035,7 +1118,7 @@ class AsyncLockGuard:
 
     async def is_held(self) -> bool:
         """Asks the server whether this owner still holds the lock."""
-        v = await self._client._simple(self.name, ["HGET", self.name, self.owner])
+        v = await self._client._simple(self.name, ["HGET", self.name, self._entry.field])
         return _core.hold_count(v) > 0
 
     async def remaining_lease(self) -> float | None:
@@ -1076,4 +1159,7 @@ class AsyncLockGuard:
                 raise
 
     def __repr__(self) -> str:
-        return f"AsyncLockGuard(name={self.name!r}, owner={self.owner!r}, token={self.token!r})"
+        return (
+            f"AsyncLockGuard(name={self.name!r}, owner={self.owner!r}, kind={self.kind!r}, "
+            f"token={self.token!r})"
+        )

@@ -166,6 +166,36 @@ def wait_ms(wait: Number) -> int:
     return max(1, ms)
 
 
+@dataclass(frozen=True)
+class Kind:
+    """The commands and the hash field of one kind of hold: a lock's, or a
+    read-write lock's read or write hold (Redisson's layout: a reader's field
+    is its owner id, the writer's ``<owner>:write``). Everything that changes
+    or reads back a hold count goes through this, so the three kinds share
+    one retry machinery."""
+
+    label: str
+    acquire: str
+    release: str
+    renew: str
+    suffix: str = ""
+    # The release takes the lease to reset a re-entered hold to.
+    release_lease: bool = True
+    fenceable: bool = True
+    syncable: bool = False
+
+    def field(self, owner: str) -> str:
+        """The owner's hash field for this kind of hold."""
+        return owner + self.suffix
+
+
+LOCK = Kind("lock", "LOCK.ACQUIRE", "LOCK.RELEASE", "LOCK.RENEW", syncable=True)
+READ = Kind(
+    "read", "LOCK.RACQUIRE", "LOCK.RRELEASE", "LOCK.RWRENEW", release_lease=False, fenceable=False
+)
+WRITE = Kind("write", "LOCK.WACQUIRE", "LOCK.WRELEASE", "LOCK.RWRENEW", suffix=":write")
+
+
 def acquire_args(
     name: str,
     owner: str,
@@ -173,14 +203,26 @@ def acquire_args(
     wait: int | None,
     fenced: bool,
     sync: tuple[int, int] | None = None,
+    kind: Kind = LOCK,
 ) -> list[Any]:
-    args: list[Any] = ["LOCK.ACQUIRE", name, owner, lease]
+    if fenced and not kind.fenceable:
+        raise ValueError(f"a {kind.label} hold has no fencing token")
+    args: list[Any] = [kind.acquire, name, owner, lease]
     if wait is not None:
         args += ["WAIT", wait]
     if fenced:
         args.append("TOKEN")
-    if sync is not None:
+    if sync is not None and kind.syncable:
         args += ["SYNC", sync[0], sync[1]]
+    return args
+
+
+def release_args(kind: Kind, name: str, owner: str, known: int, renew: float | None) -> list[Any]:
+    """The release of one of ``known`` holds; a watchdog's re-entered hold
+    keeps its lease (``renew``) where the command takes one."""
+    args: list[Any] = [kind.release, name, owner]
+    if renew is not None and known > 1 and kind.release_lease:
+        args.append(lease_ms(renew))
     return args
 
 
@@ -218,14 +260,15 @@ def pairs(v: Any) -> dict[str, Any]:
     return {}
 
 
-def lease_left(info: Any, owner: str) -> tuple[bool, float] | None:
-    """From a ``LOCK.INFO`` reply: (holds, seconds of lease left), or None
-    when the reply is not understood."""
+def lease_left(info: Any, field: str) -> tuple[bool, float] | None:
+    """From a ``LOCK.INFO`` reply: (holds, seconds of lease left) for the
+    hash field ``field``, or None when the reply is not understood. (A
+    read-write lock's ``ttl_ms`` is its longest hold's: an upper bound.)"""
     fields = pairs(info)
     if "owners" not in fields or "ttl_ms" not in fields:
         return None
     owners = pairs(fields["owners"])
-    count = owners.get(owner)
+    count = owners.get(field)
     if count is None or int(count) == 0:
         return False, 0.0
     ttl = fields["ttl_ms"]

@@ -25,7 +25,7 @@ import redis
 from redis import exceptions as rex
 
 from . import _core
-from ._core import EntryState, LostCallback, LostReason, Number, Options
+from ._core import LOCK, READ, WRITE, EntryState, Kind, LostCallback, LostReason, Number, Options
 from .errors import (
     ConnectionLost,
     HoldCountMismatch,
@@ -56,15 +56,31 @@ def wrong_role(e: BaseException) -> bool:
 
 
 class _Entry:
-    """This client's knowledge of one (lock, owner) it holds."""
+    """This client's knowledge of one (lock, owner) it holds: of one kind
+    of hold (a lock's, a read-write lock's read or write hold), which is
+    one hash field's count."""
 
-    def __init__(self, name: str, owner: str) -> None:
+    def __init__(self, name: str, owner: str, kind: Kind = LOCK) -> None:
         self.name = name
         self.owner = owner
+        self.kind = kind
+        self.field = kind.field(owner)
+        self.key = (name, self.field, kind.label)
         self.op = threading.Lock()  # serialises hold-count changes
         self.mutex = threading.Lock()  # guards state
         self.state = EntryState()
-        self.lost = threading.Event()
+        # Made when a guard's ``lost`` is first asked for: a threading.Event
+        # (a Condition, three locks) costs more than the rest of an entry,
+        # and most holds are released without anyone waiting on it.
+        self._lost: threading.Event | None = None
+
+    def lost_event(self) -> threading.Event:
+        with self.mutex:
+            if self._lost is None:
+                self._lost = threading.Event()
+                if self.state.lost is not None:
+                    self._lost.set()
+            return self._lost
 
 
 class _Progress:
@@ -78,6 +94,8 @@ class _Progress:
         self.waiting = False
         # An acquire went out: a grant may exist that no guard records.
         self.sent = False
+        # The guard of a recorded grant, until it is handed to the caller.
+        self.guard: LockGuard | None = None
 
 
 class LockClient:
@@ -121,7 +139,7 @@ class LockClient:
         self._options.sync_args()
         self._id = _core.new_client_id()
         self._owner: str | None = None
-        self._registry: dict[tuple[str, str], _Entry] = {}
+        self._registry: dict[tuple[str, str, str], _Entry] = {}
         self._cond = threading.Condition(threading.Lock())
         # The client views made by as_owner share, for the watchdog.
         self._root = self
@@ -208,6 +226,68 @@ class LockClient:
         """:meth:`try_lock` with a fencing token (see :meth:`lock_fenced`)."""
         return self._acquire(name, self.owner, lease, float(wait), True, on_lost)
 
+    # -- the read-write lock (Redisson's RReadWriteLock, fair) -------------
+
+    def read_lock(self, name: str, *, on_lost: LostCallback | None = None) -> LockGuard:
+        """Takes a read hold of the read-write lock ``name``, waiting in the
+        server's FIFO queue (behind any queued writer); the watchdog keeps
+        it. Readers share; re-entrant per owner, also by its writer (a
+        downgrade)."""
+        guard = self._acquire(name, self.owner, None, None, False, on_lost, READ)
+        assert guard is not None
+        return guard
+
+    def write_lock(self, name: str, *, on_lost: LostCallback | None = None) -> LockGuard:
+        """Takes the write hold of the read-write lock ``name``, waiting in
+        the server's FIFO queue; the watchdog keeps it. Excludes readers and
+        other writers; re-entrant per owner. :class:`UpgradeRefused` when
+        this owner holds it for reading."""
+        guard = self._acquire(name, self.owner, None, None, False, on_lost, WRITE)
+        assert guard is not None
+        return guard
+
+    def try_read_lock(
+        self,
+        name: str,
+        wait: Number = 0,
+        lease: Number | None = None,
+        *,
+        on_lost: LostCallback | None = None,
+    ) -> LockGuard | None:
+        """:meth:`read_lock` waiting at most ``wait`` s (0: one attempt);
+        ``lease`` as in :meth:`try_lock`. None when not granted in time."""
+        return self._acquire(name, self.owner, lease, float(wait), False, on_lost, READ)
+
+    def try_write_lock(
+        self,
+        name: str,
+        wait: Number = 0,
+        lease: Number | None = None,
+        *,
+        on_lost: LostCallback | None = None,
+    ) -> LockGuard | None:
+        """:meth:`write_lock` waiting at most ``wait`` s (0: one attempt);
+        ``lease`` as in :meth:`try_lock`. None when not granted in time."""
+        return self._acquire(name, self.owner, lease, float(wait), False, on_lost, WRITE)
+
+    def write_lock_fenced(self, name: str, *, on_lost: LostCallback | None = None) -> LockGuard:
+        """:meth:`write_lock` with the grant's fencing token in
+        ``guard.token`` (see :meth:`lock_fenced`)."""
+        guard = self._acquire(name, self.owner, None, None, True, on_lost, WRITE)
+        assert guard is not None
+        return guard
+
+    def try_write_lock_fenced(
+        self,
+        name: str,
+        wait: Number = 0,
+        lease: Number | None = None,
+        *,
+        on_lost: LostCallback | None = None,
+    ) -> LockGuard | None:
+        """:meth:`try_write_lock` with a fencing token."""
+        return self._acquire(name, self.owner, lease, float(wait), True, on_lost, WRITE)
+
     def is_locked(self, name: str) -> bool:
         """Whether anyone holds the lock."""
         return bool(self._simple(name, ["EXISTS", name]))
@@ -282,11 +362,12 @@ class LockClient:
 
     def _client_id(self, conn: Any) -> int | None:
         """The server's id of ``conn`` (asked once per new socket)."""
+        cached = getattr(conn, "_rlc_id", None)
+        sock = getattr(conn, "_sock", None)
+        if cached is not None and sock is not None and cached[0] is sock:
+            return int(cached[1])  # connected, and known: nothing to ask
         conn.connect()
         sock = getattr(conn, "_sock", None)
-        cached = getattr(conn, "_rlc_id", None)
-        if cached is not None and cached[0] is sock:
-            return int(cached[1])
         try:
             cid = int(self._exec(conn, ["CLIENT", "ID"], self._options.command_timeout))
         except rex.ResponseError:
@@ -332,20 +413,20 @@ class LockClient:
 
     # -- hold counts ------------------------------------------------------
 
-    def _entry(self, name: str, owner: str) -> _Entry:
+    def _entry(self, name: str, owner: str, kind: Kind) -> _Entry:
         with self._cond:
-            entry = self._registry.get((name, owner))
+            entry = self._registry.get((name, kind.field(owner), kind.label))
             if entry is None:
-                entry = _Entry(name, owner)
-                self._registry[(name, owner)] = entry
+                entry = _Entry(name, owner, kind)
+                self._registry[entry.key] = entry
             return entry
 
     def _retire(self, entry: _Entry) -> None:
         with entry.mutex:
             entry.state.retired = True
         with self._cond:
-            if self._registry.get((entry.name, entry.owner)) is entry:
-                del self._registry[(entry.name, entry.owner)]
+            if self._registry.get(entry.key) is entry:
+                del self._registry[entry.key]
 
     def _mark_lost(self, entry: _Entry, why: LostReason) -> None:
         self._retire(entry)
@@ -354,7 +435,9 @@ class LockClient:
                 return
             entry.state.lost = why
             callbacks = list(entry.state.callbacks)
-        entry.lost.set()
+            event = entry._lost
+        if event is not None:
+            event.set()
         for cb in callbacks:
             try:
                 cb(why)
@@ -367,9 +450,10 @@ class LockClient:
         if why is not None:
             self._mark_lost(entry, why)
 
-    def _read_back(self, name: str, owner: str, dead: int | None, waited: bool) -> int:
-        """The server's hold count of ``owner`` after a failure in transit on
-        the connection with id ``dead``: fences it first."""
+    def _read_back(self, name: str, owner: str, field: str, dead: int | None, waited: bool) -> int:
+        """The server's hold count of ``owner`` (its hash field ``field``)
+        after a failure in transit on the connection with id ``dead``:
+        fences it first."""
         o = self._options
         last: BaseException | None = None
         for attempt in range(o.retries + 1):
@@ -391,7 +475,7 @@ class LockClient:
                         fenced = False  # NOPERM
                 if waited and not fenced:
                     self._await_dequeued(conn, name, owner)
-                count = _core.hold_count(self._exec(conn, ["HGET", name, owner], o.command_timeout))
+                count = _core.hold_count(self._exec(conn, ["HGET", name, field], o.command_timeout))
                 self._put(node, conn)
                 return count
             except TRANSPORT as e:
@@ -417,14 +501,15 @@ class LockClient:
         self,
         name: str,
         owner: str,
+        field: str,
         args: list[Any],
         known: int,
         applied: int,
         within: float | None,
         progress: _Progress | None = None,
     ) -> tuple[bool, Any]:
-        """Runs a command that moves ``owner``'s count from ``known`` to
-        ``applied``, resending it only when the server shows it did not run.
+        """Runs a command that moves ``owner``'s count (hash field ``field``)
+        from ``known`` to ``applied``, resending it only when the server shows it did not run.
         (True, reply), or (False, None) when it ran but its reply was lost."""
         o = self._options
         attempt = 0
@@ -469,7 +554,7 @@ class LockClient:
             self._put(node, conn)
             if progress is not None:
                 progress.conn = None
-            found = self._read_back(name, owner, cid, False)
+            found = self._read_back(name, owner, field, cid, False)
             if found == applied:
                 return False, None
             if found != known:
@@ -493,10 +578,12 @@ class LockClient:
         wait: float | None,
         fenced: bool,
         on_lost: LostCallback | None,
+        kind: Kind = LOCK,
     ) -> LockGuard | None:
-        """The one acquisition path. ``wait``: None waits forever, 0 is one
-        attempt. An exception that interrupts it (KeyboardInterrupt, a
-        timeout signal) leaves no grant behind."""
+        """The one acquisition path, for every kind of hold. ``wait``: None
+        waits forever, 0 is one attempt. An exception that interrupts it
+        (KeyboardInterrupt, a timeout signal) leaves no grant behind, also
+        one already recorded whose guard was not yet returned."""
         watchdog = lease is None
         lease_s = float(self._options.watchdog_lease if lease is None else lease)
         ms = _core.lease_ms(lease_s)
@@ -504,8 +591,10 @@ class LockClient:
             raise ValueError("an owner id must not be empty")
         started = _core.monotonic()
         deadline = None if wait is None else started + max(0.0, wait)
+        sync = self._options.sync_args() if kind.syncable else None
+        within = self._options.acquire_timeout() if kind.syncable else self._options.command_timeout
         while True:
-            entry = self._entry(name, owner)
+            entry = self._entry(name, owner, kind)
             with entry.op:
                 if entry.state.retired:
                     continue
@@ -513,17 +602,9 @@ class LockClient:
                 progress = _Progress()
                 try:
                     sent = _core.monotonic()
-                    args = _core.acquire_args(
-                        name, owner, ms, None, fenced, self._options.sync_args()
-                    )
+                    args = _core.acquire_args(name, owner, ms, None, fenced, sync, kind)
                     seen, reply = self._run_counted(
-                        name,
-                        owner,
-                        args,
-                        known,
-                        known + 1,
-                        self._options.acquire_timeout(),
-                        progress,
+                        name, owner, entry.field, args, known, known + 1, within, progress
                     )
                     if seen:
                         granted, token = self._parse(reply, fenced)
@@ -531,14 +612,23 @@ class LockClient:
                         granted, token = True, (self._read_token(name) if fenced else None)
                     if granted:
                         return self._granted(
-                            entry, name, owner, sent, lease_s, watchdog, token, on_lost
+                            entry, sent, lease_s, watchdog, token, on_lost, progress
                         )
                     if wait is not None and wait <= 0:
                         if known == 0:
                             self._retire_if_empty(entry)
                         return None
                     guard = self._wait_for(
-                        entry, known, ms, lease_s, watchdog, deadline, fenced, progress, on_lost
+                        entry,
+                        known,
+                        ms,
+                        lease_s,
+                        watchdog,
+                        deadline,
+                        fenced,
+                        progress,
+                        on_lost,
+                        sync,
                     )
                     if guard is None and known == 0:
                         self._retire_if_empty(entry)
@@ -568,11 +658,23 @@ class LockClient:
 
     def _abandon(self, entry: _Entry, known: int, progress: _Progress) -> None:
         """After an interrupted acquisition: a command still in flight is cut
-        and fenced, and a grant it made is given back."""
+        and fenced, and a grant it made is given back; so is one recorded
+        whose guard never reached the caller (with ``entry.op`` held)."""
         with entry.mutex:
             recorded = entry.state.holds != known
         if recorded:
-            return  # the grant was recorded: it is held, and released as usual
+            # Interrupted between recording the grant and returning its
+            # guard: the caller has no guard, so the hold is given back here
+            # (the guard, if made, is disarmed so its collection does not
+            # release a second time).
+            guard = progress.guard
+            if guard is not None:
+                guard._released = True
+            try:
+                self._release_locked(entry)
+            except Exception:
+                pass  # lost already, or unreachable: the lease ends on its own
+            return
         conn, node = progress.conn, progress.node
         if conn is not None or progress.sent:
             # A command still in flight is cut (and fenced by the read-back);
@@ -589,6 +691,7 @@ class LockClient:
                 found = self._read_back(
                     entry.name,
                     entry.owner,
+                    entry.field,
                     progress.cid if conn is not None else None,
                     progress.waiting and conn is not None,
                 )
@@ -596,7 +699,8 @@ class LockClient:
                     self._run_counted(
                         entry.name,
                         entry.owner,
-                        ["LOCK.RELEASE", entry.name, entry.owner],
+                        entry.field,
+                        _core.release_args(entry.kind, entry.name, entry.owner, 1, None),
                         known + 1,
                         known,
                         self._options.command_timeout,
@@ -617,8 +721,9 @@ class LockClient:
         fenced: bool,
         progress: _Progress,
         on_lost: LostCallback | None,
+        sync: tuple[int, int] | None,
     ) -> LockGuard | None:
-        """``LOCK.ACQUIRE ... WAIT`` on a connection of its own (held out of
+        """The acquire ``... WAIT`` on a connection of its own (held out of
         the pool for the wait), the reply awaited ``wait_margin`` longer."""
         o = self._options
         name, owner = entry.name, entry.owner
@@ -635,7 +740,8 @@ class LockClient:
                 ms,
                 0 if remaining is None else _core.wait_ms(remaining),
                 fenced,
-                o.sync_args(),
+                sync,
+                entry.kind,
             )
             node = self._node(name)
             try:
@@ -656,21 +762,20 @@ class LockClient:
                 # Polled a second at a time, so the thread stays interruptible
                 # (KeyboardInterrupt); a wait without end relies on TCP
                 # keep-alive to notice a vanished server.
-                limit = (
-                    None if remaining is None else sent + remaining + o.wait_margin + o.sync_time()
-                )
+                extra = o.wait_margin + (o.sync_time() if sync is not None else 0.0)
+                limit = None if remaining is None else sent + remaining + extra
                 while not conn.can_read(
                     1.0 if limit is None else max(0.0, min(1.0, limit - _core.monotonic()))
                 ):
                     if limit is not None and _core.monotonic() >= limit:
-                        raise rex.TimeoutError("no reply to LOCK.ACQUIRE ... WAIT in time")
+                        raise rex.TimeoutError(f"no reply to {args[0]} ... WAIT in time")
                 reply = conn.read_response()
                 progress.conn = None
                 self._put(node, conn)
                 granted, token = self._parse(reply, fenced)
                 if not granted:
                     return None
-                return self._granted(entry, name, owner, sent, lease, watchdog, token, on_lost)
+                return self._granted(entry, sent, lease, watchdog, token, on_lost, progress)
             except rex.ResponseError as e:
                 if not wrong_role(e):
                     progress.conn = None
@@ -683,10 +788,10 @@ class LockClient:
             progress.conn = None
             conn.disconnect()
             self._put(node, conn)
-            found = self._read_back(name, owner, cid, True)
+            found = self._read_back(name, owner, entry.field, cid, True)
             if found == known + 1:
                 token = self._read_token(name) if fenced else None
-                return self._granted(entry, name, owner, sent, lease, watchdog, token, on_lost)
+                return self._granted(entry, sent, lease, watchdog, token, on_lost, progress)
             if found != known:
                 raise HoldCountMismatch(name, [known, known + 1], found)
             if wrong_role(failure):
@@ -697,7 +802,7 @@ class LockClient:
             time.sleep(o.retry_interval)
 
     def _grant_expiry(
-        self, name: str, owner: str, sent: float, lease: float
+        self, name: str, field: str, sent: float, lease: float
     ) -> tuple[float, bool, bool]:
         """(expires, renew now, gone): the lease runs from the grant, which
         the client knows only as 'after the request'. A reply within a third
@@ -707,7 +812,7 @@ class LockClient:
             return sent + lease, False, False
         asked = _core.monotonic()
         try:
-            left = _core.lease_left(self._simple(name, ["LOCK.INFO", name]), owner)
+            left = _core.lease_left(self._simple(name, ["LOCK.INFO", name]), field)
         except LockError:
             left = None
         if left is None:
@@ -720,15 +825,19 @@ class LockClient:
     def _granted(
         self,
         entry: _Entry,
-        name: str,
-        owner: str,
         sent: float,
         lease: float,
         watchdog: bool,
         token: int | None,
         on_lost: LostCallback | None,
+        progress: _Progress,
     ) -> LockGuard:
-        expires, renew_now, gone = self._grant_expiry(name, owner, sent, lease)
+        expires, renew_now, gone = self._grant_expiry(entry.name, entry.field, sent, lease)
+        # Made disarmed before the grant is recorded, armed as the last step:
+        # an interruption in between leaves _abandon a guard to disarm.
+        guard = LockGuard(self, entry, token)
+        guard._released = True
+        progress.guard = guard
         with entry.mutex:
             _core.grant_times(
                 entry.state,
@@ -739,48 +848,56 @@ class LockClient:
             )
             if on_lost is not None:
                 entry.state.callbacks.append(on_lost)
-        guard = LockGuard(self, entry, token)
         if gone:
             self._mark_lost(entry, LostReason(LostReason.NOT_HELD))
         with entry.mutex:
             st = entry.state
             due = min(st.expires, st.next_renewal) if st.watchdog is not None else st.expires
         self._start_watchdog(due)
+        guard._released = False
         return guard
 
     # -- releasing --------------------------------------------------------
 
     def _release(self, entry: _Entry) -> None:
         with entry.op:
-            with entry.mutex:
-                known, renew, lost = (entry.state.holds, entry.state.watchdog, entry.state.retired)
-                if known == 0:
-                    raise NotHeld(entry.name)
-                if lost:
-                    entry.state.holds -= 1
-                    raise NotHeld(entry.name)
-            args: list[Any] = ["LOCK.RELEASE", entry.name, entry.owner]
-            if renew is not None and known > 1:
-                args.append(_core.lease_ms(renew))
-            try:
-                seen, reply = self._run_counted(
-                    entry.name, entry.owner, args, known, known - 1, self._options.command_timeout
-                )
-            except HoldCountMismatch as e:
-                if e.found != 0:
-                    raise
-                seen, reply = True, None
-            if seen and reply not in (None, 0, 1):
-                raise ProtocolViolation(f"LOCK.RELEASE answered {reply!r}")
-            held = not seen or reply is not None
-            with entry.mutex:
-                entry.state.holds = entry.state.holds - 1 if held else 0
-                holds = entry.state.holds
-            if not held:
-                self._mark_lost(entry, LostReason(LostReason.NOT_HELD))
+            self._release_locked(entry)
+
+    def _release_locked(self, entry: _Entry) -> None:
+        """Gives one hold back, with ``entry.op`` held."""
+        with entry.mutex:
+            known, renew, lost = (entry.state.holds, entry.state.watchdog, entry.state.retired)
+            if known == 0:
                 raise NotHeld(entry.name)
-            if holds == 0:
-                self._retire(entry)
+            if lost:
+                entry.state.holds -= 1
+                raise NotHeld(entry.name)
+        args = _core.release_args(entry.kind, entry.name, entry.owner, known, renew)
+        try:
+            seen, reply = self._run_counted(
+                entry.name,
+                entry.owner,
+                entry.field,
+                args,
+                known,
+                known - 1,
+                self._options.command_timeout,
+            )
+        except HoldCountMismatch as e:
+            if e.found != 0:
+                raise
+            seen, reply = True, None
+        if seen and reply not in (None, 0, 1):
+            raise ProtocolViolation(f"{args[0]} answered {reply!r}")
+        held = not seen or reply is not None
+        with entry.mutex:
+            entry.state.holds = entry.state.holds - 1 if held else 0
+            holds = entry.state.holds
+        if not held:
+            self._mark_lost(entry, LostReason(LostReason.NOT_HELD))
+            raise NotHeld(entry.name)
+        if holds == 0:
+            self._retire(entry)
 
     # -- the watchdog -----------------------------------------------------
 
@@ -857,12 +974,12 @@ class LockClient:
         try:
             reply = self._simple(
                 entry.name,
-                ["LOCK.RENEW", entry.name, entry.owner, _core.lease_ms(lease)],
+                [entry.kind.renew, entry.name, entry.owner, _core.lease_ms(lease)],
                 timeout=min(_core.short_timeout(self._options.command_timeout), lease / 3),
                 retries=0,
             )
             if reply not in (0, 1):
-                raise ProtocolViolation(f"LOCK.RENEW answered {reply!r}")
+                raise ProtocolViolation(f"{entry.kind.renew} answered {reply!r}")
             result = reply == 1
         except LockError as e:
             error = e
@@ -945,10 +1062,15 @@ class LockGuard:
         return self._entry.owner
 
     @property
+    def kind(self) -> str:
+        """``"lock"``, or a read-write lock's ``"read"`` / ``"write"``."""
+        return self._entry.kind.label
+
+    @property
     def lost(self) -> threading.Event:
         """Set when the lock is lost: wait on it, or poll ``lost.is_set()``."""
         self._client._expire_if_due(self._entry)
-        return self._entry.lost
+        return self._entry.lost_event()
 
     @property
     def lost_reason(self) -> LostReason | None:
@@ -972,7 +1094,7 @@ class LockGuard:
 
     def is_held(self) -> bool:
         """Asks the server whether this owner still holds the lock."""
-        v = self._client._simple(self.name, ["HGET", self.name, self.owner])
+        v = self._client._simple(self.name, ["HGET", self.name, self._entry.field])
         return _core.hold_count(v) > 0
 
     def remaining_lease(self) -> float | None:
@@ -1014,4 +1136,7 @@ class LockGuard:
                 raise
 
     def __repr__(self) -> str:
-        return f"LockGuard(name={self.name!r}, owner={self.owner!r}, token={self.token!r})"
+        return (
+            f"LockGuard(name={self.name!r}, owner={self.owner!r}, kind={self.kind!r}, "
+            f"token={self.token!r})"
+        )

@@ -91,11 +91,29 @@ class NotSynced(LockError):
         return True
 
 
+class UpgradeRefused(ServerError):
+    """A write lock asked for by an owner that holds the same read-write lock
+    for reading: the module refuses it (waiting would wait for itself), as
+    Redisson's read-then-write deadlocks. Nothing changed: the read holds are
+    still held. Release them first, then ask to write. (The other way, a
+    writer taking read, is a downgrade and is granted.)"""
+
+    def __init__(self, name: str, detail: str) -> None:
+        super().__init__(
+            f"read-write lock {name!r}: this owner holds it for reading and cannot "
+            f"also ask to write; release the read holds first ({detail})"
+        )
+        self.name = name
+        self.detail = detail
+
+
 def refused(name: str, e: BaseException) -> LockError:
     """The error for a server's refusal of an acquire or release of ``name``."""
     text = str(e)
     if text.startswith("NOSYNC"):
         return NotSynced(name, text)
+    if "holds this read-write lock for reading" in text:
+        return UpgradeRefused(name, text)
     return ServerError(text)
 
 
