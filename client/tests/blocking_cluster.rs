@@ -179,7 +179,7 @@ fn the_blocking_api_takes_fenced_locks_with_a_wait_and_a_lease() {
 
 #[test]
 fn the_blocking_cluster_client_takes_options() {
-    let nodes = cluster();
+    let nodes = Cluster::start().nodes;
     let urls: Vec<String> = nodes.iter().map(|n| n.url()).collect();
     let lease = Duration::from_millis(900);
     let locks = blocking::LockClient::cluster_with_options(
