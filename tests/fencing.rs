@@ -36,7 +36,7 @@ fn refused(con: &mut Connection, args: &[&str], prefix: &str, needle: &str) {
 
 /// A reply that must be a pair of integers.
 fn pair(reply: &Value) -> (i64, i64) {
-    redis::from_redis_value(reply).unwrap_or_else(|_| panic!("a pair: {reply:?}"))
+    redis::from_redis_value(reply.clone()).unwrap_or_else(|_| panic!("a pair: {reply:?}"))
 }
 
 /// Who holds `L` in the mixed-grant driver, and how often.

@@ -200,7 +200,13 @@ async fn main() -> Result<(), Error> {
     let args = parse_args()?;
     let (_server, port) = start_server(&args)?;
     let client = redis::Client::open(format!("redis://127.0.0.1:{port}/"))?;
-    let raw = client.get_multiplexed_async_connection().await?;
+    // No response timeout, as the library's own connections (redis 1.x's
+    // default is 500 ms): the raw path pays for no timer the library skips.
+    let raw = client
+        .get_multiplexed_async_connection_with_config(
+            &redis::AsyncConnectionConfig::new().set_response_timeout(None),
+        )
+        .await?;
     let locks = LockClient::new(client)?;
 
     let mut table = String::from(

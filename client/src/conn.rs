@@ -51,7 +51,7 @@ pub(crate) struct ClientId {
 fn server_number(client: &redis::Client) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
-    client.get_connection_info().addr.to_string().hash(&mut h);
+    client.get_connection_info().addr().to_string().hash(&mut h);
     h.finish()
 }
 
@@ -151,9 +151,11 @@ impl Connections {
                 };
                 let server = server_number(&client);
                 // No response timeout here: every call site bounds its own
-                // wait (a WAIT may legitimately last long).
-                let config =
-                    AsyncConnectionConfig::new().set_connection_timeout(self.connect_timeout);
+                // wait (a WAIT may legitimately last long). redis 1.x
+                // defaults to 500 ms, so it is switched off explicitly.
+                let config = AsyncConnectionConfig::new()
+                    .set_connection_timeout(Some(self.connect_timeout))
+                    .set_response_timeout(None);
                 let connecting = client.get_multiplexed_async_connection_with_config(&config);
                 let mut con = tokio::time::timeout(self.connect_timeout, connecting)
                     .await
@@ -267,7 +269,7 @@ impl Connections {
 /// (a wait ended by a demotion) or the module's own word for that. After a
 /// failover the client connects again, through Sentinel, to the new master.
 pub(crate) fn is_wrong_role(e: &redis::RedisError) -> bool {
-    e.kind() == redis::ErrorKind::ReadOnly
+    e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::ReadOnly)
         || e.code() == Some("UNBLOCKED")
         || e.code() == Some("READONLY")
         || e.detail().is_some_and(|d| d.contains("became a replica"))

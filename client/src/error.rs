@@ -196,7 +196,7 @@ pub(crate) fn is_transport(e: &redis::RedisError) -> bool {
         || e.is_connection_refusal()
         || matches!(
             e.kind(),
-            redis::ErrorKind::IoError | redis::ErrorKind::ClusterConnectionNotFound
+            redis::ErrorKind::Io | redis::ErrorKind::ClusterConnectionNotFound
         )
 }
 

@@ -210,7 +210,7 @@ mod protocol;
 mod tracking;
 mod watchdog;
 
-/// The redis-rs this crate is built on (0.27), re-exported so a program
+/// The redis-rs this crate is built on (1.x), re-exported so a program
 /// needs no `redis` dependency of its own to make the `redis::Client` (or
 /// `ClusterClient`) a [`LockClient`] takes, and cannot pick a version
 /// whose types do not match.

@@ -287,7 +287,7 @@ pub(crate) fn parse_pttl(reply: &Value) -> Result<Option<Duration>> {
 pub(crate) fn parse_token(reply: &Value) -> Result<Option<i64>> {
     match reply {
         Value::Nil => Ok(None),
-        v => redis::from_redis_value::<i64>(v)
+        v => redis::from_redis_value::<i64>(v.clone())
             .map(Some)
             .map_err(|e| LockError::Protocol(format!("the token counter: {e}"))),
     }
@@ -301,7 +301,7 @@ fn unexpected(command: &str, reply: &Value) -> LockError {
 pub(crate) fn parse_hold_count(reply: &Value) -> Result<u64, String> {
     match reply {
         Value::Nil => Ok(0),
-        v => redis::from_redis_value::<u64>(v)
+        v => redis::from_redis_value::<u64>(v.clone())
             .map_err(|e| format!("the hold count is not a number: {e}")),
     }
 }
@@ -626,6 +626,8 @@ mod tests {
             .map(|a| match a {
                 redis::Arg::Simple(b) => String::from_utf8_lossy(b).into_owned(),
                 redis::Arg::Cursor => String::new(),
+                // `Arg` is `#[non_exhaustive]` since redis 1.0.
+                _ => String::new(),
             })
             .collect()
     }

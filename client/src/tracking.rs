@@ -84,12 +84,15 @@ pub(crate) async fn connect_single(
     timeout: Duration,
     pushes: mpsc::UnboundedSender<PushInfo>,
 ) -> redis::RedisResult<MultiplexedConnection> {
-    let mut info = client.get_connection_info().clone();
-    info.redis.protocol = redis::ProtocolVersion::RESP3;
-    let resp3 = redis::Client::open(info)?;
+    let info = client.get_connection_info().clone();
+    let redis_settings = info
+        .redis_settings()
+        .clone()
+        .set_protocol(redis::ProtocolVersion::RESP3);
+    let resp3 = redis::Client::open(info.set_redis_settings(redis_settings))?;
     let config = AsyncConnectionConfig::new()
-        .set_connection_timeout(timeout)
-        .set_response_timeout(timeout)
+        .set_connection_timeout(Some(timeout))
+        .set_response_timeout(Some(timeout))
         .set_push_sender(pushes);
     let mut con = tokio::time::timeout(
         timeout,

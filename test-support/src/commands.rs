@@ -36,6 +36,8 @@ pub(crate) fn query<T: redis::FromRedisValue>(
             .map(|a| match a {
                 redis::Arg::Simple(bytes) => format!("{:?}", String::from_utf8_lossy(bytes)),
                 redis::Arg::Cursor => "<cursor>".to_string(),
+                // `Arg` is `#[non_exhaustive]` since redis 1.0.
+                _ => "<arg>".to_string(),
             })
             .collect::<Vec<_>>()
             .join(" ");

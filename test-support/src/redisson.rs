@@ -43,7 +43,7 @@ pub fn script_fenced_acquire(
         format!("redisson_lock_token:{{{key}}}").into_bytes(),
     ];
     let reply = eval(con, FENCED_ACQUIRE, &keys, (lease_ms, owner));
-    redis::from_redis_value(&reply).expect("a pair of integers")
+    redis::from_redis_value(reply).expect("a pair of integers")
 }
 
 /// Runs an acquire script (`ACQUIRE_HINCRBY` or `ACQUIRE_HSET`) as

@@ -5,6 +5,18 @@ use redis::{RedisError, RedisResult, Value};
 
 /// An error as the server sent it: `CODE detail`.
 pub fn err_text(e: &RedisError) -> String {
+    // Since redis 1.0 a command refused inside a pipeline or MULTI comes
+    // back as a pipeline error, with no detail of its own: its first
+    // refusal is the text (0.27 returned that refusal itself).
+    if e.detail().is_none() {
+        let errors = e.clone().into_server_errors();
+        if let Some((_, first)) = errors.as_deref().and_then(|errors| errors.first()) {
+            return match first.details() {
+                Some(detail) => format!("{} {detail}", first.code()),
+                None => first.code().to_string(),
+            };
+        }
+    }
     match (e.code(), e.detail()) {
         (Some(code), Some(detail)) => format!("{code} {detail}"),
         (Some(code), None) => code.to_string(),

@@ -62,7 +62,7 @@ pub fn replication_info(port: u16) -> Option<String> {
         Duration::from_secs(2),
     )
     .ok()?;
-    redis::from_owned_redis_value(info).ok()
+    redis::from_redis_value(info).ok()
 }
 
 /// Every data node gets its own `lock.node-id`: the configuration under
