@@ -156,17 +156,17 @@ pub const ARGS: &[ArgDoc] = &[
     ArgDoc::new(c"sync-timeout-ms", ArgKind::Integer).optional(),
 ];
 
-/// What every acquire checks before it opens a key: the lease's deadline
-/// (returned; within `lock.max-lease-ms`), the WAIT timeout, and with
+/// What every acquire checks before it opens a key, at `now` (the one
+/// clock reading the command decides with): the lease's deadline (returned;
+/// within `lock.max-lease-ms`), the WAIT timeout, and with
 /// `TOKEN` whether the key can have a counter in its slot.
 pub fn check_before_opening(
-    ctx: Ctx,
+    now: i64,
     key: RStr,
     lease_ms: i64,
     wait_ms: Option<i64>,
     token: bool,
 ) -> Result<i64, Refusal> {
-    let now = ctx.now_ms();
     let expire_at = args::deadline(now, lease_ms, config::max_lease_ms())?;
     if let Some(timeout_ms) = wait_ms {
         args::wait_fits(now, timeout_ms)?;
@@ -196,7 +196,8 @@ impl Command for LockAcquire {
 
     fn run(ctx: Ctx, argv: &[RStr]) -> CommandResult {
         let cmd = Acquire::parse(argv)?;
-        let expire_at = check_before_opening(ctx, cmd.key, cmd.lease_ms, cmd.wait_ms, cmd.token)?;
+        let now = ctx.now_ms();
+        let expire_at = check_before_opening(now, cmd.key, cmd.lease_ms, cmd.wait_ms, cmd.token)?;
         let key = LockKey::open_write(ctx, cmd.key)?;
         let mut view = key.view(cmd.owner)?;
         if handoff::settle(ctx, &key) {

@@ -40,7 +40,8 @@ impl Command for LockForce {
         let key = LockKey::open_write(ctx, cmd.key)?;
         let shape = RwLockKey::of(&key).shape();
         if let Shape::Rw(_) = shape {
-            // A read-write lock: its hold keys go too.
+            // A read-write lock: its hold keys go too. The decision's one
+            // effect, Delete, names no owner; the key stands in for one.
             let forced = handoff::carry_out_rw(ctx, &key, cmd.key, rwlock::force(shape));
             ctx.reply_integer(i64::from(forced));
             return Ok(());

@@ -107,9 +107,9 @@ impl Command for LockWAcquire {
 }
 
 fn run(ctx: Ctx, cmd: Acquire<RStr>, mode: RwMode) -> CommandResult {
-    let expire_at =
-        acquire::check_before_opening(ctx, cmd.key, cmd.lease_ms, cmd.wait_ms, cmd.token)?;
     let now = ctx.now_ms();
+    let expire_at =
+        acquire::check_before_opening(now, cmd.key, cmd.lease_ms, cmd.wait_ms, cmd.token)?;
     let lock = LockKey::open_write(ctx, cmd.key)?;
     // The queue first: a lock freed behind its back goes to the head, and
     // a newcomer that holds nothing queues behind whoever still waits.
