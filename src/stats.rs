@@ -113,6 +113,22 @@ impl Counted for HandedOff {
     }
 }
 
+/// A read or write acquire: one that found the lock not grantable is
+/// contended, as for the lock (grants are counted by mode, where the mode is
+/// known: [`count_rw_grant`]).
+impl Counted for crate::rwlock::RwAcquired {
+    fn count(&self) {
+        if let crate::rwlock::RwAcquired::Busy(_) = self {
+            CONTENDED.incr();
+        }
+    }
+}
+
+/// A read or write release: a lock left free is counted by its event.
+impl Counted for crate::rwlock::RwReleased {
+    fn count(&self) {}
+}
+
 /// A renewal (whether the owner held the lock): not counted.
 impl Counted for bool {
     fn count(&self) {}

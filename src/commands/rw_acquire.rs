@@ -133,26 +133,23 @@ fn run(ctx: Ctx, cmd: Acquire<RStr>, mode: RwMode) -> CommandResult {
             let token = next_token.map(|next| next.issue(lock.deadline_ms().unwrap_or(expire_at)));
             replies::granted(ctx, token);
         }
-        RwAcquired::Busy(ttl) => {
-            stats::CONTENDED.incr();
-            match cmd.wait_ms {
-                Some(timeout_ms) if ctx.can_block() => {
-                    let wants = handoff::Wants {
-                        owner: cmd.owner.as_bytes(),
-                        lease_ms: cmd.lease_ms,
-                        timeout_ms,
-                        token: cmd.token,
-                        sync: None,
-                        ask: match mode {
-                            RwMode::Read => Ask::Read,
-                            RwMode::Write => Ask::Write,
-                        },
-                    };
-                    handoff::wait(ctx, &lock, wants);
-                }
-                _ => replies::busy(ctx, ttl, cmd.token),
+        RwAcquired::Busy(ttl) => match cmd.wait_ms {
+            Some(timeout_ms) if ctx.can_block() => {
+                let wants = handoff::Wants {
+                    owner: cmd.owner.as_bytes(),
+                    lease_ms: cmd.lease_ms,
+                    timeout_ms,
+                    token: cmd.token,
+                    sync: None,
+                    ask: match mode {
+                        RwMode::Read => Ask::Read,
+                        RwMode::Write => Ask::Write,
+                    },
+                };
+                handoff::wait(ctx, &lock, wants);
             }
-        }
+            _ => replies::busy(ctx, ttl, cmd.token),
+        },
     }
     Ok(())
 }

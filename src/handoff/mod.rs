@@ -356,7 +356,12 @@ pub fn settle_rw(ctx: Ctx, lock: &LockKey) -> bool {
 /// effects (`rwlock_key.rs`), re-aim the queue's timer at a new deadline,
 /// count it, notify, and when holders left, serve the queue or, when
 /// nobody holds it any more and nobody waits, publish the unlock message.
-pub fn carry_out_rw<R>(ctx: Ctx, lock: &LockKey, owner: RStr, decision: RwDecision<R>) -> R {
+pub fn carry_out_rw<R: Counted>(
+    ctx: Ctx,
+    lock: &LockKey,
+    owner: RStr,
+    decision: RwDecision<R>,
+) -> R {
     let rw = RwLockKey::of(lock);
     rw.apply(owner, &decision.effects);
     let deadline = decision.effects.iter().rev().find_map(|e| match e {
@@ -364,6 +369,7 @@ pub fn carry_out_rw<R>(ctx: Ctx, lock: &LockKey, owner: RStr, decision: RwDecisi
         _ => None,
     });
     lease_changed(ctx, lock, deadline);
+    decision.reply.count();
     match decision.event {
         Some(RwEvent::Acquired) => {
             events::notify(ctx, lock.name(), lock::Event::Acquired);
