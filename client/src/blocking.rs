@@ -1,5 +1,6 @@
 //! The blocking API, for code without an async runtime: the same locks
-//! (and read-write locks), guards, watchdog and retry checks, run on a one-thread tokio runtime the
+//! (and read-write locks), semaphores, permits and count-down latches,
+//! guards, watchdog and retry checks, run on a one-thread tokio runtime the
 //! client owns. The watchdog keeps running on that thread while your thread
 //! works.
 //!
@@ -29,7 +30,7 @@ use crate::error::{LockError, Result};
 use crate::holds::Lost;
 use crate::options::Options;
 use crate::owner;
-use crate::protocol::LockKind;
+use crate::protocol::{Awaited, LockKind};
 
 /// A blocking client: see the [module docs](self).
 #[derive(Clone)]
@@ -257,6 +258,268 @@ impl LockClient {
     /// `LOCK.FORCE`: deletes the lock whoever holds it.
     pub fn force_unlock(&self, name: &str) -> Result<bool> {
         self.runtime.block_on(self.inner.force_unlock(name))
+    }
+
+    /// [`crate::LockClient::semaphore`]: the semaphore `name`.
+    pub fn semaphore(&self, name: impl Into<String>) -> Semaphore {
+        Semaphore {
+            runtime: self.runtime.clone(),
+            inner: self.inner.semaphore(name),
+        }
+    }
+
+    /// [`crate::LockClient::permit_expirable_semaphore`]: the
+    /// permit-expirable semaphore `name`.
+    pub fn permit_expirable_semaphore(&self, name: impl Into<String>) -> PermitExpirableSemaphore {
+        PermitExpirableSemaphore {
+            runtime: self.runtime.clone(),
+            inner: self.inner.permit_expirable_semaphore(name),
+        }
+    }
+
+    /// [`crate::LockClient::count_down_latch`]: the count-down latch `name`.
+    pub fn count_down_latch(&self, name: impl Into<String>) -> CountDownLatch {
+        CountDownLatch {
+            runtime: self.runtime.clone(),
+            inner: self.inner.count_down_latch(name),
+        }
+    }
+}
+
+/// A blocking [`crate::Semaphore`]: the same calls, waiting on the
+/// client's runtime thread.
+///
+/// ```no_run
+/// # fn demo(locks: redis_lock_client::blocking::LockClient) -> Result<(), redis_lock_client::LockError> {
+/// let slots = locks.semaphore("render-slots");
+/// slots.try_set_permits(4, None)?;
+/// slots.acquire(1)?;
+/// slots.release(1)?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct Semaphore {
+    runtime: Arc<Runtime>,
+    inner: crate::Semaphore,
+}
+
+impl Semaphore {
+    /// The semaphore's name.
+    pub fn name(&self) -> &str {
+        self.inner.name()
+    }
+
+    /// [`crate::Semaphore::try_set_permits`].
+    pub fn try_set_permits(&self, permits: u64, ttl: Option<Duration>) -> Result<bool> {
+        self.runtime.block_on(self.inner.try_set_permits(permits, ttl))
+    }
+
+    /// [`crate::Semaphore::add_permits`].
+    pub fn add_permits(&self, delta: i64) -> Result<i64> {
+        self.runtime.block_on(self.inner.add_permits(delta))
+    }
+
+    /// [`crate::Semaphore::acquire`]: waits as long as it takes.
+    pub fn acquire(&self, permits: u64) -> Result<()> {
+        self.runtime.block_on(self.inner.acquire(permits))
+    }
+
+    /// [`crate::Semaphore::try_acquire`]: no wait.
+    pub fn try_acquire(&self, permits: u64) -> Result<bool> {
+        self.runtime.block_on(self.inner.try_acquire(permits))
+    }
+
+    /// [`crate::Semaphore::try_acquire_for`]: waits at most `wait`.
+    pub fn try_acquire_for(&self, permits: u64, wait: Duration) -> Result<bool> {
+        self.runtime.block_on(self.inner.try_acquire_for(permits, wait))
+    }
+
+    /// [`crate::Semaphore::release`]: the count after.
+    pub fn release(&self, permits: u64) -> Result<i64> {
+        self.runtime.block_on(self.inner.release(permits))
+    }
+
+    /// [`crate::Semaphore::available_permits`].
+    pub fn available_permits(&self) -> Result<i64> {
+        self.runtime.block_on(self.inner.available_permits())
+    }
+
+    /// [`crate::Semaphore::drain_permits`].
+    pub fn drain_permits(&self) -> Result<u64> {
+        self.runtime.block_on(self.inner.drain_permits())
+    }
+}
+
+/// A blocking [`crate::PermitExpirableSemaphore`].
+#[derive(Clone, Debug)]
+pub struct PermitExpirableSemaphore {
+    runtime: Arc<Runtime>,
+    inner: crate::PermitExpirableSemaphore,
+}
+
+impl PermitExpirableSemaphore {
+    /// The semaphore's name.
+    pub fn name(&self) -> &str {
+        self.inner.name()
+    }
+
+    /// [`crate::PermitExpirableSemaphore::try_set_permits`].
+    pub fn try_set_permits(&self, permits: u64, ttl: Option<Duration>) -> Result<bool> {
+        self.runtime.block_on(self.inner.try_set_permits(permits, ttl))
+    }
+
+    /// [`crate::PermitExpirableSemaphore::add_permits`].
+    pub fn add_permits(&self, delta: i64) -> Result<i64> {
+        self.runtime.block_on(self.inner.add_permits(delta))
+    }
+
+    /// [`crate::PermitExpirableSemaphore::available_permits`].
+    pub fn available_permits(&self) -> Result<i64> {
+        self.runtime.block_on(self.inner.available_permits())
+    }
+
+    fn guard(&self, permits: crate::Permits) -> Permits {
+        Permits {
+            runtime: self.runtime.clone(),
+            inner: Some(permits),
+        }
+    }
+
+    /// [`crate::PermitExpirableSemaphore::acquire`]: waits as long as it
+    /// takes; the watchdog renews them when `lease` is None.
+    pub fn acquire(&self, permits: u64, lease: Option<Duration>) -> Result<Permits> {
+        let got = self.runtime.block_on(self.inner.acquire(permits, lease))?;
+        Ok(self.guard(got))
+    }
+
+    /// [`crate::PermitExpirableSemaphore::try_acquire`]: no wait.
+    pub fn try_acquire(&self, permits: u64, lease: Option<Duration>) -> Result<Option<Permits>> {
+        let got = self.runtime.block_on(self.inner.try_acquire(permits, lease))?;
+        Ok(got.map(|p| self.guard(p)))
+    }
+
+    /// [`crate::PermitExpirableSemaphore::try_acquire_for`]: waits at most
+    /// `wait`.
+    pub fn try_acquire_for(
+        &self,
+        permits: u64,
+        wait: Duration,
+        lease: Option<Duration>,
+    ) -> Result<Option<Permits>> {
+        let got = self
+            .runtime
+            .block_on(self.inner.try_acquire_for(permits, wait, lease))?;
+        Ok(got.map(|p| self.guard(p)))
+    }
+}
+
+/// Blocking [`crate::Permits`]: given back by [`Permits::release`] or,
+/// before drop returns, on drop.
+#[must_use = "dropping the guard gives the permits back at once"]
+pub struct Permits {
+    runtime: Arc<Runtime>,
+    inner: Option<crate::Permits>,
+}
+
+impl std::fmt::Debug for Permits {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.inner.fmt(f)
+    }
+}
+
+impl Permits {
+    fn get(&self) -> &crate::Permits {
+        // Only `release` and `drop` take it, and both consume the guard.
+        self.inner
+            .as_ref()
+            .expect("blocking permits keep their inner guard until consumed")
+    }
+
+    /// The semaphore's name.
+    pub fn name(&self) -> &str {
+        self.get().name()
+    }
+
+    /// The permits' ids.
+    pub fn ids(&self) -> &[String] {
+        self.get().ids()
+    }
+
+    /// Whether the watchdog renews them.
+    pub fn is_renewed(&self) -> bool {
+        self.get().is_renewed()
+    }
+
+    /// Whether the permits are known to be lost, and why.
+    pub fn is_lost(&self) -> Option<Lost> {
+        self.get().is_lost()
+    }
+
+    /// Blocks until the permits are lost or `timeout` passes: the reason,
+    /// or None.
+    pub fn wait_lost(&self, timeout: Duration) -> Option<Lost> {
+        let permits = self.get();
+        self.runtime
+            .block_on(async { tokio::time::timeout(timeout, permits.lost()).await.ok() })
+    }
+
+    /// Gives the permits back; [`LockError::PermitNotHeld`] if one was
+    /// lost before.
+    pub fn release(mut self) -> Result<()> {
+        match self.inner.take() {
+            Some(permits) => self.runtime.block_on(permits.release()),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for Permits {
+    fn drop(&mut self) {
+        let Some(permits) = self.inner.take() else {
+            return;
+        };
+        if tokio::runtime::Handle::try_current().is_ok() {
+            // Inside async code block_on would panic: give them back in
+            // the background, as the async guard does.
+            drop(permits);
+        } else {
+            let _ = self.runtime.block_on(permits.release());
+        }
+    }
+}
+
+/// A blocking [`crate::CountDownLatch`].
+#[derive(Clone, Debug)]
+pub struct CountDownLatch {
+    runtime: Arc<Runtime>,
+    inner: crate::CountDownLatch,
+}
+
+impl CountDownLatch {
+    /// The latch's name.
+    pub fn name(&self) -> &str {
+        self.inner.name()
+    }
+
+    /// [`crate::CountDownLatch::try_set_count`].
+    pub fn try_set_count(&self, count: u64, ttl: Option<Duration>) -> Result<bool> {
+        self.runtime.block_on(self.inner.try_set_count(count, ttl))
+    }
+
+    /// [`crate::CountDownLatch::count_down`]: the count after.
+    pub fn count_down(&self) -> Result<u64> {
+        self.runtime.block_on(self.inner.count_down())
+    }
+
+    /// [`crate::CountDownLatch::count`].
+    pub fn count(&self) -> Result<u64> {
+        self.runtime.block_on(self.inner.count())
+    }
+
+    /// [`crate::CountDownLatch::await_zero`]: blocks until zero, the
+    /// timeout, or the latch's expiry.
+    pub fn await_zero(&self, timeout: Option<Duration>) -> Result<Awaited> {
+        self.runtime.block_on(self.inner.await_zero(timeout))
     }
 }
 

@@ -50,6 +50,20 @@ use crate::error::{is_transport, refused, LockError, Result};
 use crate::options::Options;
 use crate::protocol::{self, Holder};
 
+/// The error for a command that must not run twice ([`Counted::once`])
+/// whose connection failed in transit.
+pub(crate) fn unconfirmed(name: &str, cmd: &Cmd, source: RedisError) -> LockError {
+    let command = match cmd.args_iter().next() {
+        Some(redis::Arg::Simple(word)) => String::from_utf8_lossy(word).into_owned(),
+        _ => String::new(),
+    };
+    LockError::Unconfirmed {
+        name: name.to_string(),
+        command,
+        source,
+    }
+}
+
 /// What became of one command sent on one connection ([`Counted::send`]).
 pub(crate) enum Sent {
     /// Its reply.
@@ -173,6 +187,91 @@ impl Counted {
             Sent::Refused(e) => Err(LockError::Server(e)),
             Sent::WrongRole(e) | Sent::Broken(e) => Err(LockError::Connection(e)),
         }
+    }
+
+    /// A command that must not run twice (it takes or gives back permits,
+    /// counts a latch down, sets or drains a count) and that no hold count
+    /// can vouch for: sent on the shared connection, and sent again only
+    /// when nothing ran (no connection, or a server that is no master). A
+    /// failure in transit is [`LockError::Unconfirmed`].
+    pub(crate) async fn once(&self, cmd: &Cmd, name: &str) -> Result<Value> {
+        let mut attempts = 0;
+        loop {
+            let failure = match self.conns.shared().await {
+                Ok(h) => match self.send(&h, cmd, Some(self.options.command_timeout)).await {
+                    Sent::Reply(v) => return Ok(v),
+                    Sent::Refused(e) => return Err(refused(name, e)),
+                    Sent::WrongRole(e) => e,
+                    Sent::Broken(e) => return Err(unconfirmed(name, cmd, e)),
+                },
+                Err(e) => e,
+            };
+            self.retry(&mut attempts, failure).await?;
+        }
+    }
+
+    /// A blocking command (`... WAIT`, `LOCK.AWAIT`) on a connection of its
+    /// own, whose reply is awaited at most `within` (None: as long as it
+    /// takes). `on_conn` hears of the connection before the command goes
+    /// out (a caller that may leave records it, to end the wait). A
+    /// connection that answered is kept for the next wait; one that failed
+    /// is dropped (the caller decides what a [`Sent::Broken`] means).
+    pub(crate) async fn wait_own(
+        &self,
+        cmd: &Cmd,
+        within: Option<Duration>,
+        on_conn: &(dyn Fn(&Handle) + Sync),
+    ) -> Result<Sent> {
+        let mut attempts = 0;
+        loop {
+            let h = match self.conns.dedicated().await {
+                Ok(h) => h,
+                Err(e) => {
+                    self.retry(&mut attempts, e).await?;
+                    continue;
+                }
+            };
+            on_conn(&h);
+            let sent = self.send(&h, cmd, within).await;
+            if matches!(sent, Sent::Reply(_) | Sent::Refused(_)) {
+                self.conns.give_back(h);
+            }
+            return Ok(sent);
+        }
+    }
+
+    /// `LOCK.PERMITRENEW` of every permit of one grant, for the watchdog,
+    /// one attempt: true all renewed, false when one is not held any more,
+    /// Err on failure (the caller decides when that means lost).
+    pub(crate) async fn renew_permits(
+        &self,
+        name: &str,
+        ids: &[String],
+        lease: Duration,
+    ) -> Result<bool> {
+        let lease_ms = protocol::lease_ms(lease)?;
+        let within = self.options.command_timeout.min(lease / 3);
+        let started = Instant::now();
+        let h = tokio::time::timeout(within, self.conns.shared())
+            .await
+            .map_err(|_| LockError::Connection(timeout_error("connect")))?
+            .map_err(LockError::Connection)?;
+        let within = within.saturating_sub(started.elapsed());
+        // One connection multiplexes them: they go out together.
+        let renewals = ids.iter().map(|id| {
+            let cmd = protocol::permit_renew(name, id, lease_ms);
+            let h = &h;
+            async move { self.send(h, &cmd, Some(within)).await }
+        });
+        let mut all = true;
+        for sent in futures_util::future::join_all(renewals).await {
+            match sent {
+                Sent::Reply(v) => all &= protocol::parse_flag("LOCK.PERMITRENEW", &v)?,
+                Sent::Refused(e) => return Err(LockError::Server(e)),
+                Sent::WrongRole(e) | Sent::Broken(e) => return Err(LockError::Connection(e)),
+            }
+        }
+        Ok(all)
     }
 
     /// The token of a fenced grant whose reply was lost: while this owner

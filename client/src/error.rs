@@ -82,6 +82,34 @@ pub enum LockError {
         /// The module's refusal ([`std::error::Error::source`]).
         source: redis::RedisError,
     },
+    /// A command that must not run twice (it takes or gives back
+    /// permits, counts a latch down, sets a count) was sent, and its
+    /// connection failed before the reply came: it may or may not have
+    /// run, so it was not sent again. Permits taken that way have no guard:
+    /// a [`Semaphore`](crate::Semaphore)'s stay taken until someone
+    /// releases them, a [`Permits`](crate::Permits)' end with their lease.
+    #[non_exhaustive]
+    Unconfirmed {
+        /// The semaphore's or latch's name.
+        name: String,
+        /// The command, e.g. `LOCK.SEMACQUIRE`.
+        command: String,
+        /// The failure in transit ([`std::error::Error::source`]).
+        source: redis::RedisError,
+    },
+    /// Releasing (or renewing) permits of a
+    /// [`PermitExpirableSemaphore`](crate::PermitExpirableSemaphore) that
+    /// are no longer held: their lease ended, or someone removed them
+    /// (Redisson throws `IllegalArgumentException` here). Those of the
+    /// guard's permits still held were given back.
+    #[non_exhaustive]
+    PermitNotHeld {
+        /// The semaphore's name.
+        name: String,
+        /// The module's refusal, when it is what said so
+        /// ([`std::error::Error::source`]).
+        source: Option<redis::RedisError>,
+    },
     /// The server answered something the `LOCK.*` contract does not allow.
     Protocol(String),
     /// The blocking API could not start its runtime thread.
@@ -97,7 +125,10 @@ impl LockError {
     pub fn is_transient(&self) -> bool {
         matches!(
             self,
-            LockError::Connection(_) | LockError::Uncertain { .. } | LockError::NotSynced { .. }
+            LockError::Connection(_)
+                | LockError::Uncertain { .. }
+                | LockError::NotSynced { .. }
+                | LockError::Unconfirmed { .. }
         )
     }
 }
@@ -135,6 +166,16 @@ impl fmt::Display for LockError {
                 "read-write lock {name:?}: this owner holds it for reading and cannot also \
                  take it for writing (an upgrade would wait for itself); release the read holds first"
             ),
+            LockError::Unconfirmed { name, command, source } => write!(
+                f,
+                "{command} on {name:?}: the connection failed after it was sent ({source}); \
+                 it may or may not have run, so it was not sent again"
+            ),
+            LockError::PermitNotHeld { name, .. } => write!(
+                f,
+                "semaphore {name:?}: a permit of this guard is no longer held (its lease ended, \
+                 or it was removed); the others were given back"
+            ),
             LockError::Protocol(what) => write!(f, "unexpected reply from the lock server: {what}"),
             LockError::Runtime(e) => write!(f, "cannot start the lock client's runtime: {e}"),
             LockError::InvalidArgument(what) => write!(f, "invalid argument: {what}"),
@@ -149,9 +190,14 @@ impl std::error::Error for LockError {
             | LockError::Connection(e)
             | LockError::Uncertain { source: e, .. }
             | LockError::NotSynced { source: e, .. }
-            | LockError::UpgradeRefused { source: e, .. } => Some(e),
+            | LockError::UpgradeRefused { source: e, .. }
+            | LockError::Unconfirmed { source: e, .. }
+            | LockError::PermitNotHeld {
+                source: Some(e), ..
+            } => Some(e),
             LockError::Runtime(e) => Some(e),
             LockError::NotHeld { .. }
+            | LockError::PermitNotHeld { source: None, .. }
             | LockError::HoldCountMismatch { .. }
             | LockError::Protocol(_)
             | LockError::InvalidArgument(_) => None,

@@ -112,38 +112,7 @@ impl LockGuard {
     /// lock at its next renewal, at most a third of the lease after the
     /// loss. A lock taken with a lease is lost when that lease has passed.
     pub async fn lost(&self) -> Lost {
-        let mut rx = self.lost.clone();
-        loop {
-            self.client
-                .inner
-                .holds
-                .expire_if_due(&self.entry, Instant::now());
-            if let Some(why) = rx.borrow_and_update().clone() {
-                return why;
-            }
-            // Woken by the watchdog, or by the lease's end as last renewed:
-            // then checked above, whatever the watchdog task is doing.
-            let (expires, held) = {
-                let state = self.entry.state();
-                (state.expires(), state.is_held())
-            };
-            if !held {
-                // Retired without a reason yet: wait for the one coming.
-                if rx.changed().await.is_err() {
-                    std::future::pending::<()>().await;
-                }
-                continue;
-            }
-            tokio::select! {
-                changed = rx.changed() => {
-                    if changed.is_err() {
-                        // Unreachable while the guard holds the entry.
-                        std::future::pending::<()>().await;
-                    }
-                }
-                () = tokio::time::sleep_until(expires.into()) => {}
-            }
-        }
+        await_lost(&self.client, &self.entry, &self.lost).await
     }
 
     /// A receiver of the lost signal, for code that wants to own it (to move
@@ -201,5 +170,43 @@ impl Drop for LockGuard {
         runtime.spawn(async move {
             let _ = client.release(&entry).await;
         });
+    }
+}
+
+/// Resolves when `entry` (a lock's holds, or a grant of permits) is lost,
+/// at once if it already is: the one wait every guard's `lost()` uses.
+pub(crate) async fn await_lost(
+    client: &LockClient,
+    entry: &Arc<Entry>,
+    lost: &watch::Receiver<Option<Lost>>,
+) -> Lost {
+    let mut rx = lost.clone();
+    loop {
+        client.inner.holds.expire_if_due(entry, Instant::now());
+        if let Some(why) = rx.borrow_and_update().clone() {
+            return why;
+        }
+        // Woken by the watchdog, or by the lease's end as last renewed:
+        // then checked above, whatever the watchdog task is doing.
+        let (expires, held) = {
+            let state = entry.state();
+            (state.expires(), state.is_held())
+        };
+        if !held {
+            // Retired without a reason yet: wait for the one coming.
+            if rx.changed().await.is_err() {
+                std::future::pending::<()>().await;
+            }
+            continue;
+        }
+        tokio::select! {
+            changed = rx.changed() => {
+                if changed.is_err() {
+                    // Unreachable while the guard holds the entry.
+                    std::future::pending::<()>().await;
+                }
+            }
+            () = tokio::time::sleep_until(expires.into()) => {}
+        }
     }
 }

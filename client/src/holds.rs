@@ -71,12 +71,20 @@ pub(crate) const LEASE_END_SLACK: Duration = Duration::from_millis(20);
 /// field's count. A read hold and a write hold of one owner on one
 /// read-write lock are two entries (fields `<owner>` and `<owner>:write`),
 /// each with its own count, lease and lost signal.
+///
+/// The permits of one grant of a permit-expirable semaphore are an entry
+/// too ([`Registry::permits`]), so the one watchdog renews them and the
+/// same rules say when they are lost: `permits` holds their ids, its hold
+/// count is 1 until they are given back, and `owner`/`field` are the first
+/// id (permits have no owner; the id makes the entry's key unique).
 pub(crate) struct Entry {
     pub(crate) name: String,
     pub(crate) owner: String,
     pub(crate) kind: LockKind,
     /// The hash field that counts these holds ([`LockKind::field`]).
     pub(crate) field: String,
+    /// The permit ids of a semaphore's grant; None for a lock's holds.
+    pub(crate) permits: Option<Vec<String>>,
     /// Serialises hold-count changes (acquire, release, and the tracking
     /// task's checks), so `State::holds` is the server's.
     pub(crate) op: tokio::sync::Mutex<()>,
@@ -92,6 +100,7 @@ impl Entry {
             owner: owner.to_string(),
             kind,
             field: kind.field(owner),
+            permits: None,
             op: tokio::sync::Mutex::new(()),
             state: Mutex::new(State {
                 holds: 0,
@@ -300,11 +309,17 @@ impl State {
 }
 
 /// An entry's key: the lock's name, the hash field that counts the holds,
-/// and the kind (a plain lock and a read hold both count in `<owner>`).
-type Key = (String, String, LockKind);
+/// the kind (a plain lock and a read hold both count in `<owner>`), and
+/// whether it is a grant of permits.
+type Key = (String, String, LockKind, bool);
 
 fn key_of(entry: &Entry) -> Key {
-    (entry.name.clone(), entry.field.clone(), entry.kind)
+    (
+        entry.name.clone(),
+        entry.field.clone(),
+        entry.kind,
+        entry.permits.is_some(),
+    )
 }
 
 /// Every (lock, owner, kind) this client holds.
@@ -324,11 +339,22 @@ impl Registry {
     /// The entry of `owner`'s holds of `kind` on `name`, a new one if it
     /// holds nothing.
     pub(crate) fn entry(&self, name: &str, owner: &str, kind: LockKind) -> Arc<Entry> {
-        let key = (name.to_string(), kind.field(owner), kind);
+        let key = (name.to_string(), kind.field(owner), kind, false);
         self.map()
             .entry(key)
             .or_insert_with(|| Arc::new(Entry::new(name, owner, kind)))
             .clone()
+    }
+
+    /// A new entry for the permits `ids` (at least one) of semaphore
+    /// `name`, just granted: the caller records the grant.
+    pub(crate) fn permits(&self, name: &str, ids: Vec<String>) -> Arc<Entry> {
+        let first = ids.first().cloned().unwrap_or_default();
+        let mut entry = Entry::new(name, &first, LockKind::Lock);
+        entry.permits = Some(ids);
+        let entry = Arc::new(entry);
+        self.map().insert(key_of(&entry), entry.clone());
+        entry
     }
 
     /// Removes `entry` (its holds are gone, or lost).

@@ -189,6 +189,25 @@
 //! watchdog renews, waits queue again, and locks the new master does not
 //! have are reported lost.
 //!
+//! # Semaphores and count-down latches
+//!
+//! [`LockClient::semaphore`] is Redisson's `RSemaphore` (permits without
+//! owner or lease), [`LockClient::permit_expirable_semaphore`] its
+//! `RPermitExpirableSemaphore` (permits with ids and a lease, held by a
+//! [`Permits`] guard that the watchdog renews and that has the lost
+//! signal), [`LockClient::count_down_latch`] its `RCountDownLatch`. Waits
+//! are FIFO on the server and use a connection of their own; a wait given
+//! up gives back what it was granted.
+//!
+//! ```no_run
+//! # async fn demo(locks: redis_lock_client::LockClient) -> Result<(), redis_lock_client::LockError> {
+//! let slots = locks.semaphore("render-slots");
+//! slots.try_set_permits(4, None).await?;
+//! slots.acquire(1).await?;
+//! slots.release(1).await?;
+//! # Ok(()) }
+//! ```
+//!
 //! # Blocking code
 //!
 //! [`blocking::LockClient`] offers the same single-lock API without async
@@ -203,10 +222,12 @@ mod counted;
 mod error;
 mod guard;
 mod holds;
+mod latch;
 mod multi;
 mod options;
 mod owner;
 mod protocol;
+mod semaphore;
 mod tracking;
 mod watchdog;
 
@@ -220,6 +241,8 @@ pub use client::LockClient;
 pub use error::{LockError, Result};
 pub use guard::LockGuard;
 pub use holds::Lost;
+pub use latch::CountDownLatch;
 pub use multi::{MultiGuard, MultiLock, RedLock, RedLockGuard};
 pub use options::Options;
-pub use protocol::LockKind;
+pub use protocol::{Awaited, LockKind};
+pub use semaphore::{PermitExpirableSemaphore, Permits, Semaphore};

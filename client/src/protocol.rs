@@ -227,6 +227,210 @@ pub(crate) fn token(name: &str) -> Result<Cmd> {
     Ok(on_key("GET", &token_key(name)?))
 }
 
+// Semaphores, permits with a lease, count-down latches (issue 18). The
+// names and layouts are Redisson's (`RSemaphore`,
+// `RPermitExpirableSemaphore`, `RCountDownLatch`); the module keeps them.
+
+/// A time-to-live (`PX`) in whole milliseconds: at least 1 ms, rounded
+/// up, at most what an `i64` holds.
+pub(crate) fn ttl_ms(ttl: Duration) -> Result<u64> {
+    let ms = ttl.as_nanos().div_ceil(1_000_000);
+    if ms == 0 || ms > i64::MAX as u128 {
+        return Err(LockError::InvalidArgument(format!(
+            "a ttl must be at least 1 ms and fit in i64 milliseconds: {ttl:?}"
+        )));
+    }
+    Ok(ms as u64)
+}
+
+/// A number of permits to take or give back: at least 1 (the module's
+/// `ERR permits must be a positive integer`, checked before sending).
+pub(crate) fn permits(n: u64) -> Result<u64> {
+    if n == 0 || n > i64::MAX as u64 {
+        return Err(LockError::InvalidArgument(format!(
+            "permits must be a positive integer: {n}"
+        )));
+    }
+    Ok(n)
+}
+
+/// `LOCK.SEMSET name permits [PX ttl-ms]`.
+pub(crate) fn sem_set(name: &str, permits: u64, ttl_ms: Option<u64>) -> Cmd {
+    let mut cmd = on_key("LOCK.SEMSET", name);
+    cmd.arg(permits);
+    if let Some(ttl) = ttl_ms {
+        cmd.arg("PX").arg(ttl);
+    }
+    cmd
+}
+
+/// `LOCK.SEMADD name delta`.
+pub(crate) fn sem_add(name: &str, delta: i64) -> Cmd {
+    let mut cmd = on_key("LOCK.SEMADD", name);
+    cmd.arg(delta);
+    cmd
+}
+
+/// `LOCK.SEMACQUIRE name permits [WAIT timeout-ms]` (`WAIT 0`: forever).
+pub(crate) fn sem_acquire(name: &str, permits: u64, wait_ms: Option<u64>) -> Cmd {
+    let mut cmd = on_key("LOCK.SEMACQUIRE", name);
+    cmd.arg(permits);
+    if let Some(wait) = wait_ms {
+        cmd.arg("WAIT").arg(wait);
+    }
+    cmd
+}
+
+/// `LOCK.SEMRELEASE name permits`.
+pub(crate) fn sem_release(name: &str, permits: u64) -> Cmd {
+    let mut cmd = on_key("LOCK.SEMRELEASE", name);
+    cmd.arg(permits);
+    cmd
+}
+
+/// `LOCK.SEMAVAILABLE name`.
+pub(crate) fn sem_available(name: &str) -> Cmd {
+    on_key("LOCK.SEMAVAILABLE", name)
+}
+
+/// `LOCK.SEMDRAIN name`.
+pub(crate) fn sem_drain(name: &str) -> Cmd {
+    on_key("LOCK.SEMDRAIN", name)
+}
+
+/// `LOCK.PERMITACQUIRE name permits [LEASE lease-ms] [WAIT timeout-ms]`.
+pub(crate) fn permit_acquire(
+    name: &str,
+    permits: u64,
+    lease_ms: Option<u64>,
+    wait_ms: Option<u64>,
+) -> Cmd {
+    let mut cmd = on_key("LOCK.PERMITACQUIRE", name);
+    cmd.arg(permits);
+    if let Some(lease) = lease_ms {
+        cmd.arg("LEASE").arg(lease);
+    }
+    if let Some(wait) = wait_ms {
+        cmd.arg("WAIT").arg(wait);
+    }
+    cmd
+}
+
+/// `LOCK.PERMITRELEASE name id [id ...]`.
+pub(crate) fn permit_release(name: &str, ids: &[String]) -> Cmd {
+    let mut cmd = on_key("LOCK.PERMITRELEASE", name);
+    for id in ids {
+        cmd.arg(id);
+    }
+    cmd
+}
+
+/// `LOCK.PERMITRENEW name id lease-ms`.
+pub(crate) fn permit_renew(name: &str, id: &str, lease_ms: u64) -> Cmd {
+    let mut cmd = on_hold("LOCK.PERMITRENEW", name, id);
+    cmd.arg(lease_ms);
+    cmd
+}
+
+/// `LOCK.LATCHSET name count [PX ttl-ms]`.
+pub(crate) fn latch_set(name: &str, count: u64, ttl_ms: Option<u64>) -> Cmd {
+    let mut cmd = on_key("LOCK.LATCHSET", name);
+    cmd.arg(count);
+    if let Some(ttl) = ttl_ms {
+        cmd.arg("PX").arg(ttl);
+    }
+    cmd
+}
+
+/// `LOCK.COUNTDOWN name`.
+pub(crate) fn count_down(name: &str) -> Cmd {
+    on_key("LOCK.COUNTDOWN", name)
+}
+
+/// `LOCK.LATCHCOUNT name`.
+pub(crate) fn latch_count(name: &str) -> Cmd {
+    on_key("LOCK.LATCHCOUNT", name)
+}
+
+/// `LOCK.AWAIT name timeout-ms` (0: forever).
+pub(crate) fn await_zero(name: &str, timeout_ms: u64) -> Cmd {
+    let mut cmd = on_key("LOCK.AWAIT", name);
+    cmd.arg(timeout_ms);
+    cmd
+}
+
+/// Decodes an integer reply (a count of permits, a latch's count).
+pub(crate) fn parse_int(command: &str, reply: &Value) -> Result<i64> {
+    match reply {
+        Value::Int(n) => Ok(*n),
+        other => Err(unexpected(command, other)),
+    }
+}
+
+/// Decodes a count that cannot be negative (`LOCK.SEMDRAIN`,
+/// `LOCK.COUNTDOWN`, `LOCK.LATCHCOUNT`).
+pub(crate) fn parse_count(command: &str, reply: &Value) -> Result<u64> {
+    match reply {
+        Value::Int(n) if *n >= 0 => Ok(*n as u64),
+        other => Err(unexpected(command, other)),
+    }
+}
+
+/// Whether a permit id is as the module writes it: 32 lowercase hex chars.
+fn is_permit_id(id: &[u8]) -> bool {
+    id.len() == 32 && id.iter().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+/// Decodes `LOCK.PERMITACQUIRE`: the ids (`permits` of them) when
+/// acquired, None (nil) when not.
+pub(crate) fn parse_permit_ids(reply: &Value, permits: u64) -> Result<Option<Vec<String>>> {
+    let command = "LOCK.PERMITACQUIRE";
+    match reply {
+        Value::Nil => Ok(None),
+        Value::Array(items) if items.len() as u64 == permits => items
+            .iter()
+            .map(|item| match item {
+                Value::BulkString(b) if is_permit_id(b) => {
+                    Ok(String::from_utf8_lossy(b).into_owned())
+                }
+                Value::SimpleString(s) if is_permit_id(s.as_bytes()) => Ok(s.clone()),
+                other => Err(unexpected(command, other)),
+            })
+            .collect::<Result<Vec<_>>>()
+            .map(Some),
+        other => Err(unexpected(command, other)),
+    }
+}
+
+/// Whether the module refused a `LOCK.PERMITRELEASE` because a permit is
+/// not held (`ERR permit <hex> is not held (unknown, released or expired)`).
+pub(crate) fn is_permit_not_held(e: &redis::RedisError) -> bool {
+    e.detail()
+        .is_some_and(|d| d.starts_with("permit ") && d.contains("is not held"))
+}
+
+/// What a `LOCK.AWAIT` on a count-down latch came to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Awaited {
+    /// The count is zero (or the latch was missing, or deleted): `1`.
+    Reached,
+    /// The timeout passed with the count above zero: `0`.
+    TimedOut,
+    /// The latch's time-to-live (`try_set_count(.., Some(ttl))`) ended
+    /// while waiting: it is gone without having reached zero: `-1`.
+    Expired,
+}
+
+/// Decodes `LOCK.AWAIT`: `1`, `0` or `-1`.
+pub(crate) fn parse_await(reply: &Value) -> Result<Awaited> {
+    match reply {
+        Value::Int(1) => Ok(Awaited::Reached),
+        Value::Int(0) => Ok(Awaited::TimedOut),
+        Value::Int(-1) => Ok(Awaited::Expired),
+        other => Err(unexpected("LOCK.AWAIT", other)),
+    }
+}
+
 /// A decoded `LOCK.ACQUIRE` reply.
 #[derive(Debug)]
 pub(crate) enum Acquired {

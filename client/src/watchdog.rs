@@ -1,6 +1,8 @@
 //! The watchdog: one task per client renews every lock it holds without a
 //! caller-given lease, every third of the lease, and tells holders at once
-//! when a lock is lost.
+//! when a lock is lost. Permits of a permit-expirable semaphore taken
+//! without a lease are renewed the same way (`LOCK.PERMITRENEW`, one per
+//! id): they are entries of the same registry.
 //!
 //! Where Redisson logs a failed renewal and tries again (its holders never
 //! hear of it), here:
@@ -62,7 +64,10 @@ pub(crate) async fn run(client: Weak<Inner>, wake: Arc<Notify>) {
             let inner = &inner;
             async move {
                 let sent = Instant::now();
-                let result = inner.counted.renew(entry.holder(), lease).await;
+                let result = match &entry.permits {
+                    Some(ids) => inner.counted.renew_permits(&entry.name, ids, lease).await,
+                    None => inner.counted.renew(entry.holder(), lease).await,
+                };
                 (entry, lease, sent, result)
             }
         });

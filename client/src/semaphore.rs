@@ -1,0 +1,632 @@
+//! Semaphores (Redisson's `RSemaphore`) and permits with a lease
+//! (`RPermitExpirableSemaphore`), on the module's `LOCK.SEM*` and
+//! `LOCK.PERMIT*` commands and Redisson's layout.
+//!
+//! A [`Semaphore`]'s permits have no owner and no lease, as in Redisson:
+//! whoever releases gives back permits, taken by anyone. A
+//! [`PermitExpirableSemaphore`] hands out permits with ids and a lease,
+//! held by a [`Permits`] guard; without a caller-given lease the client's
+//! one watchdog renews them (`LOCK.PERMITRENEW`), and the guard says when
+//! they are lost, as a [`LockGuard`](crate::LockGuard) does.
+//!
+//! Waiting (`... WAIT`) happens in the server's FIFO queue, on a connection
+//! of its own (a blocked connection cannot carry other commands), in a
+//! task of its own: a caller that stops waiting (its future dropped) has
+//! the server end the wait (`CLIENT UNBLOCK`), and permits granted just
+//! then are given back, not leaked.
+//!
+//! None of these commands can be resent safely after a failure in transit
+//! (nothing counts them per owner, as a lock's hold count does): such a
+//! failure is [`LockError::Unconfirmed`], except for giving permits back by
+//! id, which is safe to repeat.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use redis::{Cmd, Value};
+use tokio::sync::watch;
+
+use crate::acquire::Wait;
+use crate::client::LockClient;
+use crate::conn::Handle;
+use crate::counted::{unconfirmed, Sent};
+use crate::error::{refused, LockError, Result};
+use crate::guard::await_lost;
+use crate::holds::{later, lease_end, Entry, Lost};
+use crate::protocol;
+
+/// A semaphore (Redisson's `RSemaphore`): a count of permits, taken and
+/// given back by anyone, with no owner and no lease (nothing renews them;
+/// permits taken and never released stay taken). Waiting is FIFO on the
+/// server: a newcomer never overtakes a waiter, even one that wants more
+/// permits than are free.
+///
+/// ```no_run
+/// # async fn demo(locks: redis_lock_client::LockClient) -> Result<(), redis_lock_client::LockError> {
+/// let pool = locks.semaphore("db-connections");
+/// pool.try_set_permits(10, None).await?; // false if it was set already
+/// pool.acquire(1).await?;                // waits in the server's queue
+/// // ... use one of the ten ...
+/// pool.release(1).await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct Semaphore {
+    client: LockClient,
+    name: String,
+}
+
+/// A semaphore whose permits have ids and a lease (Redisson's
+/// `RPermitExpirableSemaphore`): a permit whose holder vanished comes back
+/// when its lease ends. Taken permits are held by a [`Permits`] guard;
+/// without a caller-given lease the client's watchdog renews them
+/// ([`Options::watchdog_lease`](crate::Options::watchdog_lease)), and the
+/// guard's [`Permits::lost`] says when they are gone.
+///
+/// ```no_run
+/// # async fn demo(locks: redis_lock_client::LockClient) -> Result<(), redis_lock_client::LockError> {
+/// # async fn call_the_api() {}
+/// let quota = locks.permit_expirable_semaphore("api-quota");
+/// quota.try_set_permits(5, None).await?;
+/// let permit = quota.acquire(1, None).await?; // the watchdog keeps it
+/// tokio::select! {
+///     _ = call_the_api() => permit.release().await?,
+///     why = permit.lost() => eprintln!("permit lost ({why})"),
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct PermitExpirableSemaphore {
+    client: LockClient,
+    name: String,
+}
+
+impl LockClient {
+    /// The semaphore `name` (Redisson's `getSemaphore`): a handle, nothing
+    /// is sent until it is used.
+    pub fn semaphore(&self, name: impl Into<String>) -> Semaphore {
+        Semaphore {
+            client: self.clone(),
+            name: name.into(),
+        }
+    }
+
+    /// The permit-expirable semaphore `name` (Redisson's
+    /// `getPermitExpirableSemaphore`): a handle, nothing is sent until it
+    /// is used.
+    pub fn permit_expirable_semaphore(&self, name: impl Into<String>) -> PermitExpirableSemaphore {
+        PermitExpirableSemaphore {
+            client: self.clone(),
+            name: name.into(),
+        }
+    }
+
+    /// A command that must not run twice, on this client's connections.
+    pub(crate) async fn once(&self, cmd: &Cmd, name: &str) -> Result<Value> {
+        self.inner.counted.once(cmd, name).await
+    }
+
+    /// Takes permits: one try on the shared connection, then, if none are
+    /// free and the caller waits, a wait in the server's queue on a
+    /// connection of its own (`make(Some(wait-ms))`, 0: forever). `granted`
+    /// reads a reply: Some when permits were taken, with the command that
+    /// gives them back. Returns the reply that granted them and when its
+    /// command was sent; None when none were had within the wait.
+    async fn take(
+        &self,
+        name: &str,
+        wait: Wait,
+        make: impl Fn(Option<u64>) -> Cmd,
+        granted: fn(&Value, &Take) -> Result<Option<Cmd>>,
+        take: Take,
+    ) -> Result<Option<(Value, Instant)>> {
+        let started = Instant::now();
+        let sent = Instant::now();
+        let reply = self.once(&make(None), name).await?;
+        if granted(&reply, &take)?.is_some() {
+            return Ok(Some((reply, sent)));
+        }
+        let (wait_ms, within) = match wait {
+            Wait::No => return Ok(None),
+            Wait::For(wait) => {
+                let left = wait.saturating_sub(started.elapsed());
+                if left.is_zero() {
+                    return Ok(None);
+                }
+                let margin = self.options().wait_margin;
+                (protocol::wait_ms(left), Some(left + margin))
+            }
+            Wait::Forever => (0, None),
+        };
+        let cmd = make(Some(wait_ms));
+        let (reply, sent) = self
+            .wait_detached(cmd, name, within, granted, take.clone())
+            .await?;
+        Ok(granted(&reply, &take)?.map(|_| (reply, sent)))
+    }
+
+    /// A wait for permits on a connection of its own, in a task of its
+    /// own, so a caller that stops waiting cannot leave permits behind:
+    /// the task then asks the server to end the wait (`CLIENT UNBLOCK`),
+    /// reads the reply, and gives back permits it granted (`granted`). If
+    /// the wait cannot be ended so (a cluster, no `CLIENT ID`), its
+    /// connection is closed, which takes it out of the server's queue; a
+    /// grant made in that instant is lost to the semaphore (a leased
+    /// permit's comes back when its lease ends).
+    async fn wait_detached(
+        &self,
+        cmd: Cmd,
+        name: &str,
+        within: Option<Duration>,
+        granted: fn(&Value, &Take) -> Result<Option<Cmd>>,
+        take: Take,
+    ) -> Result<(Value, Instant)> {
+        let (mut reply, caller) = tokio::sync::oneshot::channel();
+        let this = self.clone();
+        let name = name.to_string();
+        self.inner.runtime.spawn(async move {
+            let counted = &this.inner.counted;
+            let conn: Mutex<Option<Handle>> = Mutex::new(None);
+            let record = |h: &Handle| {
+                *conn.lock().unwrap_or_else(|p| p.into_inner()) = Some(h.clone());
+            };
+            let sent = Instant::now();
+            let waiting = counted.wait_own(&cmd, within, &record);
+            tokio::pin!(waiting);
+            let result = tokio::select! {
+                biased;
+                result = &mut waiting => result,
+                () = reply.closed() => {
+                    // The caller left: end the wait, and give back what it
+                    // got meanwhile.
+                    let h = conn.lock().unwrap_or_else(|p| p.into_inner()).take();
+                    let timeout = counted.options.command_timeout;
+                    if let (Some(h), Ok(shared)) = (h, counted.conns.shared().await) {
+                        // False: nothing blocked (its reply is on the way),
+                        // or no unblocking here. Either way: the reply, if
+                        // it comes.
+                        let _ = counted.conns.unblock(h.id, &shared, timeout).await;
+                        if let Ok(Ok(Sent::Reply(v))) = tokio::time::timeout(timeout, &mut waiting).await {
+                            if let Ok(Some(back)) = granted(&v, &take) {
+                                let _ = this.once(&back, &name).await;
+                            }
+                        } else {
+                            // No reply: close it for good, so the server
+                            // cannot grant it anything more.
+                            counted.conns.fence(h.id, &shared, timeout).await;
+                        }
+                    }
+                    return;
+                }
+            };
+            let result = match result {
+                Ok(Sent::Reply(v)) => Ok((v, sent)),
+                Ok(Sent::Refused(e)) => Err(refused(&name, e)),
+                // A wait ended by a demotion (`UNBLOCKED`, `READONLY`):
+                // nothing was granted; the caller may ask again.
+                Ok(Sent::WrongRole(e)) => Err(LockError::Connection(e)),
+                Ok(Sent::Broken(e)) => Err(unconfirmed(&name, &cmd, e)),
+                Err(e) => Err(e),
+            };
+            if let Err(Ok((v, _))) = reply.send(result) {
+                // The caller left as the reply came.
+                if let Ok(Some(back)) = granted(&v, &take) {
+                    let _ = this.once(&back, &name).await;
+                }
+            }
+        });
+        caller.await.unwrap_or_else(|_| {
+            Err(LockError::Runtime(std::io::Error::other(
+                "the client's runtime shut down during the wait",
+            )))
+        })
+    }
+}
+
+/// What a `take` asks for: the semaphore and how many permits, for
+/// reading its reply and giving the permits back.
+#[derive(Clone, Debug)]
+struct Take {
+    name: String,
+    permits: u64,
+}
+
+/// `LOCK.SEMACQUIRE`'s reply: 1 taken (given back with
+/// `LOCK.SEMRELEASE`), 0 not.
+fn sem_granted(reply: &Value, take: &Take) -> Result<Option<Cmd>> {
+    Ok(protocol::parse_flag("LOCK.SEMACQUIRE", reply)?
+        .then(|| protocol::sem_release(&take.name, take.permits)))
+}
+
+/// `LOCK.PERMITACQUIRE`'s reply: the ids (given back with
+/// `LOCK.PERMITRELEASE`), or nil.
+fn permits_granted(reply: &Value, take: &Take) -> Result<Option<Cmd>> {
+    Ok(protocol::parse_permit_ids(reply, take.permits)?
+        .map(|ids| protocol::permit_release(&take.name, &ids)))
+}
+
+/// The semaphore commands a `Semaphore` and a `PermitExpirableSemaphore`
+/// share (the latter's value is a plain semaphore's).
+async fn set_permits(
+    client: &LockClient,
+    name: &str,
+    permits: u64,
+    ttl: Option<Duration>,
+) -> Result<bool> {
+    let ttl = ttl.map(protocol::ttl_ms).transpose()?;
+    let reply = client
+        .once(&protocol::sem_set(name, permits, ttl), name)
+        .await?;
+    protocol::parse_flag("LOCK.SEMSET", &reply)
+}
+
+async fn add_permits(client: &LockClient, name: &str, delta: i64) -> Result<i64> {
+    let reply = client.once(&protocol::sem_add(name, delta), name).await?;
+    protocol::parse_int("LOCK.SEMADD", &reply)
+}
+
+async fn available_permits(client: &LockClient, name: &str) -> Result<i64> {
+    let reply = client.simple(&protocol::sem_available(name)).await?;
+    protocol::parse_int("LOCK.SEMAVAILABLE", &reply)
+}
+
+impl Semaphore {
+    /// The semaphore's name (its key).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Sets the number of permits if the semaphore does not exist yet
+    /// (Redisson's `trySetPermits`): true if set, false if it existed
+    /// (unchanged). With `ttl` the semaphore's key expires after it.
+    pub async fn try_set_permits(&self, permits: u64, ttl: Option<Duration>) -> Result<bool> {
+        set_permits(&self.client, &self.name, permits, ttl).await
+    }
+
+    /// Adds `delta` permits (negative: removes them; a missing semaphore
+    /// counts as 0) and returns the count after. Waiters are served.
+    pub async fn add_permits(&self, delta: i64) -> Result<i64> {
+        add_permits(&self.client, &self.name, delta).await
+    }
+
+    /// Takes `permits` (at least 1), waiting as long as it takes in the
+    /// server's FIFO queue (`LOCK.SEMACQUIRE ... WAIT 0`).
+    pub async fn acquire(&self, permits: u64) -> Result<()> {
+        match self.take(permits, Wait::Forever).await? {
+            true => Ok(()),
+            false => Err(LockError::Protocol(
+                "a wait without end ended without the permits".into(),
+            )),
+        }
+    }
+
+    /// Takes `permits` if that many are free now and nobody waits before
+    /// this caller; false otherwise.
+    pub async fn try_acquire(&self, permits: u64) -> Result<bool> {
+        self.take(permits, Wait::No).await
+    }
+
+    /// Takes `permits`, waiting at most `wait` in the server's queue;
+    /// false when they could not be had in that time.
+    pub async fn try_acquire_for(&self, permits: u64, wait: Duration) -> Result<bool> {
+        self.take(permits, Wait::from(wait)).await
+    }
+
+    async fn take(&self, permits: u64, wait: Wait) -> Result<bool> {
+        let permits = protocol::permits(permits)?;
+        let name = self.name.as_str();
+        let take = Take {
+            name: self.name.clone(),
+            permits,
+        };
+        let got = self
+            .client
+            .take(
+                name,
+                wait,
+                |wait_ms| protocol::sem_acquire(name, permits, wait_ms),
+                sem_granted,
+                take,
+            )
+            .await?;
+        Ok(got.is_some())
+    }
+
+    /// Gives back `permits` (at least 1; anyone may, as in Redisson) and
+    /// returns the count after; the head of the queue is served at once.
+    pub async fn release(&self, permits: u64) -> Result<i64> {
+        let permits = protocol::permits(permits)?;
+        let cmd = protocol::sem_release(&self.name, permits);
+        let reply = self.client.once(&cmd, &self.name).await?;
+        protocol::parse_int("LOCK.SEMRELEASE", &reply)
+    }
+
+    /// The permits free now (0 when the semaphore does not exist).
+    pub async fn available_permits(&self) -> Result<i64> {
+        available_permits(&self.client, &self.name).await
+    }
+
+    /// Takes every free permit, returning how many (Redisson's
+    /// `drainPermits`).
+    pub async fn drain_permits(&self) -> Result<u64> {
+        let reply = self
+            .client
+            .once(&protocol::sem_drain(&self.name), &self.name)
+            .await?;
+        protocol::parse_count("LOCK.SEMDRAIN", &reply)
+    }
+}
+
+impl PermitExpirableSemaphore {
+    /// The semaphore's name (its key; leased permits live in
+    /// `{name}:timeout`).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Sets the number of permits if the semaphore does not exist yet: see
+    /// [`Semaphore::try_set_permits`].
+    pub async fn try_set_permits(&self, permits: u64, ttl: Option<Duration>) -> Result<bool> {
+        set_permits(&self.client, &self.name, permits, ttl).await
+    }
+
+    /// Adds (or with a negative `delta` removes) free permits; the count
+    /// after. See [`Semaphore::add_permits`].
+    pub async fn add_permits(&self, delta: i64) -> Result<i64> {
+        add_permits(&self.client, &self.name, delta).await
+    }
+
+    /// The permits free now; permits whose lease ended are reclaimed first.
+    pub async fn available_permits(&self) -> Result<i64> {
+        available_permits(&self.client, &self.name).await
+    }
+
+    /// Takes `permits` (at least 1), waiting as long as it takes in the
+    /// server's FIFO queue. With `lease: None` they get the watchdog's
+    /// lease and the watchdog renews them until the guard is released;
+    /// with `Some(lease)` they end after it, not renewed (as in Redisson).
+    pub async fn acquire(&self, permits: u64, lease: Option<Duration>) -> Result<Permits> {
+        self.take(permits, Wait::Forever, lease)
+            .await?
+            .ok_or_else(|| LockError::Protocol("a wait without end ended without the permits".into()))
+    }
+
+    /// Takes `permits` if that many are free now and nobody waits before
+    /// this caller; None otherwise. `lease` as in
+    /// [`PermitExpirableSemaphore::acquire`].
+    pub async fn try_acquire(&self, permits: u64, lease: Option<Duration>) -> Result<Option<Permits>> {
+        self.take(permits, Wait::No, lease).await
+    }
+
+    /// Takes `permits`, waiting at most `wait`; None when they could not be
+    /// had in that time. `lease` as in [`PermitExpirableSemaphore::acquire`].
+    pub async fn try_acquire_for(
+        &self,
+        permits: u64,
+        wait: Duration,
+        lease: Option<Duration>,
+    ) -> Result<Option<Permits>> {
+        self.take(permits, Wait::from(wait), lease).await
+    }
+
+    async fn take(&self, permits: u64, wait: Wait, lease: Option<Duration>) -> Result<Option<Permits>> {
+        let permits = protocol::permits(permits)?;
+        let watchdog = lease.is_none();
+        let lease = lease.unwrap_or(self.client.options().watchdog_lease);
+        let lease_ms = protocol::lease_ms(lease)?;
+        let name = self.name.as_str();
+        let take = Take {
+            name: self.name.clone(),
+            permits,
+        };
+        let got = self
+            .client
+            .take(
+                name,
+                wait,
+                |wait_ms| protocol::permit_acquire(name, permits, Some(lease_ms), wait_ms),
+                permits_granted,
+                take,
+            )
+            .await?;
+        let Some((reply, sent)) = got else {
+            return Ok(None);
+        };
+        let ids = protocol::parse_permit_ids(&reply, permits)?
+            .ok_or_else(|| LockError::Protocol("LOCK.PERMITACQUIRE granted nothing".into()))?;
+        Ok(Some(self.client.granted_permits(name, ids, sent, lease, watchdog)))
+    }
+}
+
+impl LockClient {
+    /// Records a grant of permits asked for at `sent` and makes its guard.
+    ///
+    /// The server started the lease when it granted them, between `sent`
+    /// and now. Answered at once (within a third of the lease), the lease
+    /// is counted from `sent`, a safe bound. A grant that waited longer is
+    /// counted from now, a moment later than the server's start (the
+    /// reply's transit), and the watchdog renews it at once, which restores
+    /// a safe count; a caller-given lease keeps that moment.
+    fn granted_permits(
+        &self,
+        name: &str,
+        ids: Vec<String>,
+        sent: Instant,
+        lease: Duration,
+        watchdog: bool,
+    ) -> Permits {
+        let now = Instant::now();
+        let (expires, renew_now) = match sent.checked_add(lease / 3) {
+            Some(due) if now < due => (lease_end(sent, lease), false),
+            _ => (later(now, lease), true),
+        };
+        let entry = self.inner.holds.permits(name, ids);
+        let renewed_to = watchdog.then_some(lease);
+        entry.state().granted(expires, renewed_to, renew_now, now);
+        if watchdog {
+            self.start_watchdog();
+            self.inner.wake.notify_one();
+        }
+        Permits::new(self.clone(), entry)
+    }
+
+    /// Gives back the permits of `entry` (the guard's release and drop).
+    pub(crate) async fn release_permits(&self, entry: &Arc<Entry>) -> Result<()> {
+        let _op = entry.op.lock().await;
+        let name = entry.name.as_str();
+        let ids = entry.permits.clone().unwrap_or_default();
+        let (holds, lost) = {
+            let state = entry.state();
+            (state.holds(), state.is_retired())
+        };
+        let not_held = |source| LockError::PermitNotHeld {
+            name: name.to_string(),
+            source,
+        };
+        if holds == 0 {
+            return Err(not_held(None));
+        }
+        if lost {
+            // One of them is gone; the others may still be held, and are
+            // given back one by one.
+            self.release_each(name, &ids).await;
+            entry.state().released(false);
+            return Err(not_held(None));
+        }
+        let cmd = protocol::permit_release(name, &ids);
+        let outcome = match self.once(&cmd, name).await {
+            // Giving back by id is safe to repeat: sent again, a refusal
+            // ("not held") then means the first one ran.
+            Err(LockError::Unconfirmed { .. }) => match self.simple(&cmd).await {
+                Err(LockError::Server(e)) if protocol::is_permit_not_held(&e) => Ok(()),
+                other => other.map(drop),
+            },
+            Err(LockError::Server(e)) if protocol::is_permit_not_held(&e) => {
+                // Nothing was released: give back those still held.
+                self.release_each(name, &ids).await;
+                entry.state().released(false);
+                self.inner.holds.mark_lost(entry, Lost::NotHeld);
+                return Err(not_held(Some(e)));
+            }
+            other => other.map(drop),
+        };
+        outcome?;
+        entry.state().released(true);
+        self.inner.holds.retire(entry);
+        Ok(())
+    }
+
+    /// Gives back each of `ids` on its own, those not held skipped.
+    async fn release_each(&self, name: &str, ids: &[String]) {
+        for id in ids {
+            let cmd = protocol::permit_release(name, std::slice::from_ref(id));
+            let _ = self.simple(&cmd).await;
+        }
+    }
+}
+
+/// Permits taken from a [`PermitExpirableSemaphore`]: their ids, and the
+/// signal that says when they are lost. Give them back with
+/// [`Permits::release`] (which reports errors) or by dropping the guard
+/// (in the background, on the client's runtime).
+///
+/// Without a caller-given lease the client's watchdog renews them every
+/// third of [`Options::watchdog_lease`](crate::Options::watchdog_lease);
+/// a renewal answered 0 (a permit reclaimed, or removed) marks them lost
+/// ([`Lost::NotHeld`]), as do renewals failing until the lease passed. With
+/// a caller's lease they are lost when it has passed
+/// ([`Lost::LeaseExpired`]).
+#[must_use = "dropping the guard gives the permits back at once"]
+pub struct Permits {
+    client: LockClient,
+    entry: Arc<Entry>,
+    lost: watch::Receiver<Option<Lost>>,
+    armed: bool,
+}
+
+impl std::fmt::Debug for Permits {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Permits")
+            .field("name", &self.entry.name)
+            .field("ids", &self.ids())
+            .field("lost", &*self.lost.borrow())
+            .finish()
+    }
+}
+
+impl Permits {
+    fn new(client: LockClient, entry: Arc<Entry>) -> Permits {
+        let lost = entry.lost_signal();
+        Permits {
+            client,
+            entry,
+            lost,
+            armed: true,
+        }
+    }
+
+    /// The semaphore's name.
+    pub fn name(&self) -> &str {
+        &self.entry.name
+    }
+
+    /// The permits' ids (32 lowercase hex characters each, as Redisson
+    /// writes them).
+    pub fn ids(&self) -> &[String] {
+        self.entry.permits.as_deref().unwrap_or_default()
+    }
+
+    /// Whether the watchdog renews them (no caller-given lease).
+    pub fn is_renewed(&self) -> bool {
+        self.entry.state().watchdog().is_some()
+    }
+
+    /// Whether the permits are known to be lost, and why. A lease that has
+    /// passed without a successful renewal counts, even before the
+    /// watchdog has run.
+    pub fn is_lost(&self) -> Option<Lost> {
+        self.client
+            .inner
+            .holds
+            .expire_if_due(&self.entry, Instant::now());
+        self.lost.borrow().clone()
+    }
+
+    /// Resolves when the permits are lost, at once if they already are;
+    /// never while they are held. The watchdog finds a permit gone at its
+    /// next renewal (a third of the lease at most); a caller-given lease
+    /// is lost when it has passed.
+    pub async fn lost(&self) -> Lost {
+        await_lost(&self.client, &self.entry, &self.lost).await
+    }
+
+    /// A receiver of the lost signal: `None` while held, then the reason.
+    pub fn lost_signal(&self) -> watch::Receiver<Option<Lost>> {
+        self.lost.clone()
+    }
+
+    /// Gives the permits back (`LOCK.PERMITRELEASE`): the head of the
+    /// semaphore's queue is served at once.
+    /// [`LockError::PermitNotHeld`] when one was lost before (its lease
+    /// ended, or it was removed); those still held are given back all the
+    /// same.
+    pub async fn release(mut self) -> Result<()> {
+        self.armed = false;
+        self.client.release_permits(&self.entry).await
+    }
+}
+
+impl Drop for Permits {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let client = self.client.clone();
+        let entry = self.entry.clone();
+        // If the runtime is gone the lease frees them (no watchdog runs).
+        let runtime = client.inner.runtime.clone();
+        runtime.spawn(async move {
+            let _ = client.release_permits(&entry).await;
+        });
+    }
+}
