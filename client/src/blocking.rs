@@ -311,7 +311,8 @@ impl Semaphore {
 
     /// [`crate::Semaphore::try_set_permits`].
     pub fn try_set_permits(&self, permits: u64, ttl: Option<Duration>) -> Result<bool> {
-        self.runtime.block_on(self.inner.try_set_permits(permits, ttl))
+        self.runtime
+            .block_on(self.inner.try_set_permits(permits, ttl))
     }
 
     /// [`crate::Semaphore::add_permits`].
@@ -331,7 +332,8 @@ impl Semaphore {
 
     /// [`crate::Semaphore::try_acquire_for`]: waits at most `wait`.
     pub fn try_acquire_for(&self, permits: u64, wait: Duration) -> Result<bool> {
-        self.runtime.block_on(self.inner.try_acquire_for(permits, wait))
+        self.runtime
+            .block_on(self.inner.try_acquire_for(permits, wait))
     }
 
     /// [`crate::Semaphore::release`]: the count after.
@@ -365,7 +367,8 @@ impl PermitExpirableSemaphore {
 
     /// [`crate::PermitExpirableSemaphore::try_set_permits`].
     pub fn try_set_permits(&self, permits: u64, ttl: Option<Duration>) -> Result<bool> {
-        self.runtime.block_on(self.inner.try_set_permits(permits, ttl))
+        self.runtime
+            .block_on(self.inner.try_set_permits(permits, ttl))
     }
 
     /// [`crate::PermitExpirableSemaphore::add_permits`].
@@ -394,7 +397,9 @@ impl PermitExpirableSemaphore {
 
     /// [`crate::PermitExpirableSemaphore::try_acquire`]: no wait.
     pub fn try_acquire(&self, permits: u64, lease: Option<Duration>) -> Result<Option<Permits>> {
-        let got = self.runtime.block_on(self.inner.try_acquire(permits, lease))?;
+        let got = self
+            .runtime
+            .block_on(self.inner.try_acquire(permits, lease))?;
         Ok(got.map(|p| self.guard(p)))
     }
 

@@ -316,5 +316,20 @@ mod tests {
             assert!(source.contains(cause), "{err:?}: {source:?}");
         }
         assert!(LockError::NotHeld { name: "k".into() }.source().is_none());
+        let unconfirmed = LockError::Unconfirmed {
+            name: "s".into(),
+            command: "LOCK.SEMACQUIRE".into(),
+            source: transit(),
+        };
+        assert!(unconfirmed.is_transient());
+        assert!(unconfirmed.to_string().contains("LOCK.SEMACQUIRE"));
+        let source = unconfirmed.source().map(|s| s.to_string());
+        assert!(source.is_some_and(|s| s.contains("connection reset")));
+        let refusal = reply_error(b"-ERR permit 0123 is not held\r\n");
+        let not_held = LockError::PermitNotHeld {
+            name: "p".into(),
+            source: Some(refusal),
+        };
+        assert!(not_held.source().is_some() && !not_held.is_transient());
     }
 }

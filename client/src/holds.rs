@@ -489,4 +489,19 @@ mod tests {
         assert_eq!(state.released(true), 0);
         assert!(matches!(state.next(now), Next::Nothing));
     }
+
+    #[test]
+    fn a_grant_of_permits_is_an_entry_of_its_own_whatever_the_names() {
+        let registry = Registry::default();
+        let id = "0123456789abcdef0123456789abcdef";
+        let lock = registry.entry("s", id, LockKind::Lock);
+        let permits = registry.permits("s", vec![id.to_string(), "f".repeat(32)]);
+        assert!(!Arc::ptr_eq(&lock, &permits));
+        assert_eq!(permits.permits.as_ref().map(Vec::len), Some(2));
+        assert!(lock.permits.is_none());
+        assert_eq!(registry.entries().len(), 2);
+        registry.retire(&permits);
+        assert!(Arc::ptr_eq(&lock, &registry.entry("s", id, LockKind::Lock)));
+        assert_eq!(registry.entries().len(), 1);
+    }
 }

@@ -78,7 +78,10 @@ impl CountDownLatch {
 
     /// The count now (0 when there is no latch).
     pub async fn count(&self) -> Result<u64> {
-        let reply = self.client.simple(&protocol::latch_count(&self.name)).await?;
+        let reply = self
+            .client
+            .simple(&protocol::latch_count(&self.name))
+            .await?;
         protocol::parse_count("LOCK.LATCHCOUNT", &reply)
     }
 

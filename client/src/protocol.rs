@@ -967,4 +967,112 @@ mod tests {
             Some(Some(Duration::from_millis(9_000)))
         );
     }
+
+    #[test]
+    fn semaphore_and_latch_commands_follow_spec_18() {
+        assert_eq!(words(&sem_set("s", 3, None)), ["LOCK.SEMSET", "s", "3"]);
+        assert_eq!(
+            words(&sem_set("s", 0, Some(500))),
+            ["LOCK.SEMSET", "s", "0", "PX", "500"]
+        );
+        assert_eq!(words(&sem_add("s", -2)), ["LOCK.SEMADD", "s", "-2"]);
+        assert_eq!(
+            words(&sem_acquire("s", 2, None)),
+            ["LOCK.SEMACQUIRE", "s", "2"]
+        );
+        assert_eq!(
+            words(&sem_acquire("s", 1, Some(0))),
+            ["LOCK.SEMACQUIRE", "s", "1", "WAIT", "0"]
+        );
+        assert_eq!(words(&sem_release("s", 4)), ["LOCK.SEMRELEASE", "s", "4"]);
+        assert_eq!(words(&sem_available("s")), ["LOCK.SEMAVAILABLE", "s"]);
+        assert_eq!(words(&sem_drain("s")), ["LOCK.SEMDRAIN", "s"]);
+        assert_eq!(
+            words(&permit_acquire("p", 2, Some(30_000), Some(250))),
+            [
+                "LOCK.PERMITACQUIRE",
+                "p",
+                "2",
+                "LEASE",
+                "30000",
+                "WAIT",
+                "250"
+            ]
+        );
+        assert_eq!(
+            words(&permit_acquire("p", 1, None, None)),
+            ["LOCK.PERMITACQUIRE", "p", "1"]
+        );
+        let ids = ["a".repeat(32), "b".repeat(32)];
+        assert_eq!(
+            words(&permit_release("p", &ids)),
+            ["LOCK.PERMITRELEASE", "p", &ids[0], &ids[1]]
+        );
+        assert_eq!(
+            words(&permit_renew("p", &ids[0], 900)),
+            ["LOCK.PERMITRENEW", "p", &ids[0], "900"]
+        );
+        assert_eq!(
+            words(&latch_set("l", 3, Some(10))),
+            ["LOCK.LATCHSET", "l", "3", "PX", "10"]
+        );
+        assert_eq!(words(&count_down("l")), ["LOCK.COUNTDOWN", "l"]);
+        assert_eq!(words(&latch_count("l")), ["LOCK.LATCHCOUNT", "l"]);
+        assert_eq!(words(&await_zero("l", 0)), ["LOCK.AWAIT", "l", "0"]);
+    }
+
+    #[test]
+    fn permits_and_ttls_are_checked_before_sending() {
+        assert!(permits(0).is_err());
+        assert_eq!(permits(1).ok(), Some(1));
+        assert!(permits(u64::MAX).is_err());
+        assert!(ttl_ms(Duration::ZERO).is_err());
+        assert_eq!(ttl_ms(Duration::from_micros(1)).ok(), Some(1));
+        assert_eq!(ttl_ms(Duration::from_millis(1500)).ok(), Some(1500));
+        assert!(ttl_ms(Duration::MAX).is_err());
+    }
+
+    #[test]
+    fn permit_ids_are_32_lowercase_hex_and_as_many_as_asked() {
+        let id = "0123456789abcdef0123456789abcdef";
+        let two = Value::Array(vec![text(id), text(id)]);
+        assert_eq!(
+            parse_permit_ids(&two, 2).ok(),
+            Some(Some(vec![id.to_string(), id.to_string()]))
+        );
+        assert_eq!(parse_permit_ids(&Value::Nil, 2).ok(), Some(None));
+        assert!(parse_permit_ids(&two, 3).is_err(), "too few ids");
+        let upper = Value::Array(vec![text(&id.to_uppercase())]);
+        assert!(parse_permit_ids(&upper, 1).is_err());
+        let short = Value::Array(vec![text(&id[1..])]);
+        assert!(parse_permit_ids(&short, 1).is_err());
+        assert!(parse_permit_ids(&Value::Int(1), 1).is_err());
+    }
+
+    #[test]
+    fn await_replies_are_reached_timed_out_or_expired() {
+        assert_eq!(parse_await(&Value::Int(1)).ok(), Some(Awaited::Reached));
+        assert_eq!(parse_await(&Value::Int(0)).ok(), Some(Awaited::TimedOut));
+        assert_eq!(parse_await(&Value::Int(-1)).ok(), Some(Awaited::Expired));
+        assert!(parse_await(&Value::Int(2)).is_err());
+        assert!(parse_await(&Value::Nil).is_err());
+        assert_eq!(parse_count("LOCK.COUNTDOWN", &Value::Int(0)).ok(), Some(0));
+        assert!(parse_count("LOCK.COUNTDOWN", &Value::Int(-1)).is_err());
+        assert_eq!(parse_int("LOCK.SEMADD", &Value::Int(-3)).ok(), Some(-3));
+        assert!(parse_int("LOCK.SEMADD", &Value::Nil).is_err());
+    }
+
+    #[test]
+    fn a_permit_release_refusal_is_told_apart() {
+        let e = redis::parse_redis_value(
+            b"-ERR permit 0123456789abcdef0123456789abcdef is not held (unknown, released or expired)\r\n",
+        )
+        .and_then(Value::extract_error)
+        .expect_err("an error reply");
+        assert!(is_permit_not_held(&e));
+        let other = redis::parse_redis_value(b"-ERR permit id must be 32 hex characters\r\n")
+            .and_then(Value::extract_error)
+            .expect_err("an error reply");
+        assert!(!is_permit_not_held(&other));
+    }
 }

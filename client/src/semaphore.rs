@@ -388,13 +388,19 @@ impl PermitExpirableSemaphore {
     pub async fn acquire(&self, permits: u64, lease: Option<Duration>) -> Result<Permits> {
         self.take(permits, Wait::Forever, lease)
             .await?
-            .ok_or_else(|| LockError::Protocol("a wait without end ended without the permits".into()))
+            .ok_or_else(|| {
+                LockError::Protocol("a wait without end ended without the permits".into())
+            })
     }
 
     /// Takes `permits` if that many are free now and nobody waits before
     /// this caller; None otherwise. `lease` as in
     /// [`PermitExpirableSemaphore::acquire`].
-    pub async fn try_acquire(&self, permits: u64, lease: Option<Duration>) -> Result<Option<Permits>> {
+    pub async fn try_acquire(
+        &self,
+        permits: u64,
+        lease: Option<Duration>,
+    ) -> Result<Option<Permits>> {
         self.take(permits, Wait::No, lease).await
     }
 
@@ -409,7 +415,12 @@ impl PermitExpirableSemaphore {
         self.take(permits, Wait::from(wait), lease).await
     }
 
-    async fn take(&self, permits: u64, wait: Wait, lease: Option<Duration>) -> Result<Option<Permits>> {
+    async fn take(
+        &self,
+        permits: u64,
+        wait: Wait,
+        lease: Option<Duration>,
+    ) -> Result<Option<Permits>> {
         let permits = protocol::permits(permits)?;
         let watchdog = lease.is_none();
         let lease = lease.unwrap_or(self.client.options().watchdog_lease);
@@ -434,7 +445,10 @@ impl PermitExpirableSemaphore {
         };
         let ids = protocol::parse_permit_ids(&reply, permits)?
             .ok_or_else(|| LockError::Protocol("LOCK.PERMITACQUIRE granted nothing".into()))?;
-        Ok(Some(self.client.granted_permits(name, ids, sent, lease, watchdog)))
+        Ok(Some(
+            self.client
+                .granted_permits(name, ids, sent, lease, watchdog),
+        ))
     }
 }
 
