@@ -16,6 +16,7 @@
 //! | [`pubsub`] | unlock channels and a subscriber that needs no sleeps |
 //! | [`timing`] | polling (blocking and async), clocks, running a test alone |
 //! | [`raw`] | a raw RESP2 client: blocked commands, pushes, disconnects; queued waiters |
+//! | [`semaphore`] | semaphores, permits and latches: their keys, `LOCK.SEMINFO` / `LOCK.LATCHINFO` decoded, queue lengths |
 //! | [`redisson`] | Redisson's scripts (read from `redisson/*.lua`) and the calls it makes |
 //!
 //! Every test starts its own servers, so tests run in parallel; a server is
@@ -44,6 +45,7 @@ pub mod pubsub;
 pub mod raw;
 pub mod redisson;
 pub mod reply;
+pub mod semaphore;
 pub mod sentinel;
 pub mod server;
 pub mod timing;

@@ -1,0 +1,210 @@
+//! Count-down latches through the library (issue 18) against real servers
+//! with the module: a count set once and counted down, waiters told at
+//! zero, a wait that times out, a latch whose time-to-live ends under its
+//! waiters, a deleted latch counting as zero, a wait that does not stall
+//! the client, the blocking forms.
+#![allow(clippy::await_holding_lock)]
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use redis_lock_client::{blocking, Awaited, LockError, Options};
+use redis_lock_test_support::semaphore::{latch_queue_becomes, latch_waiters};
+use redis_lock_test_support::*;
+use support::client_on;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_latch_counts_down_to_zero_and_wakes_every_waiter() {
+    let server = Server::start();
+    let locks = client_on(server.port, Options::default());
+    let other = client_on(server.port, Options::default());
+    let latch = locks.count_down_latch("ready");
+
+    assert_eq!(latch.count().await.expect("count"), 0);
+    assert!(latch.try_set_count(2, None).await.expect("set"));
+    assert!(
+        !latch.try_set_count(5, None).await.expect("set again"),
+        "an existing latch keeps its count"
+    );
+    assert_eq!(latch.count().await.expect("count"), 2);
+    assert!(matches!(
+        latch.try_set_count(0, None).await,
+        Err(LockError::InvalidArgument(_))
+    ));
+
+    let waiters: Vec<_> = [&locks, &other]
+        .into_iter()
+        .map(|client| {
+            let latch = client.count_down_latch("ready");
+            tokio::spawn(async move { latch.await_zero(None).await })
+        })
+        .collect();
+    latch_queue_becomes(&server, "ready", 2).await;
+    assert_eq!(latch.count_down().await.expect("count down"), 1);
+    // One left: nobody is answered.
+    assert_eq!(latch_waiters(&server, "ready"), 2);
+    assert!(waiters.iter().all(|w| !w.is_finished()));
+    assert_eq!(
+        other
+            .count_down_latch("ready")
+            .count_down()
+            .await
+            .expect("count down"),
+        0
+    );
+    for waiter in waiters {
+        assert_eq!(
+            waiter.await.expect("task").expect("await"),
+            Awaited::Reached
+        );
+    }
+    assert!(!exists(&mut server.connection(), "ready"), "gone at zero");
+    assert_eq!(latch.count().await.expect("count"), 0);
+    assert_eq!(
+        latch
+            .count_down()
+            .await
+            .expect("count down a missing latch"),
+        0
+    );
+    // No latch: zero already.
+    let started = Instant::now();
+    assert_eq!(
+        latch
+            .await_zero(Some(Duration::from_secs(5)))
+            .await
+            .expect("await"),
+        Awaited::Reached
+    );
+    assert!(started.elapsed() < Duration::from_secs(1));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wait_times_out_while_the_count_is_above_zero() {
+    let server = Server::start();
+    let locks = client_on(server.port, Options::default());
+    let latch = locks.count_down_latch("slow");
+    latch.try_set_count(1, None).await.expect("set");
+
+    let started = Instant::now();
+    let outcome = latch
+        .await_zero(Some(Duration::from_millis(250)))
+        .await
+        .expect("await");
+    let waited = started.elapsed();
+    assert_eq!(outcome, Awaited::TimedOut);
+    assert!(
+        waited >= Duration::from_millis(250) && waited < Duration::from_secs(2),
+        "waited {waited:?}"
+    );
+    assert_eq!(latch_waiters(&server, "slow"), 0);
+    assert_eq!(latch.count().await.expect("count"), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_latch_whose_ttl_ends_tells_its_waiters_it_expired() {
+    let _alone = alone();
+    let server = Server::start();
+    let locks = client_on(server.port, Options::default());
+    let latch = locks.count_down_latch("brief");
+    assert!(latch
+        .try_set_count(3, Some(Duration::from_millis(300)))
+        .await
+        .expect("set with a ttl"));
+    let ttl = pttl(&mut server.connection(), "brief");
+    assert!((1..=300).contains(&ttl), "PX 300 gave pttl {ttl}");
+
+    let started = Instant::now();
+    let outcome = latch
+        .await_zero(Some(Duration::from_secs(5)))
+        .await
+        .expect("await");
+    let waited = started.elapsed();
+    assert_eq!(outcome, Awaited::Expired);
+    assert!(waited < Duration::from_secs(2), "told after {waited:?}");
+    assert!(!exists(&mut server.connection(), "brief"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_latch_counts_as_zero() {
+    let server = Server::start();
+    let locks = client_on(server.port, Options::default());
+    let latch = locks.count_down_latch("deleted");
+    latch.try_set_count(4, None).await.expect("set");
+    let waiter = tokio::spawn({
+        let latch = latch.clone();
+        async move { latch.await_zero(None).await }
+    });
+    latch_queue_becomes(&server, "deleted", 1).await;
+    run(&mut server.connection(), &["DEL", "deleted"]);
+    let outcome = tokio::time::timeout(Duration::from_secs(2), waiter)
+        .await
+        .expect("told within 2 s")
+        .expect("task")
+        .expect("await");
+    assert_eq!(outcome, Awaited::Reached);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wait_does_not_stall_the_clients_other_commands_and_can_be_given_up() {
+    let server = Server::start();
+    let locks = client_on(server.port, Options::default());
+    let latch = locks.count_down_latch("gate");
+    latch.try_set_count(1, None).await.expect("set");
+    let waiter = tokio::spawn({
+        let latch = latch.clone();
+        async move { latch.await_zero(None).await }
+    });
+    latch_queue_becomes(&server, "gate", 1).await;
+    let started = Instant::now();
+    assert_eq!(latch.count().await.expect("count"), 1);
+    let guard = locks.lock("elsewhere").await.expect("lock");
+    guard.unlock().await.expect("unlock");
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        started.elapsed()
+    );
+    // Given up: its connection closes, and the server forgets the wait.
+    waiter.abort();
+    let _ = waiter.await;
+    latch_queue_becomes(&server, "gate", 0).await;
+    assert_eq!(latch.count().await.expect("count"), 1);
+}
+
+#[test]
+fn the_blocking_forms_count_down_and_wait() {
+    let server = Server::start();
+    let url = format!("redis://127.0.0.1:{}/", server.port);
+    let locks = blocking::LockClient::new(redis::Client::open(url).expect("url")).expect("client");
+    let latch = locks.count_down_latch("b-latch");
+    assert!(latch.try_set_count(2, None).expect("set"));
+    let waiter = {
+        let latch = latch.clone();
+        std::thread::spawn(move || latch.await_zero(Some(Duration::from_secs(10))))
+    };
+    poll_until(Duration::from_secs(5), "the waiter queued", || {
+        latch_waiters(&server, "b-latch") == 1
+    });
+    assert_eq!(latch.count_down().expect("count down"), 1);
+    assert_eq!(latch.count().expect("count"), 1);
+    assert_eq!(latch.count_down().expect("count down"), 0);
+    assert_eq!(
+        waiter.join().expect("thread").expect("await"),
+        Awaited::Reached
+    );
+    assert_eq!(
+        latch
+            .await_zero(Some(Duration::from_millis(50)))
+            .expect("await"),
+        Awaited::Reached
+    );
+    assert!(latch.try_set_count(1, None).expect("set again"));
+    assert_eq!(
+        latch
+            .await_zero(Some(Duration::from_millis(100)))
+            .expect("await"),
+        Awaited::TimedOut
+    );
+}

@@ -1,0 +1,462 @@
+//! Semaphores and permits with a lease through the library (issue 18)
+//! against real servers with the module: counts set once, taken and given
+//! back; FIFO waiting (a newcomer never overtakes a waiter); permits handed
+//! over on release; a wait that does not stall the shared connection and
+//! that leaves nothing behind when given up; permit ids and leases, the
+//! watchdog keeping a permit past its lease, the lost signal (a caller's
+//! lease ending, a permit removed on the server); the blocking forms.
+// `alone()` (a std mutex) serialises the timing-sensitive tests of this
+// binary, as in rwlock.rs.
+#![allow(clippy::await_holding_lock)]
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use redis_lock_client::{blocking, LockError, Lost, Options};
+use redis_lock_test_support::semaphore::{sem_info, sem_queue_becomes, sem_waiters, timeout_key};
+use redis_lock_test_support::*;
+use support::client_on;
+
+/// The 16 raw bytes of a permit id written as 32 hex characters.
+fn raw_id(hex: &str) -> Vec<u8> {
+    (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).expect("hex"))
+        .collect()
+}
+
+fn short_watchdog() -> Options {
+    Options::default().watchdog_lease(Duration::from_millis(600))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn permits_are_set_once_taken_and_given_back() {
+    let server = Server::start();
+    let locks = client_on(server.port, Options::default());
+    let pool = locks.semaphore("pool");
+
+    assert_eq!(pool.available_permits().await.expect("available"), 0);
+    assert!(pool.try_set_permits(3, None).await.expect("set"));
+    assert!(
+        !pool.try_set_permits(9, None).await.expect("set again"),
+        "an existing semaphore keeps its count"
+    );
+    assert_eq!(pool.available_permits().await.expect("available"), 3);
+    assert!(pool.try_acquire(2).await.expect("take 2"));
+    assert_eq!(pool.available_permits().await.expect("available"), 1);
+    assert!(!pool.try_acquire(2).await.expect("2 of 1"), "only 1 free");
+    assert_eq!(pool.release(2).await.expect("release"), 3);
+    assert_eq!(pool.add_permits(-1).await.expect("remove one"), 2);
+    assert_eq!(pool.drain_permits().await.expect("drain"), 2);
+    assert_eq!(pool.available_permits().await.expect("available"), 0);
+    assert_eq!(pool.add_permits(4).await.expect("add"), 4);
+    assert!(matches!(
+        pool.try_acquire(0).await,
+        Err(LockError::InvalidArgument(_))
+    ));
+
+    let short = locks.semaphore("short-lived");
+    assert!(short
+        .try_set_permits(1, Some(Duration::from_millis(300)))
+        .await
+        .expect("set with a ttl"));
+    let ttl = pttl(&mut server.connection(), "short-lived");
+    assert!((1..=300).contains(&ttl), "PX 300 gave pttl {ttl}");
+
+    // Another type under the name: the server's refusal, with its cause.
+    run(&mut server.connection(), &["HSET", "hash", "f", "v"]);
+    let err = locks
+        .semaphore("hash")
+        .try_acquire(1)
+        .await
+        .expect_err("WRONGTYPE");
+    assert!(matches!(err, LockError::Server(_)), "{err:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiters_are_served_first_come_first_served_even_a_greedy_head() {
+    let _alone = alone();
+    let server = Server::start();
+    let locks = client_on(server.port, Options::default());
+    let pool = locks.semaphore("fifo");
+    assert!(pool.try_set_permits(0, None).await.expect("set"));
+
+    let (done_tx, mut done) = tokio::sync::mpsc::unbounded_channel();
+    let greedy = {
+        let (pool, done_tx) = (pool.clone(), done_tx.clone());
+        tokio::spawn(async move {
+            pool.acquire(2).await.expect("the head gets 2");
+            done_tx.send("greedy").expect("send");
+        })
+    };
+    sem_queue_becomes(&server, "fifo", 1).await;
+    let modest = {
+        let pool = pool.clone();
+        tokio::spawn(async move {
+            pool.acquire(1).await.expect("the second gets 1");
+            done_tx.send("modest").expect("send");
+        })
+    };
+    sem_queue_becomes(&server, "fifo", 2).await;
+
+    // One free permit would do for the second waiter, not for the head:
+    // nobody is served, and a newcomer does not overtake either.
+    assert_eq!(pool.release(1).await.expect("release"), 1);
+    assert!(!pool.try_acquire(1).await.expect("newcomer"));
+    let info = sem_info(&mut server.connection(), "fifo").expect("info");
+    assert_eq!((info.available, info.waiters.len()), (1, 2), "{info:?}");
+
+    pool.release(1).await.expect("release");
+    assert_eq!(done.recv().await, Some("greedy"));
+    greedy.await.expect("greedy task");
+    sem_queue_becomes(&server, "fifo", 1).await;
+    assert_eq!(pool.available_permits().await.expect("available"), 0);
+    pool.release(1).await.expect("release");
+    assert_eq!(done.recv().await, Some("modest"));
+    modest.await.expect("modest task");
+    assert_eq!(pool.available_permits().await.expect("available"), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_hands_the_permits_to_the_waiter_at_once() {
+    let _alone = alone();
+    let server = Server::start();
+    let locks = client_on(server.port, Options::default());
+    let other = client_on(server.port, Options::default());
+    let pool = locks.semaphore("handover");
+    pool.try_set_permits(0, None).await.expect("set");
+
+    let waiter = {
+        let pool = other.semaphore("handover");
+        tokio::spawn(async move {
+            let got = pool.try_acquire_for(1, Duration::from_secs(10)).await;
+            (got, Instant::now())
+        })
+    };
+    sem_queue_becomes(&server, "handover", 1).await;
+    let released = Instant::now();
+    assert_eq!(
+        pool.release(1).await.expect("release"),
+        0,
+        "the permit went straight to the waiter"
+    );
+    let (got, at) = waiter.await.expect("waiter");
+    assert!(got.expect("try_acquire_for"), "the waiter got the permit");
+    let took = at.duration_since(released);
+    assert!(took < Duration::from_secs(2), "handed over after {took:?}");
+    assert_eq!(pool.available_permits().await.expect("available"), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_timed_wait_ends_without_permits_and_leaves_the_queue() {
+    let server = Server::start();
+    let locks = client_on(server.port, Options::default());
+    let pool = locks.semaphore("timed");
+    pool.try_set_permits(1, None).await.expect("set");
+    assert!(pool.try_acquire(1).await.expect("take the only one"));
+
+    let started = Instant::now();
+    let got = pool
+        .try_acquire_for(1, Duration::from_millis(250))
+        .await
+        .expect("try_acquire_for");
+    let waited = started.elapsed();
+    assert!(!got, "nobody released");
+    assert!(waited >= Duration::from_millis(250), "waited {waited:?}");
+    assert!(waited < Duration::from_secs(2), "waited {waited:?}");
+    sem_queue_becomes(&server, "timed", 0).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wait_without_end_does_not_stall_the_clients_other_commands() {
+    let server = Server::start();
+    let locks = client_on(server.port, Options::default());
+    let pool = locks.semaphore("busy");
+    pool.try_set_permits(0, None).await.expect("set");
+
+    let waiter = {
+        let pool = pool.clone();
+        tokio::spawn(async move { pool.acquire(1).await })
+    };
+    sem_queue_becomes(&server, "busy", 1).await;
+    // The same client, while its wait blocks a connection on the server.
+    let started = Instant::now();
+    assert_eq!(pool.available_permits().await.expect("available"), 0);
+    let guard = locks.lock("elsewhere").await.expect("a lock meanwhile");
+    guard.unlock().await.expect("unlock");
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "commands waited {:?} behind the wait",
+        started.elapsed()
+    );
+    assert!(!waiter.is_finished());
+    pool.release(1).await.expect("release");
+    waiter.await.expect("waiter").expect("acquired");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wait_given_up_leaves_the_queue_and_takes_nothing() {
+    let _alone = alone();
+    let server = Server::start();
+    let locks = client_on(server.port, Options::default());
+    let pool = locks.semaphore("abandoned");
+    pool.try_set_permits(0, None).await.expect("set");
+
+    let given_up = tokio::time::timeout(Duration::from_millis(200), pool.acquire(1)).await;
+    assert!(given_up.is_err(), "nothing was free");
+    // The library ends the server's wait (CLIENT UNBLOCK) in the background.
+    sem_queue_becomes(&server, "abandoned", 0).await;
+    assert_eq!(pool.release(1).await.expect("release"), 1);
+    assert_eq!(pool.available_permits().await.expect("available"), 1);
+
+    // Permits granted to a wait whose caller is leaving are given back.
+    let permits = locks.permit_expirable_semaphore("abandoned-p");
+    permits.try_set_permits(0, None).await.expect("set");
+    let waiting = tokio::spawn({
+        let permits = permits.clone();
+        async move { permits.acquire(1, None).await }
+    });
+    sem_queue_becomes(&server, "abandoned-p", 1).await;
+    waiting.abort();
+    let _ = waiting.await;
+    sem_queue_becomes(&server, "abandoned-p", 0).await;
+    assert_eq!(permits.add_permits(1).await.expect("add"), 1);
+    assert_eq!(permits.available_permits().await.expect("available"), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn permits_have_ids_and_a_renewed_lease_and_come_back_on_release() {
+    let server = Server::start();
+    let locks = client_on(server.port, Options::default());
+    let mut con = server.connection();
+    let quota = locks.permit_expirable_semaphore("quota");
+    assert!(quota.try_set_permits(3, None).await.expect("set"));
+
+    let before = server_now_ms(&mut con);
+    let two = quota
+        .try_acquire(2, None)
+        .await
+        .expect("try")
+        .expect("2 of 3 are free");
+    assert_eq!(two.ids().len(), 2);
+    assert_ne!(two.ids()[0], two.ids()[1]);
+    for id in two.ids() {
+        assert!(
+            id.len() == 32
+                && id
+                    .bytes()
+                    .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()),
+            "{id}"
+        );
+    }
+    assert!(two.is_renewed(), "no lease given: the watchdog's");
+    assert_eq!(two.is_lost(), None);
+    let info = sem_info(&mut con, "quota").expect("info");
+    assert_eq!(info.available, 1);
+    let mut listed: Vec<String> = info.permits.iter().map(|(id, _)| id.clone()).collect();
+    listed.sort();
+    let mut ids = two.ids().to_vec();
+    ids.sort();
+    assert_eq!(listed, ids);
+    for (_, deadline) in &info.permits {
+        let lease = deadline - before;
+        assert!(
+            (29_000..=31_000).contains(&lease),
+            "the watchdog's 30 s lease, got {lease} ms"
+        );
+    }
+    assert_eq!(zcard(&mut con, &timeout_key("quota")), 2);
+
+    assert!(quota.try_acquire(2, None).await.expect("try").is_none());
+    let one = quota
+        .try_acquire_for(1, Duration::from_secs(1), Some(Duration::from_secs(60)))
+        .await
+        .expect("try_acquire_for")
+        .expect("the third");
+    assert!(!one.is_renewed(), "a caller's lease is not renewed");
+    two.release().await.expect("release");
+    assert_eq!(quota.available_permits().await.expect("available"), 2);
+    drop(one);
+    eventually(Duration::from_secs(5), "the dropped permit is back", || {
+        zcard(&mut con, &timeout_key("quota")) == 0
+    })
+    .await;
+    assert_eq!(quota.available_permits().await.expect("available"), 3);
+}
+
+fn zcard(con: &mut redis::Connection, key: &str) -> i64 {
+    redis::cmd("ZCARD").arg(key).query(con).expect("ZCARD")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_watchdog_keeps_a_permit_past_its_lease() {
+    let _alone = alone();
+    let server = Server::start();
+    let locks = client_on(server.port, short_watchdog());
+    let quota = locks.permit_expirable_semaphore("kept");
+    quota.try_set_permits(1, None).await.expect("set");
+    let permit = quota.acquire(1, None).await.expect("acquire");
+
+    // Four leases of 600 ms: the lease would have ended three times over.
+    let held = tokio::time::timeout(Duration::from_millis(2_400), permit.lost()).await;
+    assert!(held.is_err(), "lost: {held:?}");
+    assert_eq!(permit.is_lost(), None);
+    let mut con = server.connection();
+    let info = sem_info(&mut con, "kept").expect("info");
+    assert_eq!(info.available, 0);
+    assert_eq!(info.permits.len(), 1);
+    let left = info.permits[0].1 - server_now_ms(&mut con);
+    assert!((1..=600).contains(&left), "renewed to 600 ms: {left} left");
+    permit.release().await.expect("still held");
+    assert_eq!(quota.available_permits().await.expect("available"), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_callers_lease_ends_the_permit_and_the_guard_is_told() {
+    let _alone = alone();
+    let server = Server::start();
+    let locks = client_on(server.port, Options::default());
+    let quota = locks.permit_expirable_semaphore("leased");
+    quota.try_set_permits(1, None).await.expect("set");
+    let permit = quota
+        .try_acquire(1, Some(Duration::from_millis(300)))
+        .await
+        .expect("try")
+        .expect("free");
+    let why = tokio::time::timeout(Duration::from_secs(3), permit.lost())
+        .await
+        .expect("told within 3 s");
+    assert_eq!(why, Lost::LeaseExpired);
+    // The server reclaims it at its deadline.
+    let mut con = server.connection();
+    eventually(Duration::from_secs(2), "the permit is reclaimed", || {
+        sem_info(&mut con, "leased").is_some_and(|i| i.available == 1 && i.permits.is_empty())
+    })
+    .await;
+    let err = permit.release().await.expect_err("not held");
+    assert!(
+        matches!(&err, LockError::PermitNotHeld { name, .. } if name == "leased"),
+        "{err:?}"
+    );
+    assert_eq!(quota.available_permits().await.expect("available"), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_permit_removed_on_the_server_is_lost_at_the_next_renewal() {
+    let _alone = alone();
+    let server = Server::start();
+    let locks = client_on(server.port, short_watchdog());
+    let quota = locks.permit_expirable_semaphore("{removed}");
+    quota.try_set_permits(2, None).await.expect("set");
+    let permits = quota.acquire(2, None).await.expect("acquire");
+    let gone = permits.ids()[0].clone();
+    let kept = permits.ids()[1].clone();
+
+    let mut con = server.connection();
+    let removed: i64 = redis::cmd("ZREM")
+        .arg(timeout_key("{removed}"))
+        .arg(raw_id(&gone))
+        .query(&mut con)
+        .expect("ZREM");
+    assert_eq!(removed, 1, "the member is the id's 16 raw bytes");
+    let why = tokio::time::timeout(Duration::from_secs(2), permits.lost())
+        .await
+        .expect("told within a renewal period");
+    assert_eq!(why, Lost::NotHeld);
+    // The other permit is still held until the guard gives it back.
+    let info = sem_info(&mut con, "{removed}").expect("info");
+    assert_eq!(info.permits.len(), 1);
+    assert_eq!(info.permits[0].0, kept);
+    let err = permits.release().await.expect_err("one was removed");
+    assert!(matches!(err, LockError::PermitNotHeld { .. }), "{err:?}");
+    let info = sem_info(&mut con, "{removed}").expect("info");
+    assert!(
+        info.permits.is_empty(),
+        "the kept one was given back: {info:?}"
+    );
+    // The removed one left the sorted set without coming back to the count.
+    assert_eq!(info.available, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_gets_the_permit_whose_lease_ended() {
+    let _alone = alone();
+    let server = Server::start();
+    let locks = client_on(server.port, Options::default());
+    let quota = locks.permit_expirable_semaphore("reclaimed");
+    quota.try_set_permits(1, None).await.expect("set");
+    let first = quota
+        .try_acquire(1, Some(Duration::from_millis(300)))
+        .await
+        .expect("try")
+        .expect("free");
+    let started = Instant::now();
+    let second = quota
+        .try_acquire_for(1, Duration::from_secs(5), None)
+        .await
+        .expect("try_acquire_for")
+        .expect("the expired permit goes to the waiter");
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_millis(200) && waited < Duration::from_secs(2),
+        "waited {waited:?} for a 300 ms lease"
+    );
+    assert_ne!(first.ids(), second.ids());
+    assert_eq!(
+        tokio::time::timeout(Duration::from_secs(1), first.lost()).await,
+        Ok(Lost::LeaseExpired)
+    );
+    second.release().await.expect("release");
+    assert_eq!(quota.available_permits().await.expect("available"), 1);
+}
+
+#[test]
+fn the_blocking_forms_wait_take_and_give_back() {
+    let server = Server::start();
+    let url = format!("redis://127.0.0.1:{}/", server.port);
+    let locks = blocking::LockClient::with_options(
+        redis::Client::open(url).expect("url"),
+        short_watchdog(),
+    )
+    .expect("client");
+
+    let pool = locks.semaphore("b-pool");
+    assert!(pool.try_set_permits(1, None).expect("set"));
+    assert!(pool.try_acquire(1).expect("take"));
+    let waiter = {
+        let pool = pool.clone();
+        std::thread::spawn(move || pool.try_acquire_for(1, Duration::from_secs(10)))
+    };
+    poll_until(Duration::from_secs(5), "the waiter queued", || {
+        sem_waiters(&server, "b-pool") == 1
+    });
+    assert_eq!(pool.release(1).expect("release"), 0);
+    assert!(waiter.join().expect("thread").expect("waited"));
+    pool.acquire(0).expect_err("0 permits");
+
+    let quota = locks.permit_expirable_semaphore("b-quota");
+    quota.try_set_permits(1, None).expect("set");
+    let permit = quota.acquire(1, None).expect("acquire");
+    assert!(permit.is_renewed());
+    assert_eq!(
+        permit.wait_lost(Duration::from_millis(1_500)),
+        None,
+        "renewed"
+    );
+    assert!(quota.try_acquire(1, None).expect("try").is_none());
+    drop(permit); // given back before drop returns
+    assert_eq!(quota.available_permits().expect("available"), 1);
+    let leased = quota
+        .try_acquire_for(1, Duration::from_secs(1), Some(Duration::from_millis(200)))
+        .expect("try")
+        .expect("free");
+    assert_eq!(
+        leased.wait_lost(Duration::from_secs(3)),
+        Some(Lost::LeaseExpired)
+    );
+    assert!(matches!(
+        leased.release(),
+        Err(LockError::PermitNotHeld { .. })
+    ));
+}
