@@ -260,7 +260,7 @@ impl LockClient {
         self.runtime.block_on(self.inner.force_unlock(name))
     }
 
-    /// [`crate::LockClient::semaphore`]: the semaphore `name`.
+    /// The semaphore `name`, as [`crate::LockClient::semaphore`].
     pub fn semaphore(&self, name: impl Into<String>) -> Semaphore {
         Semaphore {
             runtime: self.runtime.clone(),
@@ -268,8 +268,8 @@ impl LockClient {
         }
     }
 
-    /// [`crate::LockClient::permit_expirable_semaphore`]: the
-    /// permit-expirable semaphore `name`.
+    /// The permit-expirable semaphore `name`, as
+    /// [`crate::LockClient::permit_expirable_semaphore`].
     pub fn permit_expirable_semaphore(&self, name: impl Into<String>) -> PermitExpirableSemaphore {
         PermitExpirableSemaphore {
             runtime: self.runtime.clone(),
@@ -277,7 +277,7 @@ impl LockClient {
         }
     }
 
-    /// [`crate::LockClient::count_down_latch`]: the count-down latch `name`.
+    /// The count-down latch `name`, as [`crate::LockClient::count_down_latch`].
     pub fn count_down_latch(&self, name: impl Into<String>) -> CountDownLatch {
         CountDownLatch {
             runtime: self.runtime.clone(),
