@@ -20,6 +20,7 @@
 //! failure is [`LockError::Unconfirmed`], except for giving permits back by
 //! id, which is safe to repeat.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -106,143 +107,140 @@ impl LockClient {
         self.inner.counted.once(cmd, name).await
     }
 
-    /// Takes permits: one try on the shared connection, then, if none are
-    /// free and the caller waits, a wait in the server's queue on a
-    /// connection of its own (`make(Some(wait-ms))`, 0: forever). `granted`
-    /// reads a reply: Some when permits were taken, with the command that
-    /// gives them back. Returns the reply that granted them and when its
-    /// command was sent; None when none were had within the wait.
-    async fn take(
-        &self,
-        name: &str,
-        wait: Wait,
-        make: impl Fn(Option<u64>) -> Cmd,
-        granted: fn(&Value, &Take) -> Result<Option<Cmd>>,
-        take: Take,
-    ) -> Result<Option<(Value, Instant)>> {
-        let started = Instant::now();
-        let sent = Instant::now();
-        let reply = self.once(&make(None), name).await?;
-        if granted(&reply, &take)?.is_some() {
-            return Ok(Some((reply, sent)));
-        }
-        let (wait_ms, within) = match wait {
-            Wait::No => return Ok(None),
-            Wait::For(wait) => {
-                let left = wait.saturating_sub(started.elapsed());
-                if left.is_zero() {
-                    return Ok(None);
-                }
-                let margin = self.options().wait_margin;
-                (protocol::wait_ms(left), Some(left + margin))
-            }
-            Wait::Forever => (0, None),
-        };
-        let cmd = make(Some(wait_ms));
-        let (reply, sent) = self
-            .wait_detached(cmd, name, within, granted, take.clone())
-            .await?;
-        Ok(granted(&reply, &take)?.map(|_| (reply, sent)))
-    }
-
-    /// A wait for permits on a connection of its own, in a task of its
-    /// own, so a caller that stops waiting cannot leave permits behind:
-    /// the task then asks the server to end the wait (`CLIENT UNBLOCK`),
-    /// reads the reply, and gives back permits it granted (`granted`). If
-    /// the wait cannot be ended so (a cluster, no `CLIENT ID`), its
+    /// Takes permits, in a task of its own: one try on the shared
+    /// connection, then, if none are free and the caller waits, a wait in
+    /// the server's queue on a connection of its own (`WAIT 0`: forever).
+    /// Returns the reply that granted them and when its command was sent;
+    /// None when none were had within the wait.
+    ///
+    /// A caller that stops waiting (its future dropped) cannot leave
+    /// permits behind: the task asks the server to end the wait (`CLIENT
+    /// UNBLOCK`), reads the reply, and gives back permits granted
+    /// meanwhile; a grant whose caller left as it came is given back too.
+    /// If the wait cannot be ended so (a cluster, no `CLIENT ID`), its
     /// connection is closed, which takes it out of the server's queue; a
-    /// grant made in that instant is lost to the semaphore (a leased
+    /// grant made in that very instant is lost to the semaphore (a leased
     /// permit's comes back when its lease ends).
-    async fn wait_detached(
-        &self,
-        cmd: Cmd,
-        name: &str,
-        within: Option<Duration>,
-        granted: fn(&Value, &Take) -> Result<Option<Cmd>>,
-        take: Take,
-    ) -> Result<(Value, Instant)> {
+    async fn take(&self, take: Take, wait: Wait) -> Result<Option<(Value, Instant)>> {
         let (mut reply, caller) = tokio::sync::oneshot::channel();
         let this = self.clone();
-        let name = name.to_string();
         self.inner.runtime.spawn(async move {
             let counted = &this.inner.counted;
+            let started = Instant::now();
             let conn: Mutex<Option<Handle>> = Mutex::new(None);
+            let left = AtomicBool::new(false);
             let record = |h: &Handle| {
                 *conn.lock().unwrap_or_else(|p| p.into_inner()) = Some(h.clone());
             };
-            let sent = Instant::now();
-            let waiting = counted.wait_own(&cmd, within, &record);
-            tokio::pin!(waiting);
+            let attempt = async {
+                let sent = Instant::now();
+                let first = this.once(&take.command(None), &take.name).await?;
+                if take.granted(&first)?.is_some() {
+                    return Ok(Some((first, sent)));
+                }
+                if left.load(Ordering::Relaxed) {
+                    return Ok(None); // nobody to wait for
+                }
+                let (wait_ms, within) = match wait {
+                    Wait::No => return Ok(None),
+                    Wait::For(wait) => {
+                        let left = wait.saturating_sub(started.elapsed());
+                        if left.is_zero() {
+                            return Ok(None);
+                        }
+                        let margin = counted.options.wait_margin;
+                        (protocol::wait_ms(left), Some(left + margin))
+                    }
+                    Wait::Forever => (0, None),
+                };
+                let cmd = take.command(Some(wait_ms));
+                let sent = Instant::now();
+                let v = match counted.wait_own(&cmd, within, &record).await? {
+                    Sent::Reply(v) => v,
+                    Sent::Refused(e) => return Err(refused(&take.name, e)),
+                    // A wait ended by a demotion (`UNBLOCKED`, `READONLY`):
+                    // nothing was granted; the caller may ask again.
+                    Sent::WrongRole(e) => return Err(LockError::Connection(e)),
+                    Sent::Broken(e) => return Err(unconfirmed(&take.name, &cmd, e)),
+                };
+                Ok(take.granted(&v)?.map(|_| (v, sent)))
+            };
+            tokio::pin!(attempt);
             let result = tokio::select! {
                 biased;
-                result = &mut waiting => result,
+                result = &mut attempt => result,
                 () = reply.closed() => {
-                    // The caller left: end the wait, and give back what it
-                    // got meanwhile.
+                    // The caller left. A wait in progress is ended, and
+                    // the reply awaited; a first try is let finish, and
+                    // no wait follows it.
+                    left.store(true, Ordering::Relaxed);
                     let h = conn.lock().unwrap_or_else(|p| p.into_inner()).take();
                     let timeout = counted.options.command_timeout;
+                    let mut fence = None;
                     if let (Some(h), Ok(shared)) = (h, counted.conns.shared().await) {
                         // False: nothing blocked (its reply is on the way),
-                        // or no unblocking here. Either way: the reply, if
-                        // it comes.
+                        // or no unblocking here: the reply, if it comes.
                         let _ = counted.conns.unblock(h.id, &shared, timeout).await;
-                        if let Ok(Ok(Sent::Reply(v))) = tokio::time::timeout(timeout, &mut waiting).await {
-                            if let Ok(Some(back)) = granted(&v, &take) {
-                                let _ = this.once(&back, &name).await;
-                            }
-                        } else {
+                        fence = Some((h.id, shared));
+                    }
+                    match tokio::time::timeout(timeout, &mut attempt).await {
+                        Ok(result) => result,
+                        Err(_) => {
                             // No reply: close it for good, so the server
                             // cannot grant it anything more.
-                            counted.conns.fence(h.id, &shared, timeout).await;
+                            if let Some((id, shared)) = fence {
+                                counted.conns.fence(id, &shared, timeout).await;
+                            }
+                            return;
                         }
                     }
-                    return;
                 }
             };
-            let result = match result {
-                Ok(Sent::Reply(v)) => Ok((v, sent)),
-                Ok(Sent::Refused(e)) => Err(refused(&name, e)),
-                // A wait ended by a demotion (`UNBLOCKED`, `READONLY`):
-                // nothing was granted; the caller may ask again.
-                Ok(Sent::WrongRole(e)) => Err(LockError::Connection(e)),
-                Ok(Sent::Broken(e)) => Err(unconfirmed(&name, &cmd, e)),
-                Err(e) => Err(e),
-            };
-            if let Err(Ok((v, _))) = reply.send(result) {
-                // The caller left as the reply came.
-                if let Ok(Some(back)) = granted(&v, &take) {
-                    let _ = this.once(&back, &name).await;
+            if let Err(Ok(Some((v, _)))) = reply.send(result) {
+                // Nobody to take them: give them back.
+                if let Ok(Some(back)) = take.granted(&v) {
+                    let _ = this.once(&back, &take.name).await;
                 }
             }
         });
         caller.await.unwrap_or_else(|_| {
             Err(LockError::Runtime(std::io::Error::other(
-                "the client's runtime shut down during the wait",
+                "the client's runtime shut down during the acquisition",
             )))
         })
     }
 }
 
-/// What a `take` asks for: the semaphore and how many permits, for
-/// reading its reply and giving the permits back.
+/// What a `take` asks for: how many permits of which semaphore, for
+/// making its command, reading its reply and giving the permits back.
 #[derive(Clone, Debug)]
 struct Take {
     name: String,
     permits: u64,
+    /// A permit-expirable semaphore's lease; None: a plain semaphore.
+    lease_ms: Option<u64>,
 }
 
-/// `LOCK.SEMACQUIRE`'s reply: 1 taken (given back with
-/// `LOCK.SEMRELEASE`), 0 not.
-fn sem_granted(reply: &Value, take: &Take) -> Result<Option<Cmd>> {
-    Ok(protocol::parse_flag("LOCK.SEMACQUIRE", reply)?
-        .then(|| protocol::sem_release(&take.name, take.permits)))
-}
+impl Take {
+    /// `LOCK.SEMACQUIRE` or `LOCK.PERMITACQUIRE`, with `WAIT wait-ms`.
+    fn command(&self, wait_ms: Option<u64>) -> Cmd {
+        match self.lease_ms {
+            None => protocol::sem_acquire(&self.name, self.permits, wait_ms),
+            Some(lease) => protocol::permit_acquire(&self.name, self.permits, Some(lease), wait_ms),
+        }
+    }
 
-/// `LOCK.PERMITACQUIRE`'s reply: the ids (given back with
-/// `LOCK.PERMITRELEASE`), or nil.
-fn permits_granted(reply: &Value, take: &Take) -> Result<Option<Cmd>> {
-    Ok(protocol::parse_permit_ids(reply, take.permits)?
-        .map(|ids| protocol::permit_release(&take.name, &ids)))
+    /// Reads a reply: Some when permits were taken, with the command that
+    /// gives them back (`LOCK.SEMRELEASE`, or `LOCK.PERMITRELEASE` of the
+    /// ids), None when not.
+    fn granted(&self, reply: &Value) -> Result<Option<Cmd>> {
+        Ok(match self.lease_ms {
+            None => protocol::parse_flag("LOCK.SEMACQUIRE", reply)?
+                .then(|| protocol::sem_release(&self.name, self.permits)),
+            Some(_) => protocol::parse_permit_ids(reply, self.permits)?
+                .map(|ids| protocol::permit_release(&self.name, &ids)),
+        })
+    }
 }
 
 /// The semaphore commands a `Semaphore` and a `PermitExpirableSemaphore`
@@ -313,23 +311,12 @@ impl Semaphore {
     }
 
     async fn take(&self, permits: u64, wait: Wait) -> Result<bool> {
-        let permits = protocol::permits(permits)?;
-        let name = self.name.as_str();
         let take = Take {
             name: self.name.clone(),
-            permits,
+            permits: protocol::permits(permits)?,
+            lease_ms: None,
         };
-        let got = self
-            .client
-            .take(
-                name,
-                wait,
-                |wait_ms| protocol::sem_acquire(name, permits, wait_ms),
-                sem_granted,
-                take,
-            )
-            .await?;
-        Ok(got.is_some())
+        Ok(self.client.take(take, wait).await?.is_some())
     }
 
     /// Gives back `permits` (at least 1; anyone may, as in Redisson) and
@@ -425,21 +412,12 @@ impl PermitExpirableSemaphore {
         let watchdog = lease.is_none();
         let lease = lease.unwrap_or(self.client.options().watchdog_lease);
         let lease_ms = protocol::lease_ms(lease)?;
-        let name = self.name.as_str();
         let take = Take {
             name: self.name.clone(),
             permits,
+            lease_ms: Some(lease_ms),
         };
-        let got = self
-            .client
-            .take(
-                name,
-                wait,
-                |wait_ms| protocol::permit_acquire(name, permits, Some(lease_ms), wait_ms),
-                permits_granted,
-                take,
-            )
-            .await?;
+        let got = self.client.take(take, wait).await?;
         let Some((reply, sent)) = got else {
             return Ok(None);
         };
@@ -447,7 +425,7 @@ impl PermitExpirableSemaphore {
             .ok_or_else(|| LockError::Protocol("LOCK.PERMITACQUIRE granted nothing".into()))?;
         Ok(Some(
             self.client
-                .granted_permits(name, ids, sent, lease, watchdog),
+                .granted_permits(&self.name, ids, sent, lease, watchdog),
         ))
     }
 }
@@ -477,10 +455,9 @@ impl LockClient {
         let entry = self.inner.holds.permits(name, ids);
         let renewed_to = watchdog.then_some(lease);
         entry.state().granted(expires, renewed_to, renew_now, now);
-        if watchdog {
-            self.start_watchdog();
-            self.inner.wake.notify_one();
-        }
+        // The watchdog renews them, or marks a caller's lease ended.
+        self.start_watchdog();
+        self.inner.wake.notify_one();
         Permits::new(self.clone(), entry)
     }
 
