@@ -319,8 +319,9 @@ impl Semaphore {
         Ok(self.client.take(take, wait).await?.is_some())
     }
 
-    /// Gives back `permits` (at least 1; anyone may, as in Redisson) and
-    /// returns the count after; the head of the queue is served at once.
+    /// Gives back `permits` (at least 1; anyone may, as in Redisson); the
+    /// head of the queue is served at once. Returns the count after the
+    /// release, before the queue took its share.
     pub async fn release(&self, permits: u64) -> Result<i64> {
         let permits = protocol::permits(permits)?;
         let cmd = protocol::sem_release(&self.name, permits);
