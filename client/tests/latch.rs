@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use redis_lock_client::{blocking, Awaited, LockError, Options};
 use redis_lock_test_support::semaphore::{latch_queue_becomes, latch_waiters};
 use redis_lock_test_support::*;
-use support::client_on;
+use support::{client_on, Proxy};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_latch_counts_down_to_zero_and_wakes_every_waiter() {
@@ -207,4 +207,43 @@ fn the_blocking_forms_count_down_and_wait() {
             .expect("await"),
         Awaited::TimedOut
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_count_down_whose_reply_was_lost_is_not_counted_twice_and_a_broken_wait_resumes() {
+    let server = Server::start();
+    let proxy = Proxy::start(server.port);
+    let locks = client_on(proxy.port, Options::default());
+    let latch = locks.count_down_latch("cut");
+    latch.try_set_count(3, None).await.expect("set");
+
+    proxy.cut_after("LOCK.COUNTDOWN");
+    let err = latch.count_down().await.expect_err("the reply was cut");
+    assert!(
+        matches!(&err, LockError::Unconfirmed { command, .. } if command == "LOCK.COUNTDOWN"),
+        "{err:?}"
+    );
+    assert_eq!(latch.count().await.expect("count"), 2, "counted once");
+
+    // A wait whose connection breaks is resumed on a new one.
+    let waiter = tokio::spawn({
+        let latch = latch.clone();
+        async move { latch.await_zero(Some(Duration::from_secs(10))).await }
+    });
+    latch_queue_becomes(&server, "cut", 1).await;
+    let killed: i64 = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("SKIPME")
+        .arg("yes")
+        .arg("TYPE")
+        .arg("normal")
+        .query(&mut server.connection())
+        .expect("CLIENT KILL");
+    assert!(killed >= 1);
+    latch_queue_becomes(&server, "cut", 1).await;
+    let mut con = server.connection();
+    run(&mut con, &["LOCK.COUNTDOWN", "cut"]);
+    run(&mut con, &["LOCK.COUNTDOWN", "cut"]);
+    let outcome = waiter.await.expect("task").expect("await");
+    assert_eq!(outcome, Awaited::Reached);
 }

@@ -11,12 +11,13 @@
 
 mod support;
 
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use redis_lock_client::{blocking, LockError, Lost, Options};
 use redis_lock_test_support::semaphore::{sem_info, sem_queue_becomes, sem_waiters, timeout_key};
 use redis_lock_test_support::*;
-use support::client_on;
+use support::{client_on, Proxy};
 
 /// The 16 raw bytes of a permit id written as 32 hex characters.
 fn raw_id(hex: &str) -> Vec<u8> {
@@ -202,8 +203,14 @@ async fn a_wait_given_up_leaves_the_queue_and_takes_nothing() {
 
     let given_up = tokio::time::timeout(Duration::from_millis(200), pool.acquire(1)).await;
     assert!(given_up.is_err(), "nothing was free");
-    // The library ends the server's wait (CLIENT UNBLOCK) in the background.
-    sem_queue_becomes(&server, "abandoned", 0).await;
+    // The library ends the server's wait (CLIENT UNBLOCK) in the background,
+    // well before it would give up on the reply (the 3 s command timeout)
+    // and kill the connection.
+    eventually(Duration::from_secs(1), "the wait left the queue", || {
+        sem_waiters(&server, "abandoned") == 0
+    })
+    .await;
+    assert_eq!(calls(&server, "client|unblock"), 1);
     assert_eq!(pool.release(1).await.expect("release"), 1);
     assert_eq!(pool.available_permits().await.expect("available"), 1);
 
@@ -217,7 +224,11 @@ async fn a_wait_given_up_leaves_the_queue_and_takes_nothing() {
     sem_queue_becomes(&server, "abandoned-p", 1).await;
     waiting.abort();
     let _ = waiting.await;
-    sem_queue_becomes(&server, "abandoned-p", 0).await;
+    eventually(Duration::from_secs(1), "the wait left the queue", || {
+        sem_waiters(&server, "abandoned-p") == 0
+    })
+    .await;
+    assert_eq!(calls(&server, "client|unblock"), 2);
     assert_eq!(permits.add_permits(1).await.expect("add"), 1);
     assert_eq!(permits.available_permits().await.expect("available"), 1);
 }
@@ -457,4 +468,51 @@ fn the_blocking_forms_wait_take_and_give_back() {
         leased.release(),
         Err(LockError::PermitNotHeld { .. })
     ));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn takes_whose_replies_were_lost_are_not_sent_again() {
+    let server = Server::start();
+    let proxy = Proxy::start(server.port);
+    let locks = client_on(proxy.port, Options::default());
+    let pool = locks.semaphore("cut");
+    pool.try_set_permits(3, None).await.expect("set");
+
+    proxy.cut_after("LOCK.SEMACQUIRE");
+    let err = pool.try_acquire(1).await.expect_err("the reply was cut");
+    assert_eq!(proxy.cuts.load(Ordering::SeqCst), 1, "the proxy did cut");
+    assert!(
+        matches!(&err, LockError::Unconfirmed { name, command, .. }
+            if name == "cut" && command == "LOCK.SEMACQUIRE"),
+        "{err:?}"
+    );
+    assert!(err.is_transient());
+    assert!(std::error::Error::source(&err).is_some());
+    // It ran once, and only once.
+    assert_eq!(pool.available_permits().await.expect("available"), 2);
+
+    proxy.cut_after("LOCK.SEMRELEASE");
+    let err = pool.release(1).await.expect_err("the reply was cut");
+    assert!(matches!(err, LockError::Unconfirmed { .. }), "{err:?}");
+    assert_eq!(pool.available_permits().await.expect("available"), 3);
+
+    // Giving permits back by id is safe to repeat: a release whose reply
+    // was lost is sent again, and its "not held" then means it ran.
+    let quota = locks.permit_expirable_semaphore("cut-p");
+    quota.try_set_permits(1, None).await.expect("set");
+    let permit = quota.acquire(1, None).await.expect("acquire");
+    proxy.cut_after("LOCK.PERMITRELEASE");
+    permit.release().await.expect("released despite the cut");
+    assert_eq!(proxy.cuts.load(Ordering::SeqCst), 3);
+    assert_eq!(quota.available_permits().await.expect("available"), 1);
+
+    proxy.cut_after("LOCK.PERMITACQUIRE");
+    let err = quota.try_acquire(1, None).await.expect_err("cut");
+    assert!(matches!(err, LockError::Unconfirmed { .. }), "{err:?}");
+    let info = sem_info(&mut server.connection(), "cut-p").expect("info");
+    assert_eq!(
+        (info.available, info.permits.len()),
+        (0, 1),
+        "taken once, with a lease of its own that frees it"
+    );
 }
