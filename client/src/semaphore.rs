@@ -196,18 +196,58 @@ impl LockClient {
                     }
                 }
             };
-            if let Err(Ok(Some((v, _)))) = reply.send(result) {
-                // Nobody to take them: give them back.
-                if let Ok(Some(back)) = take.granted(&v) {
-                    let _ = this.once(&back, &take.name).await;
-                }
-            }
+            // A grant travels as a `Grant`: if the caller left (now, or
+            // before it reads the channel), its drop gives the permits back.
+            let result = result.map(|got| {
+                got.map(|(reply, sent)| Grant {
+                    back: take.granted(&reply).ok().flatten(),
+                    client: this.clone(),
+                    name: take.name.clone(),
+                    reply,
+                    sent,
+                })
+            });
+            drop(reply.send(result));
         });
-        caller.await.unwrap_or_else(|_| {
+        let got = caller.await.unwrap_or_else(|_| {
             Err(LockError::Runtime(std::io::Error::other(
                 "the client's runtime shut down during the acquisition",
             )))
-        })
+        })?;
+        Ok(got.map(Grant::keep))
+    }
+}
+
+/// Permits granted to a caller that may have left: given back when
+/// dropped, unless the caller kept them ([`Grant::keep`]).
+struct Grant {
+    client: LockClient,
+    name: String,
+    reply: Value,
+    sent: Instant,
+    /// The command that gives them back; None once kept.
+    back: Option<Cmd>,
+}
+
+impl Grant {
+    /// The reply that granted them and when its command was sent: the
+    /// caller has them now.
+    fn keep(mut self) -> (Value, Instant) {
+        self.back = None;
+        (std::mem::replace(&mut self.reply, Value::Nil), self.sent)
+    }
+}
+
+impl Drop for Grant {
+    fn drop(&mut self) {
+        let Some(back) = self.back.take() else {
+            return;
+        };
+        let (client, name) = (self.client.clone(), std::mem::take(&mut self.name));
+        let runtime = client.inner.runtime.clone();
+        runtime.spawn(async move {
+            let _ = client.once(&back, &name).await;
+        });
     }
 }
 

@@ -516,3 +516,59 @@ async fn takes_whose_replies_were_lost_are_not_sent_again() {
         "taken once, with a lease of its own that frees it"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn permits_granted_as_their_caller_leaves_are_given_back() {
+    let server = Server::start();
+    let locks = client_on(server.port, Options::default());
+    let mut con = server.connection();
+    // The grant and the caller's leaving race: whichever wins, the permit
+    // is given back at once (by the guard's drop, or by the wait's task),
+    // not held for the 30 s watchdog lease nobody renews.
+    for round in 0..5 {
+        let name = format!("race-{round}");
+        let quota = locks.permit_expirable_semaphore(name.as_str());
+        quota.try_set_permits(0, None).await.expect("set");
+        let waiting = tokio::spawn({
+            let quota = quota.clone();
+            async move { quota.acquire(1, None).await }
+        });
+        sem_queue_becomes(&server, &name, 1).await;
+        run(&mut con, &["LOCK.SEMADD", &name, "1"]);
+        waiting.abort();
+        drop(waiting.await);
+        eventually(Duration::from_secs(2), "the permit is given back", || {
+            sem_info(&mut con, &name).is_some_and(|i| i.available == 1 && i.permits.is_empty())
+        })
+        .await;
+
+        // A plain semaphore's permits have no guard: a caller that got
+        // them has them, one that left gave them back.
+        let name = format!("plain-race-{round}");
+        let pool = locks.semaphore(name.as_str());
+        pool.try_set_permits(0, None).await.expect("set");
+        let waiting = tokio::spawn({
+            let pool = pool.clone();
+            async move { pool.acquire(1).await }
+        });
+        sem_queue_becomes(&server, &name, 1).await;
+        run(&mut con, &["LOCK.SEMADD", &name, "1"]);
+        waiting.abort();
+        let expected = match waiting.await {
+            Ok(got) => {
+                got.expect("acquired");
+                0
+            }
+            Err(e) => {
+                assert!(e.is_cancelled(), "{e}");
+                1
+            }
+        };
+        eventually(Duration::from_secs(2), "the count settles", || {
+            sem_info(&mut con, &name).is_some_and(|i| i.available == expected)
+        })
+        .await;
+        // No late give-back follows.
+        assert_eq!(pool.available_permits().await.expect("available"), expected);
+    }
+}
