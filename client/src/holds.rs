@@ -27,7 +27,8 @@ use crate::protocol::{Holder, LockKind};
 pub enum Lost {
     /// A renewal found the lock no longer held by this owner: an operator
     /// forced it (`LOCK.FORCE`), someone deleted the key, or the lease ended
-    /// before the renewal arrived.
+    /// before the renewal arrived. For [`Permits`](crate::Permits): a
+    /// `LOCK.PERMITRENEW` answered 0 (a permit was reclaimed or removed).
     NotHeld,
     /// Renewals failed (the server was unreachable) until the lease had
     /// passed: the server has freed the lock by now. Carries the last error.
@@ -39,7 +40,7 @@ pub enum Lost {
 impl std::fmt::Display for Lost {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Lost::NotHeld => write!(f, "the lock is no longer held by this owner"),
+            Lost::NotHeld => write!(f, "the lock (or permit) is no longer held by this owner"),
             Lost::RenewalFailed(e) => write!(f, "renewals failed until the lease passed: {e}"),
             Lost::LeaseExpired => write!(f, "the lease ran out"),
         }
