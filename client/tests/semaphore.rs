@@ -15,7 +15,9 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use redis_lock_client::{blocking, LockError, Lost, Options};
-use redis_lock_test_support::semaphore::{sem_info, sem_queue_becomes, sem_waiters, timeout_key};
+use redis_lock_test_support::semaphore::{
+    latch_queue_becomes, sem_info, sem_queue_becomes, sem_waiters, timeout_key,
+};
 use redis_lock_test_support::*;
 use support::{client_on, Proxy};
 
@@ -571,4 +573,83 @@ async fn permits_granted_as_their_caller_leaves_are_given_back() {
         // No late give-back follows.
         assert_eq!(pool.available_permits().await.expect("available"), expected);
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn semaphores_permits_and_latches_route_to_their_keys_node_in_a_cluster() {
+    let cluster = Cluster::start();
+    let urls: Vec<String> = cluster.nodes.iter().map(|n| n.url()).collect();
+    let locks = redis_lock_client::LockClient::cluster_with_options(
+        redis::cluster::ClusterClient::new(urls).expect("cluster client"),
+        short_watchdog(),
+    )
+    .expect("client");
+
+    let mut permits = Vec::new();
+    let mut nodes = std::collections::HashSet::new();
+    for i in 0..12 {
+        let name = if i % 2 == 0 {
+            format!("quota:{i}")
+        } else {
+            format!("{{tagged}}:quota:{i}")
+        };
+        let quota = locks.permit_expirable_semaphore(name.as_str());
+        quota.try_set_permits(1, None).await.expect("set");
+        let permit = quota.acquire(1, None).await.expect("acquire");
+        let node = cluster.node_for(&name);
+        let info = sem_info(&mut node.connection(), &name).expect("on the key's node");
+        assert_eq!(info.permits.len(), 1, "{name}: {info:?}");
+        nodes.insert(node.port);
+        permits.push((quota, permit));
+    }
+    assert!(nodes.len() >= 2, "keys on several nodes: {nodes:?}");
+
+    // The watchdog renews on every node: past two 600 ms leases.
+    let lost = tokio::time::timeout(
+        Duration::from_millis(1_500),
+        futures_lost(permits.iter().map(|(_, p)| p)),
+    )
+    .await;
+    assert!(lost.is_err(), "a permit was lost: {lost:?}");
+
+    // A wait on a dedicated connection to the key's node.
+    let (quota, permit) = permits.pop().expect("one");
+    let waiting = tokio::spawn({
+        let quota = quota.clone();
+        async move {
+            quota
+                .try_acquire_for(1, Duration::from_secs(10), None)
+                .await
+        }
+    });
+    sem_queue_becomes(cluster.node_for(quota.name()), quota.name(), 1).await;
+    permit.release().await.expect("release");
+    let handed = waiting
+        .await
+        .expect("task")
+        .expect("wait")
+        .expect("handed over");
+    handed.release().await.expect("release");
+    for (_, permit) in permits {
+        permit.release().await.expect("release");
+    }
+
+    let latch = locks.count_down_latch("gate");
+    latch.try_set_count(1, None).await.expect("set");
+    let waiter = tokio::spawn({
+        let latch = latch.clone();
+        async move { latch.await_zero(Some(Duration::from_secs(10))).await }
+    });
+    latch_queue_becomes(cluster.node_for("gate"), "gate", 1).await;
+    assert_eq!(latch.count_down().await.expect("count down"), 0);
+    assert_eq!(
+        waiter.await.expect("task").expect("await"),
+        redis_lock_client::Awaited::Reached
+    );
+}
+
+/// Resolves when any of `permits` is lost, with the reason.
+async fn futures_lost<'a>(permits: impl Iterator<Item = &'a redis_lock_client::Permits>) -> Lost {
+    let waits: Vec<_> = permits.map(|p| Box::pin(p.lost())).collect();
+    futures_util::future::select_all(waits).await.0
 }
