@@ -175,6 +175,58 @@ fn read_write_locks_keep_every_key_in_the_locks_slot() {
     }
 }
 
+#[test]
+fn semaphores_and_latches_keep_every_key_in_their_slot_and_wait_on_their_node() {
+    let cluster = Cluster::start();
+    let mut con = cluster.client();
+    for key in ["sem:a", "{tag}:sem"] {
+        let node = cluster.node_for(key);
+        let mut direct = node.connection();
+        assert_eq!(run(&mut con, &["LOCK.SEMSET", key, "1"]), Value::Int(1));
+        let ids = ids_of(&run(
+            &mut con,
+            &["LOCK.PERMITACQUIRE", key, "1", "LEASE", "30000"],
+        ));
+        assert_eq!(
+            permits_taken(&mut direct, key),
+            1,
+            "{key}: its set is on its node"
+        );
+        let mut slot = |k: &str| -> i64 {
+            redis::cmd("CLUSTER")
+                .arg("KEYSLOT")
+                .arg(k)
+                .query(&mut direct)
+                .expect("KEYSLOT")
+        };
+        assert_eq!(slot(&permits_key(key)), slot(key), "{key}");
+        let mut waiter = RawClient::connect(node.port);
+        waiter.send(&["LOCK.SEMACQUIRE", key, "1", "WAIT", "5000"]);
+        poll_until(Duration::from_secs(5), "the waiter queues", || {
+            queued(&mut direct, "LOCK.SEMINFO", key).len() == 1
+        });
+        assert_eq!(
+            run(&mut con, &["LOCK.PERMITRELEASE", key, &ids[0]]),
+            Value::Int(1)
+        );
+        assert_eq!(waiter.read(), Resp::Int(1), "{key}: the waiter is served");
+        let latch = format!("{key}:latch");
+        assert_eq!(
+            run(&mut con, &["LOCK.LATCHSET", &latch, "1"]),
+            Value::Int(1)
+        );
+        let node = cluster.node_for(&latch);
+        let mut awaiting = RawClient::connect(node.port);
+        awaiting.send(&["LOCK.AWAIT", &latch, "5000"]);
+        let mut direct = node.connection();
+        poll_until(Duration::from_secs(5), "the await queues", || {
+            queued(&mut direct, "LOCK.LATCHINFO", &latch).len() == 1
+        });
+        assert_eq!(run(&mut con, &["LOCK.COUNTDOWN", &latch]), Value::Int(0));
+        assert_eq!(awaiting.read(), Resp::Int(1));
+    }
+}
+
 fn waiter_count(con: &mut redis::Connection, key: &str) -> usize {
     let info = run(con, &["LOCK.INFO", key]);
     map_pairs(&info)

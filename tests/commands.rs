@@ -1123,11 +1123,27 @@ fn command_info_key_positions_and_flags() {
         "lock.rrelease",
         "lock.wrelease",
         "lock.rwrenew",
+        "lock.semset",
+        "lock.semadd",
+        "lock.semacquire",
+        "lock.semrelease",
+        "lock.semavailable",
+        "lock.semdrain",
+        "lock.permitacquire",
+        "lock.permitrelease",
+        "lock.permitrenew",
+        "lock.seminfo",
+        "lock.latchset",
+        "lock.countdown",
+        "lock.latchcount",
+        "lock.await",
+        "lock.latchinfo",
     ] {
         let (flags, first, last, step) = command_info(&mut con, name);
         assert_eq!((first, last, step), (1, 1, 1), "{name} key positions");
         match name {
-            "lock.acquire" | "lock.racquire" | "lock.wacquire" => {
+            "lock.acquire" | "lock.racquire" | "lock.wacquire" | "lock.semset" | "lock.semadd"
+            | "lock.semacquire" | "lock.permitacquire" | "lock.latchset" => {
                 assert!(
                     flags.contains(&"write".to_string()),
                     "{name} flags {flags:?}"
@@ -1137,7 +1153,8 @@ fn command_info_key_positions_and_flags() {
                     "{name} flags {flags:?}"
                 );
             }
-            "lock.info" => {
+            "lock.info" | "lock.semavailable" | "lock.seminfo" | "lock.latchcount"
+            | "lock.await" | "lock.latchinfo" => {
                 assert!(
                     flags.contains(&"readonly".to_string()),
                     "{name} flags {flags:?}"
