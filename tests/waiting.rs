@@ -354,10 +354,7 @@ fn multi_and_lua_do_not_block() {
 #[test]
 fn replicas_receive_hand_offs_as_effects_and_never_block() {
     let master = Server::start();
-    let with_module = Server::start();
-    let without_module = Server::with(Options::new().without_module());
-    with_module.replicaof(&master);
-    without_module.replicaof(&master);
+    let (with_module, without_module) = module_and_plain_replicas(&master);
     let mut con = master.connection();
 
     // Hand-off by release, then by lease expiry (done from a timer).
