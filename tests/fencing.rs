@@ -550,11 +550,7 @@ fn a_failover_that_lost_writes_never_reissues_a_token() {
     // replica could still read them from its socket after SIGCONT).
     let filler = vec![b'x'; 16 << 20];
     for i in 0..2 {
-        redis::cmd("SET")
-            .arg(format!("filler{i}"))
-            .arg(&filler)
-            .query::<()>(&mut con)
-            .expect("SET filler");
+        set(&mut con, format!("filler{i}"), &filler);
     }
     let mut issued = Vec::new();
     for i in 0..2_000 {

@@ -195,11 +195,7 @@ fn commands_that_change_nothing_replicate_nothing() {
         .arg(0)
         .query::<Value>(&mut m); // error
                                  // A marker write, so the sync below waits past everything above.
-    let _: () = redis::cmd("SET")
-        .arg("marker")
-        .arg(1)
-        .query(&mut m)
-        .expect("SET marker");
+    set(&mut m, "marker", 1);
     trio.assert_same(b"res", "no-ops");
 
     assert_eq!(

@@ -459,11 +459,7 @@ fn stock_scenario_with_wait_and_no_retry_loop() {
     let _alone = alone();
     let server = Server::start();
     let mut con = server.connection();
-    let _: () = redis::cmd("SET")
-        .arg("MoonCakeStock")
-        .arg(90)
-        .query(&mut con)
-        .expect("SET stock");
+    set(&mut con, "MoonCakeStock", 90);
     let buyers = 100;
     let sold = Arc::new(AtomicUsize::new(0));
     let inside = Arc::new(AtomicUsize::new(0));
@@ -503,11 +499,7 @@ fn stock_scenario_with_wait_and_no_retry_loop() {
                     .query(&mut con)
                     .expect("GET");
                 if stock > 0 {
-                    let _: () = redis::cmd("SET")
-                        .arg("MoonCakeStock")
-                        .arg(stock - 1)
-                        .query(&mut con)
-                        .expect("SET");
+                    set(&mut con, "MoonCakeStock", stock - 1);
                     sold.fetch_add(1, Ordering::SeqCst);
                     let mut low = lowest.lock().expect("lowest");
                     *low = (*low).min(stock - 1);

@@ -313,11 +313,7 @@ async fn one_hundred_tasks_sell_exactly_the_stock_and_never_below_zero() {
     let server = Server::start();
     let locks = client_on(server.port, options());
     let mut setup = server.connection();
-    let () = redis::cmd("SET")
-        .arg("MoonCakeStock")
-        .arg(90)
-        .query(&mut setup)
-        .expect("SET");
+    set(&mut setup, "MoonCakeStock", 90);
     let sold = Arc::new(AtomicUsize::new(0));
     let inside = Arc::new(AtomicUsize::new(0));
     let overlaps = Arc::new(AtomicUsize::new(0));
@@ -450,11 +446,7 @@ async fn force_unlock_and_bad_arguments_are_reported() {
         .expect("try")
         .expect("free");
     all.unlock().await.expect("unlock");
-    let () = redis::cmd("SET")
-        .arg("not-a-hash")
-        .arg(1)
-        .query(&mut server.connection())
-        .expect("SET");
+    set(&mut server.connection(), "not-a-hash", 1);
     match locks.lock("not-a-hash").await {
         Err(LockError::Server(e)) => assert_eq!(e.code(), Some("WRONGTYPE")),
         other => panic!("{other:?}"),
