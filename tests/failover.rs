@@ -437,22 +437,8 @@ fn timers_do_not_pile_up_and_the_module_unloads_once_nobody_waits() {
     }
     // One client per key: every wait finds its queue empty and leaves it so.
     let waits = |per_key: usize| {
-        let threads: Vec<_> = (0..keys)
-            .map(|k| {
-                let port = server.port;
-                std::thread::spawn(move || {
-                    let mut client = RawClient::connect(port);
-                    let key = format!("L{k}");
-                    client.send_many(per_key, &["LOCK.ACQUIRE", &key, "w", "1000", "WAIT", "1"]);
-                    for _ in 0..per_key {
-                        assert!(matches!(client.read(), Resp::Int(_)), "each wait times out");
-                    }
-                })
-            })
-            .collect();
-        for t in threads {
-            t.join().expect("waiting client");
-        }
+        let waiters = (0..keys).map(|k| (format!("L{k}"), "w".to_string()));
+        waits_that_time_out(&server, waiters.collect(), per_key);
     };
     let settled = || {
         poll_until(Duration::from_secs(10), "every waiter has left", || {

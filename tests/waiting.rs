@@ -412,29 +412,8 @@ fn memory_stays_flat_over_ten_thousand_wait_timeouts() {
     acquire(&mut con, "L", "holder", 600_000);
     let run = |cycles_per_client: usize| {
         let clients = 50;
-        let handles: Vec<_> = (0..clients)
-            .map(|c| {
-                let port = server.port;
-                std::thread::spawn(move || {
-                    let mut client = RawClient::connect(port);
-                    let owner = format!("w{c}");
-                    client.send_many(
-                        cycles_per_client,
-                        &["LOCK.ACQUIRE", "L", &owner, "1000", "WAIT", "1"],
-                    );
-                    for _ in 0..cycles_per_client {
-                        let reply = client.read();
-                        assert!(
-                            matches!(reply, Resp::Int(_)),
-                            "each wait times out with the lease: {reply:?}"
-                        );
-                    }
-                })
-            })
-            .collect();
-        for h in handles {
-            h.join().expect("client thread");
-        }
+        let waiters = (0..clients).map(|c| ("L".to_string(), format!("w{c}")));
+        waits_that_time_out(&server, waiters.collect(), cycles_per_client);
         clients * cycles_per_client
     };
     let warmup = run(20);
