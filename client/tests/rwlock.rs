@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use redis_lock_client::{blocking, LockError, LockKind, Lost, Options};
 use redis_lock_test_support::*;
-use support::{client_on, Proxy};
+use support::{client_on, granted_within, Proxy};
 
 /// The lock's hash as sorted (field, value) text pairs.
 fn fields(con: &mut redis::Connection, key: &str) -> Vec<(String, String)> {
@@ -324,11 +324,7 @@ async fn a_waiting_writer_is_granted_when_the_readers_release() {
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert!(!writer.is_finished(), "r2 still reads");
     r2.unlock().await.expect("r2 releases");
-    let writing = tokio::time::timeout(Duration::from_secs(5), writer)
-        .await
-        .expect("granted at once")
-        .expect("task")
-        .expect("write");
+    let writing = granted_within(Duration::from_secs(5), writer).await;
     assert_eq!(writing.kind(), LockKind::Write);
     assert_eq!(fields(&mut con, "doc"), expect("write", &[("w:write", 1)]));
     queue_becomes(&server, "doc", &["r3", "r4"]).await;
@@ -336,11 +332,8 @@ async fn a_waiting_writer_is_granted_when_the_readers_release() {
     writing.unlock().await.expect("the writer releases");
     let mut readers = Vec::new();
     for task in late_readers {
-        let guard = tokio::time::timeout(Duration::from_secs(5), task)
+        let guard = granted_within(Duration::from_secs(5), task)
             .await
-            .expect("granted at once")
-            .expect("task")
-            .expect("read")
             .expect("granted within the wait");
         readers.push(guard);
     }

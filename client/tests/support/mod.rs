@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use redis_lock_client::{LockClient, Options};
+use tokio::task::JoinHandle;
 
 /// A client on `127.0.0.1:port` with `options`.
 pub fn client_on(port: u16, options: Options) -> LockClient {
@@ -240,12 +241,24 @@ fn pump(
     let _ = back.join();
 }
 
+/// Awaits a spawned wait that must be granted within `timeout`: the task
+/// ended in time, and its wait answered without an error. The answer: a
+/// guard (for a `try_` form, `Some` guard).
+pub async fn granted_within<T, E: std::fmt::Debug>(
+    timeout: Duration,
+    waiting: JoinHandle<Result<T, E>>,
+) -> T {
+    tokio::time::timeout(timeout, waiting)
+        .await
+        .expect("granted in time")
+        .expect("the waiting task ends")
+        .expect("the wait answers without an error")
+}
+
 /// Awaits a spawned wait (`try_lock`, a MultiLock's `try_lock`) that must
 /// end in a grant: the task ended, the wait answered without an error, and
 /// it was granted. Its guard.
-pub async fn handed_to<G, E: std::fmt::Debug>(
-    waiting: tokio::task::JoinHandle<Result<Option<G>, E>>,
-) -> G {
+pub async fn handed_to<G, E: std::fmt::Debug>(waiting: JoinHandle<Result<Option<G>, E>>) -> G {
     waiting
         .await
         .expect("the waiting task ends")
