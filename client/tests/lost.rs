@@ -34,9 +34,13 @@ fn tracking_connections(server: &Server) -> Vec<String> {
         .collect()
 }
 
-/// Takes `key` and, for a few rounds at different points, takes it away
-/// with `take`, expecting `lost()` within [`SOON`].
-async fn told_soon(server: &Server, locks: &LockClient, key: &str, take: &[&str]) {
+/// On a server of its own, with the default 30 s lease: takes `key` and,
+/// for a few rounds at different points, takes it away with `take`,
+/// expecting `lost()` within [`SOON`].
+async fn told_soon(key: &str, take: &[&str]) {
+    let _alone = alone();
+    let server = Server::start();
+    let locks = client_on(server.port, Options::default());
     for round in 0..3u64 {
         let guard = locks.lock(key).await.expect("lock");
         tokio::time::sleep(Duration::from_millis(37 * round)).await;
@@ -56,18 +60,12 @@ async fn told_soon(server: &Server, locks: &LockClient, key: &str, take: &[&str]
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_forced_lock_is_told_within_milliseconds_with_a_30_s_lease() {
-    let _alone = alone();
-    let server = Server::start();
-    let locks = client_on(server.port, Options::default());
-    told_soon(&server, &locks, "ledger", &["LOCK.FORCE", "ledger"]).await;
+    told_soon("ledger", &["LOCK.FORCE", "ledger"]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deleted_lock_is_told_within_milliseconds_with_a_30_s_lease() {
-    let _alone = alone();
-    let server = Server::start();
-    let locks = client_on(server.port, Options::default());
-    told_soon(&server, &locks, "ledger", &["DEL", "ledger"]).await;
+    told_soon("ledger", &["DEL", "ledger"]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
