@@ -67,10 +67,7 @@ async fn a_fenced_grant_whose_reply_was_lost_keeps_its_token() {
         .lock_fenced("stock")
         .await
         .expect("lock despite the cut");
-    let counter: i64 = redis::cmd("GET")
-        .arg("redisson_lock_token:{stock}")
-        .query(&mut server.connection())
-        .expect("GET counter");
+    let counter = counter(&mut server.connection(), "stock").expect("a counter");
     assert_eq!(guard.token(), Some(counter));
     assert_eq!(holders(&mut server.connection(), "stock"), owned_by("o"));
     guard.unlock().await.expect("unlock");
@@ -98,16 +95,9 @@ async fn the_fence_refuses_a_holder_whose_lock_was_taken_over() {
         .await
         .expect("lock");
     let new = fast.token().expect("token");
-    let seen: i64 = redis::cmd("LOCK.FENCE")
-        .arg("{stock}:fence")
-        .arg(new)
-        .query(&mut con)
-        .expect("the new holder writes");
+    let seen = fence(&mut con, "{stock}:fence", new).expect("the new holder writes");
     assert_eq!(seen, new);
-    let stale = redis::cmd("LOCK.FENCE")
-        .arg("{stock}:fence")
-        .arg(old)
-        .query::<i64>(&mut con);
+    let stale = fence(&mut con, "{stock}:fence", old);
     expect_err(stale, "STALE", "", "the old holder's late write");
     fast.unlock().await.expect("unlock");
 }
@@ -122,12 +112,8 @@ async fn names_the_module_refuses_for_tokens_are_refused_by_the_client_in_its_wo
     let mut con = server.connection();
     let acquires = || server.command_stats().get("lock.acquire").copied();
     for name in ["a{b", "{}x", "a}b"] {
-        let module = redis::cmd("LOCK.ACQUIRE")
-            .arg(name)
-            .arg("o")
-            .arg(1000)
-            .arg("TOKEN")
-            .query::<redis::Value>(&mut con);
+        let module =
+            command(&["LOCK.ACQUIRE", name, "o", "1000", "TOKEN"]).query::<redis::Value>(&mut con);
         let module = expect_err(module, "ERR", "TOKEN needs", name);
         let sent = acquires();
         let client = locks.try_lock_fenced(name, Duration::ZERO, None).await;
