@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use redis_lock_client::Options;
 use redis_lock_test_support::*;
-use support::{client_on, handed_to, Proxy};
+use support::{client_on, handed_to, refused_then_waiting, Proxy};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fenced_grants_carry_growing_tokens() {
@@ -23,20 +23,12 @@ async fn fenced_grants_carry_growing_tokens() {
     let again = a.lock_fenced("stock").await.expect("re-enter");
     let t2 = again.token().expect("a token");
     assert!(t2 > t1, "re-entry raises the token: {t1} then {t2}");
-    assert!(b
-        .try_lock_fenced("stock", Duration::ZERO, None)
-        .await
-        .expect("try")
-        .is_none());
 
     // A waiter handed the lock gets its own, larger token.
-    let waiting = {
-        let b = b.clone();
-        tokio::spawn(async move {
-            b.try_lock_fenced("stock", Duration::from_secs(10), None)
-                .await
-        })
-    };
+    let waiting = refused_then_waiting(&b, |b, wait| async move {
+        b.try_lock_fenced("stock", wait, None).await
+    })
+    .await;
     queue_becomes(&server, "stock", &["b"]).await;
     again.unlock().await.expect("unlock");
     first.unlock().await.expect("unlock");

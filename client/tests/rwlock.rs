@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use redis_lock_client::{blocking, LockError, LockKind, Lost, Options};
 use redis_lock_test_support::*;
-use support::{client_on, granted_within, Proxy};
+use support::{client_on, granted_within, refused_then_waiting, Proxy};
 
 /// The lock's hash as sorted (field, value) text pairs.
 fn fields(con: &mut redis::Connection, key: &str) -> Vec<(String, String)> {
@@ -474,18 +474,10 @@ async fn fenced_writes_carry_growing_tokens() {
     let plain = a.write_lock("stock").await.expect("re-enter unfenced");
     assert_eq!(plain.token(), None);
     assert_eq!(counter(&mut con, "stock"), Some(t2));
-    assert!(b
-        .try_write_lock_fenced("stock", Duration::ZERO, None)
-        .await
-        .expect("try")
-        .is_none());
-    let waiting = {
-        let b = b.clone();
-        tokio::spawn(async move {
-            b.try_write_lock_fenced("stock", Duration::from_secs(10), None)
-                .await
-        })
-    };
+    let waiting = refused_then_waiting(&b, |b, wait| async move {
+        b.try_write_lock_fenced("stock", wait, None).await
+    })
+    .await;
     queue_becomes(&server, "stock", &["b"]).await;
     for guard in [plain, again, first] {
         guard.unlock().await.expect("unlock");

@@ -5,13 +5,14 @@
 
 #![allow(dead_code)]
 
+use std::future::Future;
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use redis_lock_client::{LockClient, Options};
+use redis_lock_client::{LockClient, LockError, Options};
 use tokio::task::JoinHandle;
 
 /// A client on `127.0.0.1:port` with `options`.
@@ -239,6 +240,22 @@ fn pump(
     let _ = client.shutdown(Shutdown::Both);
     let _ = server.shutdown(Shutdown::Both);
     let _ = back.join();
+}
+
+/// `waiter`'s `attempt` (a `try_` form, given its client and the wait)
+/// finds the lock taken, at once; then it starts waiting, up to 10 s, in a
+/// task of its own: that task.
+pub async fn refused_then_waiting<G, F>(
+    waiter: &LockClient,
+    attempt: impl Fn(LockClient, Duration) -> F,
+) -> JoinHandle<F::Output>
+where
+    F: Future<Output = Result<Option<G>, LockError>> + Send + 'static,
+    G: Send + 'static,
+{
+    let now = attempt(waiter.clone(), Duration::ZERO).await;
+    assert!(now.expect("try").is_none(), "the lock is taken");
+    tokio::spawn(attempt(waiter.clone(), Duration::from_secs(10)))
 }
 
 /// Awaits a spawned wait that must be granted within `timeout`: the task
