@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use redis_lock_client::Options;
 use redis_lock_test_support::*;
-use support::{client_on, handed_to, refused_then_waiting, Proxy};
+use support::{client_on, handed_to, refused_then_waiting, through_proxy};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fenced_grants_carry_growing_tokens() {
@@ -51,9 +51,7 @@ async fn fenced_grants_carry_growing_tokens() {
 /// token read back from the counter, the same the server issued.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fenced_grant_whose_reply_was_lost_keeps_its_token() {
-    let server = Server::start();
-    let proxy = Proxy::start(server.port);
-    let locks = client_on(proxy.port, Options::default()).as_owner("o");
+    let (server, proxy, locks) = through_proxy("o");
     proxy.cut_after("TOKEN");
     let guard = locks
         .lock_fenced("stock")

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use redis_lock_client::{blocking, LockError, LockKind, Lost, Options};
 use redis_lock_test_support::*;
-use support::{client_on, granted_within, refused_then_waiting, Proxy};
+use support::{client_on, granted_within, refused_then_waiting, through_proxy};
 
 /// The lock's hash as sorted (field, value) text pairs.
 fn fields(con: &mut redis::Connection, key: &str) -> Vec<(String, String)> {
@@ -552,10 +552,8 @@ async fn reads_and_writes_re_enter_and_free_the_lock_with_the_last_hold() {
 /// counts stay the ones the caller believes in.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acquires_and_releases_whose_replies_were_lost_are_not_sent_again() {
-    let server = Server::start();
-    let proxy = Proxy::start(server.port);
+    let (server, proxy, owner) = through_proxy("o");
     let mut con = server.connection();
-    let owner = client_on(proxy.port, Options::default()).as_owner("o");
     let mut cuts = 0;
     let mut cut_after = |command: &str| {
         proxy.cut_after(command);

@@ -13,6 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use redis_lock_client::{LockClient, LockError, Options};
+use redis_lock_test_support::Server;
 use tokio::task::JoinHandle;
 
 /// A client on `127.0.0.1:port` with `options`.
@@ -20,6 +21,15 @@ pub fn client_on(port: u16, options: Options) -> LockClient {
     let url = format!("redis://127.0.0.1:{port}/");
     LockClient::with_options(redis::Client::open(url).expect("a valid URL"), options)
         .expect("created inside a runtime")
+}
+
+/// A server, a [`Proxy`] in front of it, and a client with default options
+/// that talks through the proxy as `owner`.
+pub fn through_proxy(owner: &str) -> (Server, Proxy, LockClient) {
+    let server = Server::start();
+    let proxy = Proxy::start(server.port);
+    let locks = client_on(proxy.port, Options::default()).as_owner(owner);
+    (server, proxy, locks)
 }
 
 /// The armed cut: the command to look for, and how to cut.
