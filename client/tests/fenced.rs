@@ -8,12 +8,11 @@ use std::time::Duration;
 
 use redis_lock_client::Options;
 use redis_lock_test_support::*;
-use support::{client_on, handed_to, refused_then_waiting, through_proxy};
+use support::{handed_to, refused_then_waiting, server_with_client, through_proxy};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fenced_grants_carry_growing_tokens() {
-    let server = Server::start();
-    let locks = client_on(server.port, Options::default());
+    let (server, locks) = server_with_client(Options::default());
     let a = locks.as_owner("a");
     let b = locks.as_owner("b");
 
@@ -68,8 +67,7 @@ async fn a_fenced_grant_whose_reply_was_lost_keeps_its_token() {
 /// the resource's fence.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_fence_refuses_a_holder_whose_lock_was_taken_over() {
-    let server = Server::start();
-    let locks = client_on(server.port, Options::default());
+    let (server, locks) = server_with_client(Options::default());
     let mut con = server.connection();
     let slow = locks
         .as_owner("slow")
@@ -97,8 +95,7 @@ async fn the_fence_refuses_a_holder_whose_lock_was_taken_over() {
 /// the module's words (`protocol::token_key` mirrors `fencing::counter_key`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn names_the_module_refuses_for_tokens_are_refused_by_the_client_in_its_words() {
-    let server = Server::start();
-    let locks = client_on(server.port, Options::default());
+    let (server, locks) = server_with_client(Options::default());
     let mut con = server.connection();
     let acquires = || server.command_stats().get("lock.acquire").copied();
     for name in ["a{b", "{}x", "a}b"] {

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use redis_lock_client::{LockClient, LockError, LockGuard, Options};
 use redis_lock_test_support::*;
-use support::{client_on, handed_to, through_proxy, Proxy};
+use support::{client_on, handed_to, server_with_client, through_proxy, Proxy};
 use tokio::task::JoinHandle;
 
 fn count(server: &Server, key: &str, owner: &str) -> Vec<(String, String)> {
@@ -240,8 +240,7 @@ async fn a_grant_at_the_cut_is_adopted_without_client_kill_too() {
 /// nothing in the queue, and the lock is never handed to it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lock_future_dropped_while_waiting_leaves_nothing_behind() {
-    let server = Server::start();
-    let locks = client_on(server.port, Options::default());
+    let (server, locks) = server_with_client(Options::default());
     let holder = locks.as_owner("holder").lock("k").await.expect("lock");
     let gave_up =
         tokio::time::timeout(Duration::from_millis(300), locks.as_owner("w").lock("k")).await;

@@ -23,6 +23,13 @@ pub fn client_on(port: u16, options: Options) -> LockClient {
         .expect("created inside a runtime")
 }
 
+/// A server of its own, and a client on it with `options`.
+pub fn server_with_client(options: Options) -> (Server, LockClient) {
+    let server = Server::start();
+    let locks = client_on(server.port, options);
+    (server, locks)
+}
+
 /// A server, a [`Proxy`] in front of it, and a client with default options
 /// that talks through the proxy as `owner`.
 pub fn through_proxy(owner: &str) -> (Server, Proxy, LockClient) {
