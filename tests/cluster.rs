@@ -283,7 +283,8 @@ fn fencing_tokens_live_in_the_locks_slot_on_every_node() {
 }
 
 /// A cluster whose first master has a replica (a fourth node, in sync and
-/// known to its master as its replica): (cluster, replica, master's id).
+/// known to its master as its replica): (cluster, replica, a key the first
+/// master serves).
 fn cluster_with_replica(node_timeout_ms: u64) -> (Cluster, Server, String) {
     let cluster = Cluster::start_with(node_timeout_ms);
     let master = &cluster.nodes[0];
@@ -334,7 +335,8 @@ fn cluster_with_replica(node_timeout_ms: u64) -> (Cluster, Server, String) {
             },
         );
     }
-    (cluster, replica, master_id)
+    let key = key_on_first_master(&cluster);
+    (cluster, replica, key)
 }
 
 /// A key the cluster's first master serves.
@@ -343,6 +345,15 @@ fn key_on_first_master(cluster: &Cluster) -> String {
         .map(|i| format!("lock:{i}"))
         .find(|k| cluster.node_for(k).port == cluster.nodes[0].port)
         .expect("a key on the first master")
+}
+
+/// `CLUSTER FAILOVER` sent to `replica`: a manual failover, which starts
+/// with its master pausing writes.
+fn manual_failover(replica: &Server) {
+    let _: Value = redis::cmd("CLUSTER")
+        .arg("FAILOVER")
+        .query(&mut replica.connection())
+        .expect("CLUSTER FAILOVER");
 }
 
 fn role(server: &Server) -> String {
@@ -356,9 +367,8 @@ fn role(server: &Server) -> String {
 #[test]
 fn a_lease_ending_during_a_cluster_failover_pause_waits_for_it() {
     // A long node timeout: freezing two masters below must not fail them.
-    let (cluster, replica, _) = cluster_with_replica(15_000);
+    let (cluster, replica, key) = cluster_with_replica(15_000);
     let master = &cluster.nodes[0];
-    let key = key_on_first_master(&cluster);
     let mut mc = master.connection();
     acquire(&mut mc, &key, "a", LEASE);
     let _: i64 = redis::cmd("PEXPIRE")
@@ -373,10 +383,7 @@ fn a_lease_ending_during_a_cluster_failover_pause_waits_for_it() {
     for other in &cluster.nodes[1..] {
         other.signal("STOP");
     }
-    let _: Value = redis::cmd("CLUSTER")
-        .arg("FAILOVER")
-        .query(&mut replica.connection())
-        .expect("CLUSTER FAILOVER");
+    manual_failover(&replica);
     let failover_at = now_ms();
     std::thread::sleep(Duration::from_millis(1000));
     let mut probe = RawClient::connect(master.port);
@@ -414,17 +421,13 @@ fn a_lease_ending_during_a_cluster_failover_pause_waits_for_it() {
 /// demotion error, and the new master holds the lock with the same deadline.
 #[test]
 fn a_cluster_failover_demotes_waiters_and_the_new_master_holds_the_lock() {
-    let (cluster, replica, _) = cluster_with_replica(5_000);
+    let (cluster, replica, key) = cluster_with_replica(5_000);
     let master = &cluster.nodes[0];
-    let key = key_on_first_master(&cluster);
     let mut mc = master.connection();
     let token = token_of(&mut mc, &key, "a", LEASE);
     let deadline = pexpiretime(&mut mc, &key);
     let mut waiter = queue(master, &key, "b", 30_000, 0);
-    let _: Value = redis::cmd("CLUSTER")
-        .arg("FAILOVER")
-        .query(&mut replica.connection())
-        .expect("CLUSTER FAILOVER");
+    manual_failover(&replica);
     // Redis 7.0 and 8.2 force-unblock blocked clients before a module hears
     // of the demotion (and close the connection); Valkey 9.1's cluster
     // failover lets the module answer first.

@@ -1431,11 +1431,7 @@ fn watch_is_not_aborted_by_commands_that_change_nothing() {
     let server = Server::start();
     let mut con = server.connection();
     assert_eq!(acquire(&mut con, b"res", b"A", LEASE), None);
-    let _: () = redis::cmd("SET")
-        .arg("str")
-        .arg("v")
-        .query(&mut con)
-        .expect("SET str");
+    set(&mut con, "str", "v");
 
     // Control: Redisson's own acquire script, contended, leaves a WATCHer alone.
     assert!(

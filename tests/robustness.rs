@@ -726,11 +726,7 @@ fn random_argument_lists_never_break_the_server() {
 
     let server = Server::start();
     let mut con = server.connection();
-    let _: () = redis::cmd("SET")
-        .arg("fz:str")
-        .arg("keep me")
-        .query(&mut con)
-        .expect("SET fz:str");
+    set(&mut con, "fz:str", "keep me");
     let _: i64 = redis::cmd("RPUSH")
         .arg("fz:list")
         .arg("x")
@@ -879,11 +875,7 @@ fn random_argument_lists_inside_multi_and_lua() {
     let mut rng = StdRng::seed_from_u64(0x10c4);
     let server = Server::start();
     let mut con = server.connection();
-    let _: () = redis::cmd("SET")
-        .arg("fz:str")
-        .arg("keep me")
-        .query(&mut con)
-        .expect("SET fz:str");
+    set(&mut con, "fz:str", "keep me");
     for _ in 0..20 {
         let commands: Vec<Vec<Vec<u8>>> = (0..25).map(|_| random_command(&mut rng)).collect();
         let mut pipe = redis::pipe();

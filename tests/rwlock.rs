@@ -599,10 +599,7 @@ fn bad_input_is_refused_naming_the_argument_and_changes_nothing() {
 #[test]
 fn effects_replicate_with_absolute_deadlines_and_survive_an_aof_restart() {
     let master = Server::with(Options::new().aof());
-    let with_module = Server::start();
-    let without = Server::with(Options::new().without_module());
-    with_module.replicaof(&master);
-    without.replicaof(&master);
+    let (with_module, without) = module_and_plain_replicas(&master);
     wait_for_replicas(&master, &[&with_module, &without]);
     let mut con = master.connection();
     assert_eq!(racquire(&mut con, "doc", "a", 30_000), Value::Nil);

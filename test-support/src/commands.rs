@@ -93,6 +93,13 @@ pub fn exists(con: &mut impl ConnectionLike, key: impl ToRedisArgs) -> bool {
     query::<i64>(con, &cmd1("EXISTS", key)) == 1
 }
 
+/// `SET key value`, which must succeed.
+pub fn set(con: &mut impl ConnectionLike, key: impl ToRedisArgs, value: impl ToRedisArgs) {
+    let mut cmd = cmd1("SET", key);
+    cmd.arg(value);
+    let () = query(con, &cmd);
+}
+
 /// `CONFIG GET name`: its one value.
 pub fn config_get(con: &mut impl ConnectionLike, name: &str) -> String {
     let pair: Vec<String> = query(con, &cmd1("CONFIG", &["GET", name]));

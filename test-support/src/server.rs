@@ -601,6 +601,17 @@ pub fn repl_offset(server: &Server) -> i64 {
         .expect("master_repl_offset in INFO replication")
 }
 
+/// Two replicas of `master`, linked and synced: one with the module and one
+/// without it (plain Redis, which can only apply the effects the master
+/// replicates): `(with_module, plain)`.
+pub fn module_and_plain_replicas(master: &Server) -> (Server, Server) {
+    let with_module = Server::start();
+    let plain = Server::with(Options::new().without_module());
+    with_module.replicaof(master);
+    plain.replicaof(master);
+    (with_module, plain)
+}
+
 /// Waits until every replica has processed everything the master wrote so far.
 pub fn wait_for_replicas(master: &Server, replicas: &[&Server]) {
     let target = repl_offset(master);
