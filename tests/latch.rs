@@ -12,17 +12,6 @@ use redis_lock_test_support::*;
 
 const CHANNEL: &[u8] = b"redisson_countdownlatch__channel__{l}";
 
-fn call(con: &mut Connection, args: &[&str]) -> Result<Value, String> {
-    command(args).query(con).map_err(|e| err_text(&e))
-}
-
-fn int(con: &mut Connection, args: &[&str]) -> i64 {
-    match run(con, args) {
-        Value::Int(n) => n,
-        other => panic!("{args:?}: not an integer: {other:?}"),
-    }
-}
-
 fn messages(sub: &mut Subscriber, con: &mut Connection) -> Vec<String> {
     show(&sub.drain(con)).into_iter().map(|(_, m)| m).collect()
 }
@@ -33,12 +22,16 @@ fn counting_down_to_zero_lets_every_waiter_go_and_deletes_the_latch() {
     let mut con = server.connection();
     let mut sub = Subscriber::new(&server, &[CHANNEL]);
     assert_eq!(
-        int(&mut con, &["LOCK.AWAIT", "l", "100"]),
+        run_int(&mut con, &["LOCK.AWAIT", "l", "100"]),
         1,
         "missing: open"
     );
-    assert_eq!(int(&mut con, &["LOCK.LATCHSET", "l", "2"]), 1);
-    assert_eq!(int(&mut con, &["LOCK.LATCHSET", "l", "5"]), 0, "set once");
+    assert_eq!(run_int(&mut con, &["LOCK.LATCHSET", "l", "2"]), 1);
+    assert_eq!(
+        run_int(&mut con, &["LOCK.LATCHSET", "l", "5"]),
+        0,
+        "set once"
+    );
     assert_eq!(
         as_string(&run(&mut con, &["GET", "l"])).as_deref(),
         Some("2")
@@ -46,15 +39,19 @@ fn counting_down_to_zero_lets_every_waiter_go_and_deletes_the_latch() {
     let mut first = queue_for(&server, &["LOCK.AWAIT", "l", "0"]);
     let mut second = queue_for(&server, &["LOCK.AWAIT", "l", "5000"]);
     assert_eq!(queued(&mut con, "LOCK.LATCHINFO", "l").len(), 2);
-    assert_eq!(int(&mut con, &["LOCK.COUNTDOWN", "l"]), 1);
+    assert_eq!(run_int(&mut con, &["LOCK.COUNTDOWN", "l"]), 1);
     assert!(first.nothing_within(Duration::from_millis(30)));
-    assert_eq!(int(&mut con, &["LOCK.LATCHCOUNT", "l"]), 1);
-    assert_eq!(int(&mut con, &["LOCK.COUNTDOWN", "l"]), 0);
+    assert_eq!(run_int(&mut con, &["LOCK.LATCHCOUNT", "l"]), 1);
+    assert_eq!(run_int(&mut con, &["LOCK.COUNTDOWN", "l"]), 0);
     assert_eq!(first.read(), Resp::Int(1));
     assert_eq!(second.read(), Resp::Int(1));
     assert!(!exists(&mut con, "l"), "deleted at zero, as Redisson's");
-    assert_eq!(int(&mut con, &["LOCK.COUNTDOWN", "l"]), 0, "already open");
-    assert_eq!(int(&mut con, &["LOCK.LATCHCOUNT", "l"]), 0);
+    assert_eq!(
+        run_int(&mut con, &["LOCK.COUNTDOWN", "l"]),
+        0,
+        "already open"
+    );
+    assert_eq!(run_int(&mut con, &["LOCK.LATCHCOUNT", "l"]), 0);
     assert_eq!(messages(&mut sub, &mut con), ["1", "0"]);
     assert_eq!(server.lock_stats()["lock_latches_opened"], 1);
 }
@@ -63,7 +60,7 @@ fn counting_down_to_zero_lets_every_waiter_go_and_deletes_the_latch() {
 fn an_await_times_out_with_zero_and_leaves_the_queue() {
     let server = Server::start();
     let mut con = server.connection();
-    assert_eq!(int(&mut con, &["LOCK.LATCHSET", "l", "1"]), 1);
+    assert_eq!(run_int(&mut con, &["LOCK.LATCHSET", "l", "1"]), 1);
     let mut waiter = queue_for(&server, &["LOCK.AWAIT", "l", "100"]);
     assert_eq!(waiter.read(), Resp::Int(0));
     assert!(queued(&mut con, "LOCK.LATCHINFO", "l").is_empty());
@@ -79,7 +76,7 @@ fn an_await_times_out_with_zero_and_leaves_the_queue() {
 fn a_latch_deleted_by_someone_else_lets_its_waiters_go() {
     let server = Server::start();
     let mut con = server.connection();
-    assert_eq!(int(&mut con, &["LOCK.LATCHSET", "l", "3"]), 1);
+    assert_eq!(run_int(&mut con, &["LOCK.LATCHSET", "l", "3"]), 1);
     let mut waiter = queue_for(&server, &["LOCK.AWAIT", "l", "0"]);
     run(&mut con, &["DEL", "l"]);
     assert_eq!(waiter.read(), Resp::Int(1));
@@ -94,11 +91,14 @@ fn a_latch_that_expires_tells_its_waiters_and_publishes() {
     let server = Server::start();
     let mut con = server.connection();
     let mut sub = Subscriber::new(&server, &[CHANNEL]);
-    assert_eq!(int(&mut con, &["LOCK.LATCHSET", "l", "2", "PX", "300"]), 1);
+    assert_eq!(
+        run_int(&mut con, &["LOCK.LATCHSET", "l", "2", "PX", "300"]),
+        1
+    );
     let deadline = pexpiretime(&mut con, "l");
     let mut waiter = queue_for(&server, &["LOCK.AWAIT", "l", "0"]);
     let mut other = queue_for(&server, &["LOCK.AWAIT", "l", "10000"]);
-    assert_eq!(int(&mut con, &["LOCK.COUNTDOWN", "l"]), 1);
+    assert_eq!(run_int(&mut con, &["LOCK.COUNTDOWN", "l"]), 1);
     assert_eq!(
         pexpiretime(&mut con, "l"),
         deadline,
@@ -115,7 +115,10 @@ fn a_latch_that_expires_tells_its_waiters_and_publishes() {
     eprintln!("latch waiters told {late} ms after the expiry");
     assert_eq!(messages(&mut sub, &mut con), ["1", "0"]);
     // Nobody waiting: still announced at the deadline, by the queue's timer.
-    assert_eq!(int(&mut con, &["LOCK.LATCHSET", "l", "1", "PX", "100"]), 1);
+    assert_eq!(
+        run_int(&mut con, &["LOCK.LATCHSET", "l", "1", "PX", "100"]),
+        1
+    );
     poll_until(Duration::from_secs(2), "the expiry is announced", || {
         server.lock_stats()["lock_latches_expired"] == 2
     });
@@ -128,17 +131,12 @@ fn latchinfo_shows_count_expiry_and_waiters() {
     let server = Server::start();
     let mut con = server.connection();
     assert_eq!(
-        int(&mut con, &["LOCK.LATCHSET", "l", "4", "PX", "60000"]),
+        run_int(&mut con, &["LOCK.LATCHSET", "l", "4", "PX", "60000"]),
         1
     );
     let _waiter = queue_for(&server, &["LOCK.AWAIT", "l", "7000"]);
-    let info = map_pairs(&run(&mut con, &["LOCK.LATCHINFO", "l"]));
-    let field = |name: &str| {
-        info.iter()
-            .find(|(k, _)| as_string(k).as_deref() == Some(name))
-            .map(|(_, v)| v.clone())
-            .unwrap_or_else(|| panic!("no {name}"))
-    };
+    let info = run(&mut con, &["LOCK.LATCHINFO", "l"]);
+    let field = |name: &str| field_of(&info, name);
     assert_eq!(field("count"), Value::Int(4));
     let Value::Int(ttl) = field("ttl_ms") else {
         panic!("ttl")
@@ -154,7 +152,7 @@ fn latchinfo_shows_count_expiry_and_waiters() {
 fn bad_input_is_refused_and_changes_nothing() {
     let server = Server::start();
     let mut con = server.connection();
-    assert_eq!(int(&mut con, &["LOCK.LATCHSET", "l", "2"]), 1);
+    assert_eq!(run_int(&mut con, &["LOCK.LATCHSET", "l", "2"]), 1);
     let cases: &[(&[&str], &str)] = &[
         (
             &["LOCK.LATCHSET", "n", "0"],
@@ -171,61 +169,44 @@ fn bad_input_is_refused_and_changes_nothing() {
             "ERR wrong number of arguments",
         ),
     ];
-    for (args, start) in cases {
-        let err = call(&mut con, args).unwrap_err();
-        assert!(err.starts_with(start), "{args:?}: {err}");
-    }
+    assert_refused(&mut con, cases);
     assert!(!exists(&mut con, "n"));
-    assert_eq!(int(&mut con, &["LOCK.LATCHCOUNT", "l"]), 2);
+    assert_eq!(run_int(&mut con, &["LOCK.LATCHCOUNT", "l"]), 2);
     run(&mut con, &["HSET", "h", "f", "1"]);
     run(&mut con, &["SET", "junk", "x"]);
-    assert!(call(&mut con, &["LOCK.COUNTDOWN", "h"])
-        .unwrap_err()
-        .starts_with("WRONGTYPE"));
-    let err = call(&mut con, &["LOCK.COUNTDOWN", "junk"]).unwrap_err();
-    assert!(
-        err.starts_with("ERR the latch's count is not an integer"),
-        "{err}"
+    assert_refused(
+        &mut con,
+        &[
+            (&["LOCK.COUNTDOWN", "h"], "WRONGTYPE"),
+            (
+                &["LOCK.COUNTDOWN", "junk"],
+                "ERR the latch's count is not an integer",
+            ),
+        ],
     );
 }
 
 #[test]
 fn effects_replicate_as_plain_commands_and_survive_an_aof_restart() {
-    let master = Server::with(Options::new().aof());
-    let with_module = Server::start();
-    let without = Server::with(Options::new().without_module());
-    with_module.replicaof(&master);
-    without.replicaof(&master);
-    wait_for_replicas(&master, &[&with_module, &without]);
-    let mut con = master.connection();
+    let mut trio = ReplicaTrio::start();
+    let mut con = trio.master.connection();
     assert_eq!(
-        int(&mut con, &["LOCK.LATCHSET", "a", "3", "PX", "600000"]),
+        run_int(&mut con, &["LOCK.LATCHSET", "a", "3", "PX", "600000"]),
         1
     );
-    assert_eq!(int(&mut con, &["LOCK.COUNTDOWN", "a"]), 2);
-    assert_eq!(int(&mut con, &["LOCK.LATCHSET", "b", "1"]), 1);
-    assert_eq!(int(&mut con, &["LOCK.COUNTDOWN", "b"]), 0);
-    let state = |server: &Server| {
+    assert_eq!(run_int(&mut con, &["LOCK.COUNTDOWN", "a"]), 2);
+    assert_eq!(run_int(&mut con, &["LOCK.LATCHSET", "b", "1"]), 1);
+    assert_eq!(run_int(&mut con, &["LOCK.COUNTDOWN", "b"]), 0);
+    let expected = trio.assert_replicated(|server: &Server| {
         let mut con = server.connection();
         (
             as_string(&run(&mut con, &["GET", "a"])),
             pexpiretime(&mut con, "a"),
             exists(&mut con, "b"),
         )
-    };
-    let expected = state(&master);
+    });
     assert_eq!(expected.0.as_deref(), Some("2"));
     assert!(!expected.2);
-    for replica in [&with_module, &without] {
-        poll_until(
-            Duration::from_secs(5),
-            "the replica has the same keys",
-            || state(replica) == expected,
-        );
-    }
-    let mut master = master;
-    master.restart_with(&[]).expect("restart from the AOF");
-    assert_eq!(state(&master), expected);
 }
 
 /// An expiry passing while writes are paused is announced when the pause
@@ -236,7 +217,10 @@ fn an_expiry_during_a_pause_is_told_after_it() {
     let server = Server::start();
     let mut con = server.connection();
     let mut admin = server.connection();
-    assert_eq!(int(&mut con, &["LOCK.LATCHSET", "l", "1", "PX", "200"]), 1);
+    assert_eq!(
+        run_int(&mut con, &["LOCK.LATCHSET", "l", "1", "PX", "200"]),
+        1
+    );
     let mut waiter = queue_for(&server, &["LOCK.AWAIT", "l", "0"]);
     run(&mut admin, &["CLIENT", "PAUSE", "20000", "WRITE"]);
     std::thread::sleep(Duration::from_millis(400));

@@ -13,17 +13,6 @@ use redis::{Connection, Value};
 use redis_lock_test_support::raw::Resp;
 use redis_lock_test_support::*;
 
-fn call(con: &mut Connection, args: &[&str]) -> Result<Value, String> {
-    command(args).query(con).map_err(|e| err_text(&e))
-}
-
-fn int(con: &mut Connection, args: &[&str]) -> i64 {
-    match run(con, args) {
-        Value::Int(n) => n,
-        other => panic!("{args:?}: not an integer: {other:?}"),
-    }
-}
-
 fn get(con: &mut Connection, key: &str) -> Option<String> {
     as_string(&run(con, &["GET", key]))
 }
@@ -52,17 +41,21 @@ fn permits_are_counted_in_redissons_string_and_announced_on_its_channel() {
     let server = Server::start();
     let mut con = server.connection();
     let mut sub = Subscriber::new(&server, &[b"redisson_sc:{s}"]);
-    assert_eq!(int(&mut con, &["LOCK.SEMSET", "s", "3"]), 1);
-    assert_eq!(int(&mut con, &["LOCK.SEMSET", "s", "9"]), 0, "set once");
+    assert_eq!(run_int(&mut con, &["LOCK.SEMSET", "s", "3"]), 1);
+    assert_eq!(run_int(&mut con, &["LOCK.SEMSET", "s", "9"]), 0, "set once");
     assert_eq!(get(&mut con, "s").as_deref(), Some("3"));
-    assert_eq!(int(&mut con, &["LOCK.SEMACQUIRE", "s", "2"]), 1);
-    assert_eq!(int(&mut con, &["LOCK.SEMACQUIRE", "s", "2"]), 0, "one left");
-    assert_eq!(int(&mut con, &["LOCK.SEMRELEASE", "s", "2"]), 3);
-    assert_eq!(int(&mut con, &["LOCK.SEMADD", "s", "-1"]), 2);
-    assert_eq!(int(&mut con, &["LOCK.SEMAVAILABLE", "s"]), 2);
-    assert_eq!(int(&mut con, &["LOCK.SEMDRAIN", "s"]), 2);
+    assert_eq!(run_int(&mut con, &["LOCK.SEMACQUIRE", "s", "2"]), 1);
+    assert_eq!(
+        run_int(&mut con, &["LOCK.SEMACQUIRE", "s", "2"]),
+        0,
+        "one left"
+    );
+    assert_eq!(run_int(&mut con, &["LOCK.SEMRELEASE", "s", "2"]), 3);
+    assert_eq!(run_int(&mut con, &["LOCK.SEMADD", "s", "-1"]), 2);
+    assert_eq!(run_int(&mut con, &["LOCK.SEMAVAILABLE", "s"]), 2);
+    assert_eq!(run_int(&mut con, &["LOCK.SEMDRAIN", "s"]), 2);
     assert_eq!(get(&mut con, "s").as_deref(), Some("0"));
-    assert_eq!(int(&mut con, &["LOCK.SEMAVAILABLE", "missing"]), 0);
+    assert_eq!(run_int(&mut con, &["LOCK.SEMAVAILABLE", "missing"]), 0);
     assert_eq!(
         show(&sub.drain(&mut con)),
         vec![
@@ -73,10 +66,13 @@ fn permits_are_counted_in_redissons_string_and_announced_on_its_channel() {
         "set, release and add announce the count; acquire and drain do not"
     );
     // A semaphore set with a time to live keeps it through every change.
-    assert_eq!(int(&mut con, &["LOCK.SEMSET", "t", "2", "PX", "60000"]), 1);
+    assert_eq!(
+        run_int(&mut con, &["LOCK.SEMSET", "t", "2", "PX", "60000"]),
+        1
+    );
     let deadline = pexpiretime(&mut con, "t");
-    assert_eq!(int(&mut con, &["LOCK.SEMACQUIRE", "t", "1"]), 1);
-    assert_eq!(int(&mut con, &["LOCK.SEMRELEASE", "t", "1"]), 2);
+    assert_eq!(run_int(&mut con, &["LOCK.SEMACQUIRE", "t", "1"]), 1);
+    assert_eq!(run_int(&mut con, &["LOCK.SEMRELEASE", "t", "1"]), 2);
     assert_eq!(pexpiretime(&mut con, "t"), deadline);
 }
 
@@ -84,7 +80,7 @@ fn permits_are_counted_in_redissons_string_and_announced_on_its_channel() {
 fn the_head_of_the_queue_is_served_first_even_when_it_wants_more() {
     let server = Server::start();
     let mut con = server.connection();
-    assert_eq!(int(&mut con, &["LOCK.SEMSET", "s", "1"]), 1);
+    assert_eq!(run_int(&mut con, &["LOCK.SEMSET", "s", "1"]), 1);
     let mut big = queue_for(&server, &["LOCK.SEMACQUIRE", "s", "3", "WAIT", "0"]);
     let mut small = queue_for(&server, &["LOCK.SEMACQUIRE", "s", "1", "WAIT", "0"]);
     assert_eq!(
@@ -92,12 +88,12 @@ fn the_head_of_the_queue_is_served_first_even_when_it_wants_more() {
         vec![("permits".to_string(), 3), ("permits".to_string(), 1)]
     );
     // A newcomer does not take the free permit: it is kept for the head.
-    assert_eq!(int(&mut con, &["LOCK.SEMACQUIRE", "s", "1"]), 0);
+    assert_eq!(run_int(&mut con, &["LOCK.SEMACQUIRE", "s", "1"]), 0);
     assert!(small.nothing_within(Duration::from_millis(50)));
-    assert_eq!(int(&mut con, &["LOCK.SEMRELEASE", "s", "2"]), 3);
+    assert_eq!(run_int(&mut con, &["LOCK.SEMRELEASE", "s", "2"]), 3);
     assert_eq!(big.read(), Resp::Int(1), "the head got its 3");
     assert!(small.nothing_within(Duration::from_millis(50)));
-    assert_eq!(int(&mut con, &["LOCK.SEMRELEASE", "s", "1"]), 1);
+    assert_eq!(run_int(&mut con, &["LOCK.SEMRELEASE", "s", "1"]), 1);
     assert_eq!(small.read(), Resp::Int(1));
     assert_eq!(get(&mut con, "s").as_deref(), Some("0"));
     assert!(queued(&mut con, "LOCK.SEMINFO", "s").is_empty());
@@ -107,7 +103,7 @@ fn the_head_of_the_queue_is_served_first_even_when_it_wants_more() {
 fn a_head_that_gives_up_lets_the_smaller_requests_behind_it_in() {
     let server = Server::start();
     let mut con = server.connection();
-    assert_eq!(int(&mut con, &["LOCK.SEMSET", "s", "1"]), 1);
+    assert_eq!(run_int(&mut con, &["LOCK.SEMSET", "s", "1"]), 1);
     let mut big = queue_for(&server, &["LOCK.SEMACQUIRE", "s", "5", "WAIT", "200"]);
     let mut small = queue_for(&server, &["LOCK.PERMITACQUIRE", "s", "1", "WAIT", "0"]);
     assert_eq!(big.read(), Resp::Int(0), "timed out");
@@ -123,7 +119,7 @@ fn a_head_that_gives_up_lets_the_smaller_requests_behind_it_in() {
 fn leased_permits_go_back_to_the_set_only_by_id_and_renew_while_live() {
     let server = Server::start();
     let mut con = server.connection();
-    assert_eq!(int(&mut con, &["LOCK.SEMSET", "s", "2"]), 1);
+    assert_eq!(run_int(&mut con, &["LOCK.SEMSET", "s", "2"]), 1);
     let ids = take(&mut con, "s", 2, 30_000);
     assert_eq!(ids.len(), 2);
     assert_ne!(ids[0], ids[1]);
@@ -132,30 +128,30 @@ fn leased_permits_go_back_to_the_set_only_by_id_and_renew_while_live() {
     assert!((deadline - server_now_ms(&mut con) - 30_000).abs() < 1_000);
     // Renew: a new deadline on the server's clock.
     assert_eq!(
-        int(&mut con, &["LOCK.PERMITRENEW", "s", &ids[0], "60000"]),
+        run_int(&mut con, &["LOCK.PERMITRENEW", "s", &ids[0], "60000"]),
         1
     );
     assert!(permit_deadline(&mut con, "s", &ids[0]).unwrap() > deadline + 20_000);
     // An unknown id changes nothing, even next to a good one.
     let unknown = "00000000000000000000000000000000";
-    let refused = call(&mut con, &["LOCK.PERMITRELEASE", "s", &ids[0], unknown]).unwrap_err();
+    let refused = try_run(&mut con, &["LOCK.PERMITRELEASE", "s", &ids[0], unknown]).unwrap_err();
     assert!(
         refused.contains(&format!("permit {unknown} is not held")),
         "{refused}"
     );
     assert_eq!(permits_taken(&mut con, "s"), 2);
     assert_eq!(
-        int(&mut con, &["LOCK.PERMITRENEW", "s", unknown, "1000"]),
+        run_int(&mut con, &["LOCK.PERMITRENEW", "s", unknown, "1000"]),
         0
     );
     assert_eq!(
-        int(&mut con, &["LOCK.PERMITRELEASE", "s", &ids[0], &ids[1]]),
+        run_int(&mut con, &["LOCK.PERMITRELEASE", "s", &ids[0], &ids[1]]),
         2
     );
     assert_eq!(get(&mut con, "s").as_deref(), Some("2"));
     assert_eq!(permits_taken(&mut con, "s"), 0);
     assert!(
-        call(&mut con, &["LOCK.PERMITRELEASE", "s", &ids[0]]).is_err(),
+        try_run(&mut con, &["LOCK.PERMITRELEASE", "s", &ids[0]]).is_err(),
         "twice"
     );
     // Without a lease, Redisson's never-expiring score.
@@ -174,7 +170,7 @@ fn a_killed_holders_permit_reaches_the_waiter_within_20_ms_of_its_lease() {
     let _alone = alone();
     let server = Server::start();
     let mut con = server.connection();
-    assert_eq!(int(&mut con, &["LOCK.SEMSET", "s", "1"]), 1);
+    assert_eq!(run_int(&mut con, &["LOCK.SEMSET", "s", "1"]), 1);
     let out = server.dir().join("holder.out");
     let mut holder = Command::new("sh")
         .arg("-c")
@@ -214,7 +210,7 @@ fn an_expired_permit_leaves_the_set_at_its_deadline_with_nobody_calling() {
     let server = Server::start();
     let mut con = server.connection();
     let mut sub = Subscriber::new(&server, &[b"redisson_sc:{s}"]);
-    assert_eq!(int(&mut con, &["LOCK.SEMSET", "s", "2"]), 1);
+    assert_eq!(run_int(&mut con, &["LOCK.SEMSET", "s", "2"]), 1);
     let ids = take(&mut con, "s", 1, 150);
     let deadline = permit_deadline(&mut con, "s", &ids[0]).unwrap();
     assert_eq!(
@@ -248,7 +244,7 @@ fn an_expired_permit_leaves_the_set_at_its_deadline_with_nobody_calling() {
         Some(&("redisson_sc:{s}".to_string(), "2".to_string()))
     );
     assert_eq!(
-        int(&mut con, &["LOCK.PERMITRENEW", "s", &ids[0], "1000"]),
+        run_int(&mut con, &["LOCK.PERMITRENEW", "s", &ids[0], "1000"]),
         0,
         "gone"
     );
@@ -262,19 +258,14 @@ fn seminfo_shows_free_permits_leases_and_waiters() {
         run(&mut con, &["LOCK.SEMINFO", "s"]),
         run(&mut con, &["LOCK.SEMINFO", "s"])
     );
-    assert_eq!(int(&mut con, &["LOCK.SEMSET", "s", "1"]), 1);
+    assert_eq!(run_int(&mut con, &["LOCK.SEMSET", "s", "1"]), 1);
     let ids = take(&mut con, "s", 1, 30_000);
     let _waiter = queue_for(
         &server,
         &["LOCK.PERMITACQUIRE", "s", "2", "LEASE", "1000", "WAIT", "0"],
     );
-    let info = map_pairs(&run(&mut con, &["LOCK.SEMINFO", "s"]));
-    let field = |name: &str| {
-        info.iter()
-            .find(|(k, _)| as_string(k).as_deref() == Some(name))
-            .map(|(_, v)| v.clone())
-            .unwrap_or_else(|| panic!("no {name}"))
-    };
+    let info = run(&mut con, &["LOCK.SEMINFO", "s"]);
+    let field = |name: &str| field_of(&info, name);
     assert_eq!(field("available"), Value::Int(0));
     let Value::Array(permits) = field("permits") else {
         panic!("permits")
@@ -298,7 +289,7 @@ fn seminfo_shows_free_permits_leases_and_waiters() {
 fn bad_input_is_refused_and_changes_nothing() {
     let server = Server::start();
     let mut con = server.connection();
-    assert_eq!(int(&mut con, &["LOCK.SEMSET", "s", "2"]), 1);
+    assert_eq!(run_int(&mut con, &["LOCK.SEMSET", "s", "2"]), 1);
     let cases: &[(&[&str], &str)] = &[
         (
             &["LOCK.SEMACQUIRE", "s", "0"],
@@ -349,10 +340,7 @@ fn bad_input_is_refused_and_changes_nothing() {
         ),
         (&["LOCK.SEMACQUIRE", "s"], "ERR wrong number of arguments"),
     ];
-    for (args, start) in cases {
-        let err = call(&mut con, args).unwrap_err();
-        assert!(err.starts_with(start), "{args:?}: {err}");
-    }
+    assert_refused(&mut con, cases);
     assert_eq!(get(&mut con, "s").as_deref(), Some("2"));
     assert!(!exists(&mut con, "n"));
     run(&mut con, &["HSET", "h", "f", "1"]);
@@ -364,10 +352,10 @@ fn bad_input_is_refused_and_changes_nothing() {
         &["LOCK.PERMITACQUIRE", "z", "1"],
         &["LOCK.SEMINFO", "z"],
     ] {
-        let err = call(&mut con, args).unwrap_err();
+        let err = try_run(&mut con, args).unwrap_err();
         assert!(err.starts_with("WRONGTYPE"), "{args:?}: {err}");
     }
-    let err = call(&mut con, &["LOCK.SEMRELEASE", "junk", "1"]).unwrap_err();
+    let err = try_run(&mut con, &["LOCK.SEMRELEASE", "junk", "1"]).unwrap_err();
     assert!(
         err.starts_with("ERR the semaphore's value is not an integer"),
         "{err}"
@@ -377,21 +365,19 @@ fn bad_input_is_refused_and_changes_nothing() {
 
 #[test]
 fn effects_replicate_as_plain_commands_and_survive_an_aof_restart() {
-    let master = Server::with(Options::new().aof());
-    let with_module = Server::start();
-    let without = Server::with(Options::new().without_module());
-    with_module.replicaof(&master);
-    without.replicaof(&master);
-    wait_for_replicas(&master, &[&with_module, &without]);
-    let mut con = master.connection();
-    assert_eq!(int(&mut con, &["LOCK.SEMSET", "s", "5", "PX", "600000"]), 1);
-    assert_eq!(int(&mut con, &["LOCK.SEMACQUIRE", "s", "1"]), 1);
-    let ids = take(&mut con, "s", 3, 60_000);
+    let mut trio = ReplicaTrio::start();
+    let mut con = trio.master.connection();
     assert_eq!(
-        int(&mut con, &["LOCK.PERMITRENEW", "s", &ids[1], "90000"]),
+        run_int(&mut con, &["LOCK.SEMSET", "s", "5", "PX", "600000"]),
         1
     );
-    assert_eq!(int(&mut con, &["LOCK.PERMITRELEASE", "s", &ids[2]]), 1);
+    assert_eq!(run_int(&mut con, &["LOCK.SEMACQUIRE", "s", "1"]), 1);
+    let ids = take(&mut con, "s", 3, 60_000);
+    assert_eq!(
+        run_int(&mut con, &["LOCK.PERMITRENEW", "s", &ids[1], "90000"]),
+        1
+    );
+    assert_eq!(run_int(&mut con, &["LOCK.PERMITRELEASE", "s", &ids[2]]), 1);
     let short = take(&mut con, "s", 1, 100);
     poll_until(
         Duration::from_secs(2),
@@ -399,7 +385,7 @@ fn effects_replicate_as_plain_commands_and_survive_an_aof_restart() {
         || permit_deadline(&mut con, "s", &short[0]).is_none(),
     );
     let zkey = permits_key("s");
-    let state = |server: &Server| {
+    let expected = trio.assert_replicated(|server: &Server| {
         let mut con = server.connection();
         let members: Vec<(Vec<u8>, f64)> =
             command(&["ZRANGE", zkey.as_str(), "0", "-1", "WITHSCORES"])
@@ -411,24 +397,13 @@ fn effects_replicate_as_plain_commands_and_survive_an_aof_restart() {
             members,
             pexpiretime(&mut con, zkey.as_str()),
         )
-    };
-    let expected = state(&master);
+    });
     assert_eq!(expected.0.as_deref(), Some("2"));
     assert_eq!(expected.2.len(), 2);
     assert_eq!(
         expected.3, expected.1,
         "the set expires with the value, as Redisson's"
     );
-    for replica in [&with_module, &without] {
-        poll_until(
-            Duration::from_secs(5),
-            "the replica has the same keys",
-            || state(replica) == expected,
-        );
-    }
-    let mut master = master;
-    master.restart_with(&[]).expect("restart from the AOF");
-    assert_eq!(state(&master), expected, "the AOF rebuilt the same keys");
 }
 
 /// A lease ending while writes are paused is reclaimed only when the pause
@@ -440,7 +415,7 @@ fn a_lease_ending_during_a_pause_is_reclaimed_after_it() {
     let server = Server::start();
     let mut con = server.connection();
     let mut admin = server.connection();
-    assert_eq!(int(&mut con, &["LOCK.SEMSET", "s", "1"]), 1);
+    assert_eq!(run_int(&mut con, &["LOCK.SEMSET", "s", "1"]), 1);
     let ids = take(&mut con, "s", 1, 200);
     let mut waiter = queue_for(&server, &["LOCK.SEMACQUIRE", "s", "1", "WAIT", "0"]);
     run(&mut admin, &["CLIENT", "PAUSE", "20000", "WRITE"]);
@@ -463,7 +438,7 @@ fn a_lease_ending_during_a_pause_is_reclaimed_after_it() {
 fn a_redisson_style_release_behind_the_modules_back_serves_the_queue() {
     let server = Server::start();
     let mut con = server.connection();
-    assert_eq!(int(&mut con, &["LOCK.SEMSET", "s", "0"]), 1);
+    assert_eq!(run_int(&mut con, &["LOCK.SEMSET", "s", "0"]), 1);
     let mut waiter = queue_for(&server, &["LOCK.SEMACQUIRE", "s", "2", "WAIT", "0"]);
     run(&mut con, &["INCRBY", "s", "1"]);
     assert!(
@@ -479,31 +454,22 @@ fn a_redisson_style_release_behind_the_modules_back_serves_the_queue() {
 fn acl_key_patterns_apply_to_the_semaphore_key() {
     let server = Server::start();
     let mut admin = server.connection();
-    run(
-        &mut admin,
-        &[
-            "ACL",
-            "SETUSER",
-            "app",
-            "on",
-            ">pw",
-            "~app:*",
-            "%R~ro:*",
-            "+lock.semset",
-            "+lock.semacquire",
-            "+lock.permitacquire",
-            "+lock.semavailable",
-        ],
-    );
-    let mut app = server.connection();
-    run(&mut app, &["AUTH", "app", "pw"]);
-    assert_eq!(int(&mut app, &["LOCK.SEMSET", "app:s", "1"]), 1);
+    let rules = [
+        "~app:*",
+        "%R~ro:*",
+        "+lock.semset",
+        "+lock.semacquire",
+        "+lock.permitacquire",
+        "+lock.semavailable",
+    ];
+    let mut app = server.connection_as("app", &rules);
+    assert_eq!(run_int(&mut app, &["LOCK.SEMSET", "app:s", "1"]), 1);
     assert_eq!(
         ids_of(&run(&mut app, &["LOCK.PERMITACQUIRE", "app:s", "1"])).len(),
         1
     );
     assert_eq!(
-        int(&mut app, &["LOCK.SEMAVAILABLE", "ro:s"]),
+        run_int(&mut app, &["LOCK.SEMAVAILABLE", "ro:s"]),
         0,
         "read allowed"
     );
@@ -511,7 +477,7 @@ fn acl_key_patterns_apply_to_the_semaphore_key() {
         &["LOCK.SEMACQUIRE", "ro:s", "1"][..],
         &["LOCK.SEMSET", "other", "1"],
     ] {
-        let denied = call(&mut app, args).unwrap_err();
+        let denied = try_run(&mut app, args).unwrap_err();
         assert!(denied.starts_with("NOPERM"), "{args:?}: {denied}");
     }
     assert!(!exists(&mut admin, "other"));
