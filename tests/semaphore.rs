@@ -482,3 +482,30 @@ fn acl_key_patterns_apply_to_the_semaphore_key() {
     }
     assert!(!exists(&mut admin, "other"));
 }
+
+/// While Redis refuses writes for want of good replicas
+/// (`min-replicas-to-write`), a lease that ends is not reclaimed (a write
+/// a failover could lose); once writes are allowed again it is, and the
+/// waiter is served. The same check as for a pause, in the one place every
+/// kind's timer passes.
+#[test]
+fn a_lease_ending_without_enough_good_replicas_is_reclaimed_once_writes_are_allowed() {
+    let _alone = alone();
+    let server = Server::start();
+    let mut con = server.connection();
+    assert_eq!(run_int(&mut con, &["LOCK.SEMSET", "s", "1"]), 1);
+    let ids = take(&mut con, "s", 1, 200);
+    let mut waiter = queue_for(&server, &["LOCK.SEMACQUIRE", "s", "1", "WAIT", "0"]);
+    config_set(&mut con, "min-replicas-to-write", 1);
+    let refused = try_run(&mut con, &["SET", "x", "1"]).unwrap_err();
+    assert!(refused.starts_with("NOREPLICAS"), "{refused}");
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(waiter.nothing_within(Duration::from_millis(10)));
+    assert!(
+        permit_deadline(&mut con, "s", &ids[0]).is_some(),
+        "not reclaimed"
+    );
+    config_set(&mut con, "min-replicas-to-write", 0);
+    assert_eq!(waiter.read(), Resp::Int(1));
+    assert_eq!(permit_deadline(&mut con, "s", &ids[0]), None);
+}
