@@ -87,14 +87,16 @@ pub fn settle(ctx: Ctx, latch: &ValueKey) {
     };
     match latch.get(latch::parse_count) {
         Ok(count) if latch::is_open(count) => {
-            // Gone after its deadline: expired. Redis expires a key once its
-            // clock (maybe the cached one) is past the deadline; the live
-            // clock is never behind it. (A DEL in the last moment before the
-            // deadline, seen only after it, also reads as expired.)
+            // Gone at or after its deadline: expired. Redis expires a key
+            // once its clock (maybe the cached one) reaches the deadline
+            // (Redis 8.2 does at the deadline's own millisecond, 7.0 one
+            // later); the live clock is never behind it. (A DEL in the last
+            // moment before the deadline, seen only after it, also reads as
+            // expired.)
             let expired = !latch.exists()
                 && watched
                     .and_then(|w| w.deadline)
-                    .is_some_and(|at| ctx.live_now_ms() > at);
+                    .is_some_and(|at| ctx.live_now_ms() >= at);
             opened(ctx, key, if expired { EXPIRED } else { OPENED });
         }
         Ok(_) => watch(ctx, latch),
