@@ -92,10 +92,7 @@ impl<'a> LockKey<'a> {
 
     /// Remaining lease in ms, as `PTTL` answers: -1 without expiry, -2 if absent.
     pub fn ttl_ms(&self) -> i64 {
-        if !self.exists() {
-            return -2;
-        }
-        self.key.ttl_ms().unwrap_or(-1)
+        self.key.pttl()
     }
 
     /// Absolute deadline in unix ms (what `PEXPIRETIME` answers), or `None`

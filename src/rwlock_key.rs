@@ -135,10 +135,7 @@ impl<'k, 'a> RwLockKey<'k, 'a> {
 
     /// Remaining lease, as `PTTL` answers.
     pub fn ttl_ms(&self) -> i64 {
-        if !self.exists() {
-            return -2;
-        }
-        self.key.ttl_ms().unwrap_or(-1)
+        self.key.pttl()
     }
 
     fn count(&self, field: &[u8]) -> Result<i64, Refusal> {

@@ -50,10 +50,7 @@ impl<'a> ValueKey<'a> {
 
     /// Remaining time to live, as `PTTL` answers.
     pub fn ttl_ms(&self) -> i64 {
-        if !self.exists() {
-            return -2;
-        }
-        self.key.ttl_ms().unwrap_or(-1)
+        self.key.pttl()
     }
 
     /// The key's absolute expiry (unix ms), if any.

@@ -175,6 +175,58 @@ fn read_write_locks_keep_every_key_in_the_locks_slot() {
     }
 }
 
+#[test]
+fn semaphores_and_latches_keep_every_key_in_their_slot_and_wait_on_their_node() {
+    let cluster = Cluster::start();
+    let mut con = cluster.client();
+    for key in ["sem:a", "{tag}:sem"] {
+        let node = cluster.node_for(key);
+        let mut direct = node.connection();
+        assert_eq!(run(&mut con, &["LOCK.SEMSET", key, "1"]), Value::Int(1));
+        let ids = ids_of(&run(
+            &mut con,
+            &["LOCK.PERMITACQUIRE", key, "1", "LEASE", "30000"],
+        ));
+        assert_eq!(
+            permits_taken(&mut direct, key),
+            1,
+            "{key}: its set is on its node"
+        );
+        let mut slot = |k: &str| -> i64 {
+            redis::cmd("CLUSTER")
+                .arg("KEYSLOT")
+                .arg(k)
+                .query(&mut direct)
+                .expect("KEYSLOT")
+        };
+        assert_eq!(slot(&permits_key(key)), slot(key), "{key}");
+        let mut waiter = RawClient::connect(node.port);
+        waiter.send(&["LOCK.SEMACQUIRE", key, "1", "WAIT", "5000"]);
+        poll_until(Duration::from_secs(5), "the waiter queues", || {
+            queued(&mut direct, "LOCK.SEMINFO", key).len() == 1
+        });
+        assert_eq!(
+            run(&mut con, &["LOCK.PERMITRELEASE", key, &ids[0]]),
+            Value::Int(1)
+        );
+        assert_eq!(waiter.read(), Resp::Int(1), "{key}: the waiter is served");
+        let latch = format!("{key}:latch");
+        assert_eq!(
+            run(&mut con, &["LOCK.LATCHSET", &latch, "1"]),
+            Value::Int(1)
+        );
+        let node = cluster.node_for(&latch);
+        let mut awaiting = RawClient::connect(node.port);
+        awaiting.send(&["LOCK.AWAIT", &latch, "5000"]);
+        let mut direct = node.connection();
+        poll_until(Duration::from_secs(5), "the await queues", || {
+            queued(&mut direct, "LOCK.LATCHINFO", &latch).len() == 1
+        });
+        assert_eq!(run(&mut con, &["LOCK.COUNTDOWN", &latch]), Value::Int(0));
+        assert_eq!(awaiting.read(), Resp::Int(1));
+    }
+}
+
 fn waiter_count(con: &mut redis::Connection, key: &str) -> usize {
     let info = run(con, &["LOCK.INFO", key]);
     map_pairs(&info)
@@ -231,7 +283,8 @@ fn fencing_tokens_live_in_the_locks_slot_on_every_node() {
 }
 
 /// A cluster whose first master has a replica (a fourth node, in sync and
-/// known to its master as its replica): (cluster, replica, master's id).
+/// known to its master as its replica): (cluster, replica, a key the first
+/// master serves).
 fn cluster_with_replica(node_timeout_ms: u64) -> (Cluster, Server, String) {
     let cluster = Cluster::start_with(node_timeout_ms);
     let master = &cluster.nodes[0];
@@ -282,7 +335,8 @@ fn cluster_with_replica(node_timeout_ms: u64) -> (Cluster, Server, String) {
             },
         );
     }
-    (cluster, replica, master_id)
+    let key = key_on_first_master(&cluster);
+    (cluster, replica, key)
 }
 
 /// A key the cluster's first master serves.
@@ -291,6 +345,15 @@ fn key_on_first_master(cluster: &Cluster) -> String {
         .map(|i| format!("lock:{i}"))
         .find(|k| cluster.node_for(k).port == cluster.nodes[0].port)
         .expect("a key on the first master")
+}
+
+/// `CLUSTER FAILOVER` sent to `replica`: a manual failover, which starts
+/// with its master pausing writes.
+fn manual_failover(replica: &Server) {
+    let _: Value = redis::cmd("CLUSTER")
+        .arg("FAILOVER")
+        .query(&mut replica.connection())
+        .expect("CLUSTER FAILOVER");
 }
 
 fn role(server: &Server) -> String {
@@ -304,9 +367,8 @@ fn role(server: &Server) -> String {
 #[test]
 fn a_lease_ending_during_a_cluster_failover_pause_waits_for_it() {
     // A long node timeout: freezing two masters below must not fail them.
-    let (cluster, replica, _) = cluster_with_replica(15_000);
+    let (cluster, replica, key) = cluster_with_replica(15_000);
     let master = &cluster.nodes[0];
-    let key = key_on_first_master(&cluster);
     let mut mc = master.connection();
     acquire(&mut mc, &key, "a", LEASE);
     let _: i64 = redis::cmd("PEXPIRE")
@@ -321,10 +383,7 @@ fn a_lease_ending_during_a_cluster_failover_pause_waits_for_it() {
     for other in &cluster.nodes[1..] {
         other.signal("STOP");
     }
-    let _: Value = redis::cmd("CLUSTER")
-        .arg("FAILOVER")
-        .query(&mut replica.connection())
-        .expect("CLUSTER FAILOVER");
+    manual_failover(&replica);
     let failover_at = now_ms();
     std::thread::sleep(Duration::from_millis(1000));
     let mut probe = RawClient::connect(master.port);
@@ -362,17 +421,13 @@ fn a_lease_ending_during_a_cluster_failover_pause_waits_for_it() {
 /// demotion error, and the new master holds the lock with the same deadline.
 #[test]
 fn a_cluster_failover_demotes_waiters_and_the_new_master_holds_the_lock() {
-    let (cluster, replica, _) = cluster_with_replica(5_000);
+    let (cluster, replica, key) = cluster_with_replica(5_000);
     let master = &cluster.nodes[0];
-    let key = key_on_first_master(&cluster);
     let mut mc = master.connection();
     let token = token_of(&mut mc, &key, "a", LEASE);
     let deadline = pexpiretime(&mut mc, &key);
     let mut waiter = queue(master, &key, "b", 30_000, 0);
-    let _: Value = redis::cmd("CLUSTER")
-        .arg("FAILOVER")
-        .query(&mut replica.connection())
-        .expect("CLUSTER FAILOVER");
+    manual_failover(&replica);
     // Redis 7.0 and 8.2 force-unblock blocked clients before a module hears
     // of the demotion (and close the connection); Valkey 9.1's cluster
     // failover lets the module answer first.

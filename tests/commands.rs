@@ -1123,11 +1123,27 @@ fn command_info_key_positions_and_flags() {
         "lock.rrelease",
         "lock.wrelease",
         "lock.rwrenew",
+        "lock.semset",
+        "lock.semadd",
+        "lock.semacquire",
+        "lock.semrelease",
+        "lock.semavailable",
+        "lock.semdrain",
+        "lock.permitacquire",
+        "lock.permitrelease",
+        "lock.permitrenew",
+        "lock.seminfo",
+        "lock.latchset",
+        "lock.countdown",
+        "lock.latchcount",
+        "lock.await",
+        "lock.latchinfo",
     ] {
         let (flags, first, last, step) = command_info(&mut con, name);
         assert_eq!((first, last, step), (1, 1, 1), "{name} key positions");
         match name {
-            "lock.acquire" | "lock.racquire" | "lock.wacquire" => {
+            "lock.acquire" | "lock.racquire" | "lock.wacquire" | "lock.semset" | "lock.semadd"
+            | "lock.semacquire" | "lock.permitacquire" | "lock.latchset" => {
                 assert!(
                     flags.contains(&"write".to_string()),
                     "{name} flags {flags:?}"
@@ -1137,7 +1153,8 @@ fn command_info_key_positions_and_flags() {
                     "{name} flags {flags:?}"
                 );
             }
-            "lock.info" => {
+            "lock.info" | "lock.semavailable" | "lock.seminfo" | "lock.latchcount"
+            | "lock.await" | "lock.latchinfo" => {
                 assert!(
                     flags.contains(&"readonly".to_string()),
                     "{name} flags {flags:?}"
@@ -1414,11 +1431,7 @@ fn watch_is_not_aborted_by_commands_that_change_nothing() {
     let server = Server::start();
     let mut con = server.connection();
     assert_eq!(acquire(&mut con, b"res", b"A", LEASE), None);
-    let _: () = redis::cmd("SET")
-        .arg("str")
-        .arg("v")
-        .query(&mut con)
-        .expect("SET str");
+    set(&mut con, "str", "v");
 
     // Control: Redisson's own acquire script, contended, leaves a WATCHer alone.
     assert!(

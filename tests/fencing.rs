@@ -503,10 +503,7 @@ fn counter_state(con: &mut Connection) -> (Option<i64>, i64) {
 #[test]
 fn replicas_with_and_without_the_module_hold_the_same_counter() {
     let master = Server::start();
-    let with = Server::start();
-    let without = Server::with(Options::new().without_module());
-    with.replicaof(&master);
-    without.replicaof(&master);
+    let (with, without) = module_and_plain_replicas(&master);
     let mut con = master.connection();
     token_of(&mut con, "L", "a", 30_000);
     token_of(&mut con, "L", "a", 30_000);
@@ -553,11 +550,7 @@ fn a_failover_that_lost_writes_never_reissues_a_token() {
     // replica could still read them from its socket after SIGCONT).
     let filler = vec![b'x'; 16 << 20];
     for i in 0..2 {
-        redis::cmd("SET")
-            .arg(format!("filler{i}"))
-            .arg(&filler)
-            .query::<()>(&mut con)
-            .expect("SET filler");
+        set(&mut con, format!("filler{i}"), &filler);
     }
     let mut issued = Vec::new();
     for i in 0..2_000 {

@@ -43,8 +43,8 @@ fn script_lock_excludes_command_and_command_lock_excludes_script() {
             "{variant}: LOCK.ACQUIRE on a script lock -> ttl, got {busy:?}"
         );
         assert_eq!(
-            hgetall(&mut con, &key),
-            vec![(b"uuid:1".to_vec(), b"1".to_vec())],
+            holders(&mut con, &key),
+            owned_by("uuid:1"),
             "{variant}: unchanged"
         );
         let info = lock_info(&mut con, &key);
@@ -72,8 +72,8 @@ fn script_lock_excludes_command_and_command_lock_excludes_script() {
             &format!("{variant}: script on a command lock returns pttl"),
         );
         assert_eq!(
-            hgetall(&mut con, &key),
-            vec![(b"uuid:1".to_vec(), b"1".to_vec())],
+            holders(&mut con, &key),
+            owned_by("uuid:1"),
             "{variant}: unchanged"
         );
         assert_eq!(
@@ -87,8 +87,8 @@ fn script_lock_excludes_command_and_command_lock_excludes_script() {
             "{variant}: non-holder unlock script"
         );
         assert_eq!(
-            hgetall(&mut con, &key),
-            vec![(b"uuid:1".to_vec(), b"1".to_vec())],
+            holders(&mut con, &key),
+            owned_by("uuid:1"),
             "{variant}: unchanged"
         );
     }

@@ -105,26 +105,48 @@ fn lock_commands_carry_acl_categories_where_the_server_supports_them() {
         );
         return;
     }
-    // Every command but LOCK.INFO writes, and all of them are fast.
+    // The readers: the INFO commands, the semaphore's and latch's counts,
+    // and LOCK.AWAIT; every other command writes, and is fast.
     let writers = [
         "lock.acquire",
+        "lock.countdown",
         "lock.fence",
         "lock.force",
+        "lock.latchset",
+        "lock.permitacquire",
+        "lock.permitrelease",
+        "lock.permitrenew",
         "lock.racquire",
         "lock.release",
         "lock.renew",
         "lock.rrelease",
         "lock.rwrenew",
+        "lock.semacquire",
+        "lock.semadd",
+        "lock.semdrain",
+        "lock.semrelease",
+        "lock.semset",
         "lock.wacquire",
         "lock.wrelease",
     ];
+    let readers = [
+        "lock.await",
+        "lock.info",
+        "lock.latchcount",
+        "lock.latchinfo",
+        "lock.semavailable",
+        "lock.seminfo",
+    ];
     assert_eq!(category(&mut con, "write"), writers);
-    assert_eq!(category(&mut con, "fast"), writers);
+    let mut fast = writers.to_vec();
+    fast.extend(["lock.latchcount", "lock.semavailable"]);
+    fast.sort();
+    assert_eq!(category(&mut con, "fast"), fast);
     let mut every = writers.to_vec();
-    every.push("lock.info");
+    every.extend(readers);
     every.sort();
     assert_eq!(category(&mut con, "lock"), every);
-    assert_eq!(category(&mut con, "read"), ["lock.info"]);
+    assert_eq!(category(&mut con, "read"), readers);
 
     let _: () = redis::cmd("ACL")
         .arg("SETUSER")

@@ -17,10 +17,7 @@ struct Trio {
 impl Trio {
     fn start() -> Trio {
         let master = Server::start();
-        let with_module = Server::start();
-        let plain = Server::with(Options::new().without_module());
-        with_module.replicaof(&master);
-        plain.replicaof(&master);
+        let (with_module, plain) = module_and_plain_replicas(&master);
         Trio {
             master,
             with_module,
@@ -198,11 +195,7 @@ fn commands_that_change_nothing_replicate_nothing() {
         .arg(0)
         .query::<Value>(&mut m); // error
                                  // A marker write, so the sync below waits past everything above.
-    let _: () = redis::cmd("SET")
-        .arg("marker")
-        .arg(1)
-        .query(&mut m)
-        .expect("SET marker");
+    set(&mut m, "marker", 1);
     trio.assert_same(b"res", "no-ops");
 
     assert_eq!(
@@ -395,10 +388,7 @@ fn lazily_expired_lock_taken_by_another_owner_replicates_in_order() {
     // LOCK.ACQUIRE opens the key: the expiry's DEL must reach the replicas
     // before B's HSET, or they would lose B's lock (or keep A in it).
     let master = Server::with(Options::new().config("enable-debug-command", &["yes"]));
-    let with_module = Server::start();
-    let plain = Server::with(Options::new().without_module());
-    with_module.replicaof(&master);
-    plain.replicaof(&master);
+    let (with_module, plain) = module_and_plain_replicas(&master);
     let mut m = master.connection();
     let _: () = redis::cmd("DEBUG")
         .arg("SET-ACTIVE-EXPIRE")

@@ -419,7 +419,22 @@ fn bad_inputs_publish_and_notify_nothing() {
 // Random argument lists
 // ---------------------------------------------------------------------------
 
-const COMMANDS: [&str; 12] = [
+const COMMANDS: [&str; 27] = [
+    "LOCK.SEMSET",
+    "LOCK.SEMADD",
+    "LOCK.SEMACQUIRE",
+    "LOCK.SEMRELEASE",
+    "LOCK.SEMAVAILABLE",
+    "LOCK.SEMDRAIN",
+    "LOCK.PERMITACQUIRE",
+    "LOCK.PERMITRELEASE",
+    "LOCK.PERMITRENEW",
+    "LOCK.SEMINFO",
+    "LOCK.LATCHSET",
+    "LOCK.COUNTDOWN",
+    "LOCK.LATCHCOUNT",
+    "LOCK.AWAIT",
+    "LOCK.LATCHINFO",
     "LOCK.RACQUIRE",
     "LOCK.WACQUIRE",
     "LOCK.RRELEASE",
@@ -570,8 +585,42 @@ fn random_command(rng: &mut StdRng) -> Vec<Vec<u8>> {
                     args.push(mostly(rng, &LEASES));
                 }
             }
+            "LOCK.SEMSET" | "LOCK.LATCHSET" | "LOCK.SEMADD" | "LOCK.SEMACQUIRE"
+            | "LOCK.SEMRELEASE" | "LOCK.PERMITACQUIRE" => {
+                args.push(mostly(rng, &["0", "1", "2", "5", "-1"]));
+                for option in ["PX", "WAIT", "LEASE"] {
+                    if rng.gen_bool(0.2) {
+                        args.push(mostly(rng, &[option]));
+                        args.push(mostly(rng, &LEASES));
+                    }
+                }
+            }
+            "LOCK.PERMITRELEASE" | "LOCK.PERMITRENEW" => {
+                args.push(mostly(
+                    rng,
+                    &[PERMIT_ID, "00ff00ff00ff00ff00ff00ff00ff00ff"],
+                ));
+                args.push(mostly(rng, &LEASES));
+            }
+            "LOCK.AWAIT" => {
+                args.push(random_value(rng));
+            }
             _ => {}
         }
+    }
+    // Semaphores and latches are strings: kept on keys of their own (and
+    // the string and list keys), off the lock keys checked as hashes below.
+    if is_counter_command(&args[0]) && args.len() > 1 {
+        const COUNTERS: [&str; 4] = ["fz:s1", "fz:s2", "fz:str", "fz:list"];
+        args[1] = COUNTERS[rng.gen_range(0..COUNTERS.len())]
+            .as_bytes()
+            .to_vec();
+    }
+    // `LOCK.AWAIT` on a latch would block: its timeout is always invalid.
+    if args[0].eq_ignore_ascii_case(b"LOCK.AWAIT") && args.len() == 3 {
+        args[2] = INVALID_TIMEOUTS[rng.gen_range(0..INVALID_TIMEOUTS.len())]
+            .as_bytes()
+            .to_vec();
     }
     // A fence is a string: kept off the lock keys, which the checks below
     // read as hashes.
@@ -581,9 +630,15 @@ fn random_command(rng: &mut StdRng) -> Vec<Vec<u8>> {
     }
     // `LOCK.ACQUIRE key owner lease [TOKEN] WAIT <valid timeout>` could block
     // on a held lock: a WAIT among the options always gets an invalid timeout.
-    let waits = [&b"LOCK.ACQUIRE"[..], b"LOCK.RACQUIRE", b"LOCK.WACQUIRE"];
+    let waits = [
+        &b"LOCK.ACQUIRE"[..],
+        b"LOCK.RACQUIRE",
+        b"LOCK.WACQUIRE",
+        b"LOCK.SEMACQUIRE",
+        b"LOCK.PERMITACQUIRE",
+    ];
     if waits.iter().any(|name| args[0].eq_ignore_ascii_case(name)) {
-        for i in 4..args.len().saturating_sub(1) {
+        for i in 3..args.len().saturating_sub(1) {
             if args[i].eq_ignore_ascii_case(b"WAIT") {
                 args[i + 1] = INVALID_TIMEOUTS[rng.gen_range(0..INVALID_TIMEOUTS.len())]
                     .as_bytes()
@@ -592,6 +647,23 @@ fn random_command(rng: &mut StdRng) -> Vec<Vec<u8>> {
         }
     }
     args
+}
+
+/// A permit id the fuzz uses (unknown to the server, mostly).
+const PERMIT_ID: &str = "000102030405060708090a0b0c0d0e0f";
+
+/// Whether `name` is a semaphore's or latch's command.
+fn is_counter_command(name: &[u8]) -> bool {
+    let name = String::from_utf8_lossy(name).to_ascii_uppercase();
+    [
+        "LOCK.SEM",
+        "LOCK.PERMIT",
+        "LOCK.LATCH",
+        "LOCK.COUNTDOWN",
+        "LOCK.AWAIT",
+    ]
+    .iter()
+    .any(|prefix| name.starts_with(prefix))
 }
 
 /// Whether `reply` is one `args[0]` may give.
@@ -621,6 +693,24 @@ fn reply_is_plausible(args: &[Vec<u8>], reply: &Value) -> bool {
         "LOCK.INFO" => {
             matches!(reply, Value::Array(items) if items.len() == 12 || items.len() == 18)
         }
+        "LOCK.SEMSET" | "LOCK.LATCHSET" | "LOCK.SEMACQUIRE" | "LOCK.PERMITRENEW" => {
+            matches!(reply, Value::Int(0 | 1))
+        }
+        "LOCK.SEMADD" | "LOCK.SEMRELEASE" | "LOCK.SEMAVAILABLE" | "LOCK.SEMDRAIN" => {
+            matches!(reply, Value::Int(_))
+        }
+        "LOCK.COUNTDOWN" | "LOCK.LATCHCOUNT" => matches!(reply, Value::Int(0..)),
+        "LOCK.AWAIT" => matches!(reply, Value::Int(0 | 1)),
+        "LOCK.PERMITRELEASE" => matches!(reply, Value::Int(1..)),
+        "LOCK.PERMITACQUIRE" => match reply {
+            Value::Nil => true,
+            Value::Array(ids) => ids
+                .iter()
+                .all(|id| as_string(id).is_some_and(|id| id.len() == 32)),
+            _ => false,
+        },
+        "LOCK.SEMINFO" => matches!(reply, Value::Array(items) if items.len() == 8),
+        "LOCK.LATCHINFO" => matches!(reply, Value::Array(items) if items.len() == 6),
         _ => false,
     }
 }
@@ -636,11 +726,7 @@ fn random_argument_lists_never_break_the_server() {
 
     let server = Server::start();
     let mut con = server.connection();
-    let _: () = redis::cmd("SET")
-        .arg("fz:str")
-        .arg("keep me")
-        .query(&mut con)
-        .expect("SET fz:str");
+    set(&mut con, "fz:str", "keep me");
     let _: i64 = redis::cmd("RPUSH")
         .arg("fz:list")
         .arg("x")
@@ -789,11 +875,7 @@ fn random_argument_lists_inside_multi_and_lua() {
     let mut rng = StdRng::seed_from_u64(0x10c4);
     let server = Server::start();
     let mut con = server.connection();
-    let _: () = redis::cmd("SET")
-        .arg("fz:str")
-        .arg("keep me")
-        .query(&mut con)
-        .expect("SET fz:str");
+    set(&mut con, "fz:str", "keep me");
     for _ in 0..20 {
         let commands: Vec<Vec<Vec<u8>>> = (0..25).map(|_| random_command(&mut rng)).collect();
         let mut pipe = redis::pipe();

@@ -598,13 +598,8 @@ fn bad_input_is_refused_naming_the_argument_and_changes_nothing() {
 
 #[test]
 fn effects_replicate_with_absolute_deadlines_and_survive_an_aof_restart() {
-    let master = Server::with(Options::new().aof());
-    let with_module = Server::start();
-    let without = Server::with(Options::new().without_module());
-    with_module.replicaof(&master);
-    without.replicaof(&master);
-    wait_for_replicas(&master, &[&with_module, &without]);
-    let mut con = master.connection();
+    let mut trio = ReplicaTrio::start();
+    let mut con = trio.master.connection();
     assert_eq!(racquire(&mut con, "doc", "a", 30_000), Value::Nil);
     assert_eq!(racquire(&mut con, "doc", "b", 20_000), Value::Nil);
     assert_eq!(racquire(&mut con, "doc", "a", 10_000), Value::Nil);
@@ -638,43 +633,15 @@ fn effects_replicate_with_absolute_deadlines_and_survive_an_aof_restart() {
             })
             .collect::<Vec<_>>()
     };
-    let expected = state(&master);
+    let expected = trio.assert_replicated(state);
     assert_eq!(expected[4].1, "none", "b's hold went with its release");
-    for replica in [&with_module, &without] {
-        poll_until(
-            Duration::from_secs(5),
-            "the replica has the same keys",
-            || state(replica) == expected,
-        );
-    }
-    let mut master = master;
-    master.restart_with(&[]).expect("restart from the AOF");
-    assert_eq!(
-        state(&master),
-        expected,
-        "the AOF rebuilt the same keys and deadlines"
-    );
 }
 
 #[test]
 fn acl_key_patterns_apply_to_the_lock_key() {
     let server = Server::start();
     let mut admin = server.connection();
-    run(
-        &mut admin,
-        &[
-            "ACL",
-            "SETUSER",
-            "app",
-            "on",
-            ">pw",
-            "~app:*",
-            "+lock.racquire",
-            "+lock.rrelease",
-        ],
-    );
-    let mut app = server.connection();
-    run(&mut app, &["AUTH", "app", "pw"]);
+    let mut app = server.connection_as("app", &["~app:*", "+lock.racquire", "+lock.rrelease"]);
     assert_eq!(racquire(&mut app, "app:doc", "o", 5_000), Value::Nil);
     assert_eq!(rrelease(&mut app, "app:doc", "o"), Value::Int(1));
     let denied = call(&mut app, &["LOCK.RACQUIRE", "other:doc", "o", "5000"]).unwrap_err();

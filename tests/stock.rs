@@ -107,11 +107,7 @@ fn buyer(con: &mut Connection, side: Side, owner: &str, tally: &Tally) {
             if stock > 0 {
                 // Widen the window a little so an overlap would be caught.
                 std::thread::yield_now();
-                let _: () = redis::cmd("SET")
-                    .arg(PRODUCT_STOCK)
-                    .arg(stock - 1)
-                    .query(con)
-                    .expect("SET stock");
+                set(con, PRODUCT_STOCK, stock - 1);
                 tally.sales.fetch_add(1, Ordering::SeqCst);
             } else {
                 tally.sold_out.fetch_add(1, Ordering::SeqCst);
@@ -133,11 +129,7 @@ fn buyer(con: &mut Connection, side: Side, owner: &str, tally: &Tally) {
 fn run_scenario(side_of: impl Fn(usize) -> Side) -> (Server, Arc<Tally>) {
     let server = Server::start();
     let mut con = server.connection();
-    let _: () = redis::cmd("SET")
-        .arg(PRODUCT_STOCK)
-        .arg(INITIAL_STOCK)
-        .query(&mut con)
-        .expect("preset stock");
+    set(&mut con, PRODUCT_STOCK, INITIAL_STOCK);
 
     let tally = Arc::new(Tally {
         min_stock_seen: AtomicI64::new(i64::MAX),

@@ -8,12 +8,11 @@ use std::time::Duration;
 
 use redis_lock_client::Options;
 use redis_lock_test_support::*;
-use support::{client_on, handed_to, Proxy};
+use support::{handed_to, refused_then_waiting, server_with_client, through_proxy};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fenced_grants_carry_growing_tokens() {
-    let server = Server::start();
-    let locks = client_on(server.port, Options::default());
+    let (server, locks) = server_with_client(Options::default());
     let a = locks.as_owner("a");
     let b = locks.as_owner("b");
 
@@ -23,20 +22,12 @@ async fn fenced_grants_carry_growing_tokens() {
     let again = a.lock_fenced("stock").await.expect("re-enter");
     let t2 = again.token().expect("a token");
     assert!(t2 > t1, "re-entry raises the token: {t1} then {t2}");
-    assert!(b
-        .try_lock_fenced("stock", Duration::ZERO, None)
-        .await
-        .expect("try")
-        .is_none());
 
     // A waiter handed the lock gets its own, larger token.
-    let waiting = {
-        let b = b.clone();
-        tokio::spawn(async move {
-            b.try_lock_fenced("stock", Duration::from_secs(10), None)
-                .await
-        })
-    };
+    let waiting = refused_then_waiting(&b, |b, wait| async move {
+        b.try_lock_fenced("stock", wait, None).await
+    })
+    .await;
     queue_becomes(&server, "stock", &["b"]).await;
     again.unlock().await.expect("unlock");
     first.unlock().await.expect("unlock");
@@ -59,18 +50,13 @@ async fn fenced_grants_carry_growing_tokens() {
 /// token read back from the counter, the same the server issued.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fenced_grant_whose_reply_was_lost_keeps_its_token() {
-    let server = Server::start();
-    let proxy = Proxy::start(server.port);
-    let locks = client_on(proxy.port, Options::default()).as_owner("o");
+    let (server, proxy, locks) = through_proxy("o");
     proxy.cut_after("TOKEN");
     let guard = locks
         .lock_fenced("stock")
         .await
         .expect("lock despite the cut");
-    let counter: i64 = redis::cmd("GET")
-        .arg("redisson_lock_token:{stock}")
-        .query(&mut server.connection())
-        .expect("GET counter");
+    let counter = counter(&mut server.connection(), "stock").expect("a counter");
     assert_eq!(guard.token(), Some(counter));
     assert_eq!(holders(&mut server.connection(), "stock"), owned_by("o"));
     guard.unlock().await.expect("unlock");
@@ -81,8 +67,7 @@ async fn a_fenced_grant_whose_reply_was_lost_keeps_its_token() {
 /// the resource's fence.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_fence_refuses_a_holder_whose_lock_was_taken_over() {
-    let server = Server::start();
-    let locks = client_on(server.port, Options::default());
+    let (server, locks) = server_with_client(Options::default());
     let mut con = server.connection();
     let slow = locks
         .as_owner("slow")
@@ -98,16 +83,9 @@ async fn the_fence_refuses_a_holder_whose_lock_was_taken_over() {
         .await
         .expect("lock");
     let new = fast.token().expect("token");
-    let seen: i64 = redis::cmd("LOCK.FENCE")
-        .arg("{stock}:fence")
-        .arg(new)
-        .query(&mut con)
-        .expect("the new holder writes");
+    let seen = fence(&mut con, "{stock}:fence", new).expect("the new holder writes");
     assert_eq!(seen, new);
-    let stale = redis::cmd("LOCK.FENCE")
-        .arg("{stock}:fence")
-        .arg(old)
-        .query::<i64>(&mut con);
+    let stale = fence(&mut con, "{stock}:fence", old);
     expect_err(stale, "STALE", "", "the old holder's late write");
     fast.unlock().await.expect("unlock");
 }
@@ -117,17 +95,12 @@ async fn the_fence_refuses_a_holder_whose_lock_was_taken_over() {
 /// the module's words (`protocol::token_key` mirrors `fencing::counter_key`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn names_the_module_refuses_for_tokens_are_refused_by_the_client_in_its_words() {
-    let server = Server::start();
-    let locks = client_on(server.port, Options::default());
+    let (server, locks) = server_with_client(Options::default());
     let mut con = server.connection();
     let acquires = || server.command_stats().get("lock.acquire").copied();
     for name in ["a{b", "{}x", "a}b"] {
-        let module = redis::cmd("LOCK.ACQUIRE")
-            .arg(name)
-            .arg("o")
-            .arg(1000)
-            .arg("TOKEN")
-            .query::<redis::Value>(&mut con);
+        let module =
+            command(&["LOCK.ACQUIRE", name, "o", "1000", "TOKEN"]).query::<redis::Value>(&mut con);
         let module = expect_err(module, "ERR", "TOKEN needs", name);
         let sent = acquires();
         let client = locks.try_lock_fenced(name, Duration::ZERO, None).await;

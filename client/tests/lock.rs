@@ -16,7 +16,7 @@ use redis::Value;
 use redis_lock_client::{LockError, Lost, Options};
 use redis_lock_test_support::redisson::{script_acquire, script_unlock, ACQUIRE_HINCRBY};
 use redis_lock_test_support::*;
-use support::{client_on, handed_to};
+use support::{client_on, handed_to, server_with_client};
 
 fn options() -> Options {
     Options::default()
@@ -24,8 +24,7 @@ fn options() -> Options {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_guard_holds_re_enters_and_releases_on_unlock_and_on_drop() {
-    let server = Server::start();
-    let locks = client_on(server.port, options());
+    let (server, locks) = server_with_client(options());
     let mut con = server.connection();
 
     let first = locks.lock("order:42").await.expect("lock");
@@ -86,8 +85,7 @@ async fn a_guard_holds_re_enters_and_releases_on_unlock_and_on_drop() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_task_is_its_own_owner_and_an_explicit_owner_is_used_as_given() {
-    let server = Server::start();
-    let locks = client_on(server.port, options());
+    let (server, locks) = server_with_client(options());
     let guard = locks.lock("k").await.expect("lock");
     let other_task = {
         let locks = locks.clone();
@@ -109,9 +107,8 @@ async fn each_task_is_its_own_owner_and_an_explicit_owner_is_used_as_given() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_watchdog_keeps_a_lock_for_three_times_its_lease() {
     let _alone = alone();
-    let server = Server::start();
     let lease = Duration::from_millis(900);
-    let locks = client_on(server.port, options().watchdog_lease(lease));
+    let (server, locks) = server_with_client(options().watchdog_lease(lease));
     let mut con = server.connection();
     let guard = locks.lock("job").await.expect("lock");
     let owner = guard.owner().to_string();
@@ -144,9 +141,8 @@ async fn the_watchdog_keeps_a_lock_for_three_times_its_lease() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_forced_lock_is_signalled_to_its_holder_within_a_third_of_the_lease() {
     let _alone = alone();
-    let server = Server::start();
     let lease = Duration::from_millis(1500);
-    let locks = client_on(server.port, options().watchdog_lease(lease));
+    let (server, locks) = server_with_client(options().watchdog_lease(lease));
     for round in 0..3 {
         let guard = locks.lock("ledger").await.expect("lock");
         // Force at different points of the renewal period.
@@ -246,8 +242,7 @@ async fn a_dead_holder_frees_the_lock_after_its_lease_and_the_queued_waiter_gets
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiter_queues_in_the_server_and_is_handed_the_lock() {
-    let server = Server::start();
-    let locks = client_on(server.port, options());
+    let (server, locks) = server_with_client(options());
     let holder = locks.as_owner("holder").lock("q").await.expect("lock");
     let waiting = {
         let locks = locks.clone();
@@ -282,8 +277,7 @@ async fn a_waiter_queues_in_the_server_and_is_handed_the_lock() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lease_given_by_the_caller_is_not_renewed_and_its_end_is_signalled() {
-    let server = Server::start();
-    let locks = client_on(server.port, options());
+    let (server, locks) = server_with_client(options());
     let guard = locks
         .try_lock("lease", Duration::ZERO, Some(Duration::from_millis(400)))
         .await
@@ -310,14 +304,9 @@ async fn a_lease_given_by_the_caller_is_not_renewed_and_its_end_is_signalled() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_hundred_tasks_sell_exactly_the_stock_and_never_below_zero() {
     let _alone = alone();
-    let server = Server::start();
-    let locks = client_on(server.port, options());
+    let (server, locks) = server_with_client(options());
     let mut setup = server.connection();
-    let () = redis::cmd("SET")
-        .arg("MoonCakeStock")
-        .arg(90)
-        .query(&mut setup)
-        .expect("SET");
+    set(&mut setup, "MoonCakeStock", 90);
     let sold = Arc::new(AtomicUsize::new(0));
     let inside = Arc::new(AtomicUsize::new(0));
     let overlaps = Arc::new(AtomicUsize::new(0));
@@ -386,8 +375,7 @@ async fn one_hundred_tasks_sell_exactly_the_stock_and_never_below_zero() {
 /// re-enters what its scripts took.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn library_and_redisson_scripts_exclude_each_other() {
-    let server = Server::start();
-    let locks = client_on(server.port, options());
+    let (server, locks) = server_with_client(options());
     let mut con = server.connection();
 
     let guard = locks.lock("shared").await.expect("lock");
@@ -424,8 +412,7 @@ async fn library_and_redisson_scripts_exclude_each_other() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn force_unlock_and_bad_arguments_are_reported() {
-    let server = Server::start();
-    let locks = client_on(server.port, options());
+    let (server, locks) = server_with_client(options());
     assert!(!locks.force_unlock("nothing").await.expect("force"));
     let _guard = locks.as_owner("a").lock("x").await.expect("lock");
     assert!(locks.force_unlock("x").await.expect("force"));
@@ -450,11 +437,7 @@ async fn force_unlock_and_bad_arguments_are_reported() {
         .expect("try")
         .expect("free");
     all.unlock().await.expect("unlock");
-    let () = redis::cmd("SET")
-        .arg("not-a-hash")
-        .arg(1)
-        .query(&mut server.connection())
-        .expect("SET");
+    set(&mut server.connection(), "not-a-hash", 1);
     match locks.lock("not-a-hash").await {
         Err(LockError::Server(e)) => assert_eq!(e.code(), Some("WRONGTYPE")),
         other => panic!("{other:?}"),
@@ -465,8 +448,7 @@ async fn force_unlock_and_bad_arguments_are_reported() {
 /// sent, as the module refuses it (`args::MAX_LEASE_MS`), in its words.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn leases_over_100_years_are_refused_before_sending_as_the_module_does() {
-    let server = Server::start();
-    let locks = client_on(server.port, options());
+    let (server, locks) = server_with_client(options());
     let mut con = server.connection();
     let century = Duration::from_millis(3_155_760_000_000);
     let module = redis::cmd("LOCK.ACQUIRE")

@@ -9,9 +9,10 @@
 
 mod support;
 
+use std::future::Future;
 use std::time::{Duration, Instant};
 
-use redis_lock_client::{blocking, LockError, Lost, MultiLock, Options};
+use redis_lock_client::{blocking, LockClient, LockError, Lost, MultiLock, Options};
 use redis_lock_test_support::*;
 use support::{client_on, handed_to};
 
@@ -40,19 +41,32 @@ async fn stays_held(server: &Server, key: &str, owner: &str, lost: impl Fn() -> 
     }
 }
 
+/// "a" holds `key` while "b" waits for it (`wait`, given b's client) half
+/// a lease longer than the lease, then "a" unlocks: b's wait, being handed
+/// the lock.
+async fn handed_over_late<F>(
+    server: &Server,
+    key: &str,
+    wait: impl FnOnce(LockClient) -> F,
+) -> tokio::task::JoinHandle<F::Output>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    let locks = client_on(server.port, options());
+    let a = locks.as_owner("a").lock(key).await.expect("a locks");
+    let waiting = tokio::spawn(wait(locks.as_owner("b")));
+    queue_becomes(server, key, &["b"]).await;
+    tokio::time::sleep(LEASE * 3 / 2).await;
+    a.unlock().await.expect("a unlocks");
+    waiting
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lock_handed_over_after_waiting_longer_than_the_lease_is_held_and_renewed() {
     let _alone = alone();
     let server = Server::start();
-    let locks = client_on(server.port, options());
-    let a = locks.as_owner("a").lock("x").await.expect("a locks");
-    let waiting = {
-        let b = locks.as_owner("b");
-        tokio::spawn(async move { b.lock("x").await })
-    };
-    queue_becomes(&server, "x", &["b"]).await;
-    tokio::time::sleep(LEASE * 3 / 2).await;
-    a.unlock().await.expect("a unlocks");
+    let waiting = handed_over_late(&server, "x", |b| async move { b.lock("x").await }).await;
     let b = waiting.await.expect("task").expect("b locks");
     assert_eq!(b.is_lost(), None, "a fresh grant is not lost");
     stays_held(&server, "x", "b", || b.is_lost()).await;
@@ -64,15 +78,10 @@ async fn a_lock_handed_over_after_waiting_longer_than_the_lease_is_held_and_rene
 async fn a_caller_given_lease_handed_over_late_runs_from_the_grant() {
     let _alone = alone();
     let server = Server::start();
-    let locks = client_on(server.port, options());
-    let a = locks.as_owner("a").lock("x").await.expect("a locks");
-    let waiting = {
-        let b = locks.as_owner("b");
-        tokio::spawn(async move { b.try_lock("x", Duration::from_secs(10), Some(LEASE)).await })
-    };
-    queue_becomes(&server, "x", &["b"]).await;
-    tokio::time::sleep(LEASE * 3 / 2).await;
-    a.unlock().await.expect("a unlocks");
+    let waiting = handed_over_late(&server, "x", |b| async move {
+        b.try_lock("x", Duration::from_secs(10), Some(LEASE)).await
+    })
+    .await;
     let granted = Instant::now();
     let b = handed_to(waiting).await;
     assert_eq!(b.is_lost(), None, "a fresh grant is not lost");
@@ -92,20 +101,13 @@ async fn a_caller_given_lease_handed_over_late_runs_from_the_grant() {
 async fn a_multilock_part_handed_over_late_is_held() {
     let _alone = alone();
     let server = Server::start();
-    let locks = client_on(server.port, options());
-    let a = locks.as_owner("a").lock("y").await.expect("a locks");
-    let waiting = {
-        let b = locks.as_owner("b");
-        tokio::spawn(async move {
-            MultiLock::new([(b.clone(), "x"), (b, "y")])
-                .expect("multilock")
-                .lock()
-                .await
-        })
-    };
-    queue_becomes(&server, "y", &["b"]).await;
-    tokio::time::sleep(LEASE * 3 / 2).await;
-    a.unlock().await.expect("a unlocks");
+    let waiting = handed_over_late(&server, "y", |b| async move {
+        MultiLock::new([(b.clone(), "x"), (b, "y")])
+            .expect("multilock")
+            .lock()
+            .await
+    })
+    .await;
     let both = waiting.await.expect("task").expect("b locks both");
     assert_eq!(both.is_lost(), None, "a fresh grant is not lost");
     stays_held(&server, "y", "b", || both.is_lost().map(|(_, why)| why)).await;

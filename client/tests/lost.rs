@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use redis::Value;
 use redis_lock_client::{LockClient, Lost, Options};
 use redis_lock_test_support::*;
-use support::client_on;
+use support::{client_on, server_with_client};
 
 /// How soon a loss must be told: far below a third of the 30 s lease.
 const SOON: Duration = Duration::from_millis(200);
@@ -34,9 +34,12 @@ fn tracking_connections(server: &Server) -> Vec<String> {
         .collect()
 }
 
-/// Takes `key` and, for a few rounds at different points, takes it away
-/// with `take`, expecting `lost()` within [`SOON`].
-async fn told_soon(server: &Server, locks: &LockClient, key: &str, take: &[&str]) {
+/// On a server of its own, with the default 30 s lease: takes `key` and,
+/// for a few rounds at different points, takes it away with `take`,
+/// expecting `lost()` within [`SOON`].
+async fn told_soon(key: &str, take: &[&str]) {
+    let _alone = alone();
+    let (server, locks) = server_with_client(Options::default());
     for round in 0..3u64 {
         let guard = locks.lock(key).await.expect("lock");
         tokio::time::sleep(Duration::from_millis(37 * round)).await;
@@ -56,25 +59,18 @@ async fn told_soon(server: &Server, locks: &LockClient, key: &str, take: &[&str]
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_forced_lock_is_told_within_milliseconds_with_a_30_s_lease() {
-    let _alone = alone();
-    let server = Server::start();
-    let locks = client_on(server.port, Options::default());
-    told_soon(&server, &locks, "ledger", &["LOCK.FORCE", "ledger"]).await;
+    told_soon("ledger", &["LOCK.FORCE", "ledger"]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deleted_lock_is_told_within_milliseconds_with_a_30_s_lease() {
-    let _alone = alone();
-    let server = Server::start();
-    let locks = client_on(server.port, Options::default());
-    told_soon(&server, &locks, "ledger", &["DEL", "ledger"]).await;
+    told_soon("ledger", &["DEL", "ledger"]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lock_with_a_callers_lease_is_told_of_a_force_too() {
     let _alone = alone();
-    let server = Server::start();
-    let locks = client_on(server.port, Options::default());
+    let (server, locks) = server_with_client(Options::default());
     let guard = locks
         .try_lock("report", Duration::ZERO, Some(Duration::from_secs(30)))
         .await
@@ -95,8 +91,7 @@ async fn a_lock_with_a_callers_lease_is_told_of_a_force_too() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_callers_lease_ending_a_moment_early_on_the_server_is_the_lease_ending() {
     let _alone = alone();
-    let server = Server::start();
-    let locks = client_on(server.port, Options::default());
+    let (server, locks) = server_with_client(Options::default());
     let lease = Duration::from_millis(300);
     let guard = locks
         .try_lock("report", Duration::ZERO, Some(lease))
@@ -181,8 +176,7 @@ async fn renewals_re_entries_and_releases_raise_no_false_alarm() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_tracking_connection_per_client_and_it_comes_back() {
     let _alone = alone();
-    let server = Server::start();
-    let locks = client_on(server.port, Options::default());
+    let (server, locks) = server_with_client(Options::default());
     let guards = futures_util::future::join_all((0..5).map(|i| {
         let locks = locks.clone();
         async move { locks.lock(&format!("many-{i}")).await.expect("lock") }
@@ -229,8 +223,7 @@ async fn one_tracking_connection_per_client_and_it_comes_back() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_tracking_a_force_waits_for_the_renewal() {
     let _alone = alone();
-    let server = Server::start();
-    let locks = client_on(server.port, Options::default().track_locks(false));
+    let (server, locks) = server_with_client(Options::default().track_locks(false));
     let guard = locks.lock("slow").await.expect("lock");
     assert_eq!(force(&mut server.connection(), "slow"), 1);
     assert!(

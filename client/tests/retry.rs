@@ -8,9 +8,10 @@ mod support;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use redis_lock_client::Options;
+use redis_lock_client::{LockClient, LockError, LockGuard, Options};
 use redis_lock_test_support::*;
-use support::{client_on, handed_to, Proxy};
+use support::{client_on, handed_to, server_with_client, through_proxy, Proxy};
+use tokio::task::JoinHandle;
 
 fn count(server: &Server, key: &str, owner: &str) -> Vec<(String, String)> {
     let _ = owner;
@@ -50,9 +51,7 @@ fn a_naive_resend_after_the_cut_counts_twice() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_acquire_whose_reply_was_lost_is_not_sent_again() {
-    let server = Server::start();
-    let proxy = Proxy::start(server.port);
-    let locks = client_on(proxy.port, Options::default()).as_owner("o");
+    let (server, proxy, locks) = through_proxy("o");
     proxy.cut_after("LOCK.ACQUIRE");
     let guard = locks.lock("k").await.expect("lock despite the cut");
     assert_eq!(proxy.cuts.load(Ordering::SeqCst), 1, "the proxy did cut");
@@ -75,9 +74,7 @@ async fn an_acquire_whose_reply_was_lost_is_not_sent_again() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_acquire_that_never_arrived_is_sent_again() {
-    let server = Server::start();
-    let proxy = Proxy::start(server.port);
-    let locks = client_on(proxy.port, Options::default()).as_owner("o");
+    let (server, proxy, locks) = through_proxy("o");
     proxy.cut_before("LOCK.ACQUIRE");
     let guard = locks.lock("k").await.expect("lock despite the cut");
     assert_eq!(proxy.cuts.load(Ordering::SeqCst), 1);
@@ -88,9 +85,7 @@ async fn an_acquire_that_never_arrived_is_sent_again() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_release_whose_reply_was_lost_is_not_sent_again() {
-    let server = Server::start();
-    let proxy = Proxy::start(server.port);
-    let locks = client_on(proxy.port, Options::default()).as_owner("o");
+    let (server, proxy, locks) = through_proxy("o");
     let outer = locks.lock("k").await.expect("lock");
     let inner = locks.lock("k").await.expect("re-enter");
     assert_eq!(count(&server, "k", "o"), held("o", 2));
@@ -113,31 +108,39 @@ async fn a_release_whose_reply_was_lost_is_not_sent_again() {
     );
 }
 
+/// "holder" takes `k`, talking to `server` directly (not through a proxy);
+/// then `waiter` starts waiting for it (up to 20 s) and is queued. The
+/// holder's guard and the wait's task.
+async fn queued_behind_a_holder(
+    server: &Server,
+    waiter: LockClient,
+) -> (LockGuard, JoinHandle<Result<Option<LockGuard>, LockError>>) {
+    let holder = client_on(server.port, Options::default())
+        .as_owner("holder")
+        .lock("k")
+        .await
+        .expect("lock");
+    let waiting =
+        tokio::spawn(async move { waiter.try_lock("k", Duration::from_secs(20), None).await });
+    queue_becomes(server, "k", &["waiter"]).await;
+    (holder, waiting)
+}
+
 /// The connection breaks while the library waits in the server's queue,
 /// right as the server grants it the lock: the grant is found and adopted,
 /// never leaked.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lock_granted_as_the_waiting_connection_breaks_is_adopted() {
-    let server = Server::start();
-    let proxy = Proxy::start(server.port);
-    let waiter = client_on(proxy.port, Options::default()).as_owner("waiter");
+    let (server, proxy, waiter) = through_proxy("waiter");
     grant_at_the_cut_is_adopted(&server, &proxy, waiter).await;
 }
 
 /// `holder` takes `k`, `waiter` (talking through `proxy`) waits for it, and
 /// the proxy swallows the grant's reply and cuts: the waiter must adopt the
 /// lock it was granted, with a hold count of 1.
-async fn grant_at_the_cut_is_adopted(
-    server: &Server,
-    proxy: &Proxy,
-    waiter: redis_lock_client::LockClient,
-) {
-    let direct = client_on(server.port, Options::default());
-    let holder = direct.as_owner("holder").lock("k").await.expect("lock");
+async fn grant_at_the_cut_is_adopted(server: &Server, proxy: &Proxy, waiter: LockClient) {
     proxy.cut_after("WAIT");
-    let waiting =
-        tokio::spawn(async move { waiter.try_lock("k", Duration::from_secs(20), None).await });
-    queue_becomes(server, "k", &["waiter"]).await;
+    let (holder, waiting) = queued_behind_a_holder(server, waiter).await;
     holder.unlock().await.expect("unlock");
     // The server hands the lock to the waiter; the proxy swallows the reply
     // and cuts.
@@ -153,15 +156,9 @@ async fn grant_at_the_cut_is_adopted(
 /// else: nothing was granted, so the library waits again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wait_cut_before_any_grant_waits_again() {
-    let server = Server::start();
-    let proxy = Proxy::start(server.port);
-    let direct = client_on(server.port, Options::default());
-    let holder = direct.as_owner("holder").lock("k").await.expect("lock");
-    let waiter = client_on(proxy.port, Options::default()).as_owner("waiter");
+    let (server, proxy, waiter) = through_proxy("waiter");
     proxy.cut_before("WAIT");
-    let waiting =
-        tokio::spawn(async move { waiter.try_lock("k", Duration::from_secs(20), None).await });
-    queue_becomes(&server, "k", &["waiter"]).await;
+    let (holder, waiting) = queued_behind_a_holder(&server, waiter).await;
     assert_eq!(proxy.cuts.load(Ordering::SeqCst), 1);
     holder.unlock().await.expect("unlock");
     let guard = handed_to(waiting).await;
@@ -233,7 +230,7 @@ async fn a_grant_at_the_cut_is_adopted_without_client_kill_too() {
         .expect("ACL SETUSER");
     let proxy = Proxy::start(server.port);
     let url = format!("redis://app:pw@127.0.0.1:{}/", proxy.port);
-    let waiter = redis_lock_client::LockClient::new(redis::Client::open(url).expect("url"))
+    let waiter = LockClient::new(redis::Client::open(url).expect("url"))
         .expect("client")
         .as_owner("waiter");
     grant_at_the_cut_is_adopted(&server, &proxy, waiter).await;
@@ -243,8 +240,7 @@ async fn a_grant_at_the_cut_is_adopted_without_client_kill_too() {
 /// nothing in the queue, and the lock is never handed to it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lock_future_dropped_while_waiting_leaves_nothing_behind() {
-    let server = Server::start();
-    let locks = client_on(server.port, Options::default());
+    let (server, locks) = server_with_client(Options::default());
     let holder = locks.as_owner("holder").lock("k").await.expect("lock");
     let gave_up =
         tokio::time::timeout(Duration::from_millis(300), locks.as_owner("w").lock("k")).await;
@@ -260,15 +256,9 @@ async fn a_lock_future_dropped_while_waiting_leaves_nothing_behind() {
 /// grant and gives it back, so the lock is not stuck until its lease ends.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_grant_made_as_the_caller_gave_up_is_given_back() {
-    let server = Server::start();
-    let proxy = Proxy::start(server.port);
-    let direct = client_on(server.port, Options::default());
-    let holder = direct.as_owner("holder").lock("k").await.expect("lock");
-    let waiter = client_on(proxy.port, Options::default()).as_owner("waiter");
+    let (server, proxy, waiter) = through_proxy("waiter");
     proxy.swallow_after("WAIT");
-    let caller =
-        tokio::spawn(async move { waiter.try_lock("k", Duration::from_secs(20), None).await });
-    queue_becomes(&server, "k", &["waiter"]).await;
+    let (holder, caller) = queued_behind_a_holder(&server, waiter).await;
     holder.unlock().await.expect("unlock");
     let srv = &server;
     eventually(

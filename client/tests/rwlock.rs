@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use redis_lock_client::{blocking, LockError, LockKind, Lost, Options};
 use redis_lock_test_support::*;
-use support::{client_on, Proxy};
+use support::{client_on, granted_within, refused_then_waiting, server_with_client, through_proxy};
 
 /// The lock's hash as sorted (field, value) text pairs.
 fn fields(con: &mut redis::Connection, key: &str) -> Vec<(String, String)> {
@@ -71,8 +71,7 @@ fn hold_key(key: &str, owner: &str, n: u32) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn readers_share_and_a_writer_excludes() {
-    let server = Server::start();
-    let locks = client_on(server.port, Options::default());
+    let (server, locks) = server_with_client(Options::default());
     let mut con = server.connection();
     let (r1, r2, w) = (
         locks.as_owner("r1"),
@@ -193,9 +192,8 @@ async fn the_watchdog_keeps_read_and_write_holds_for_three_times_the_lease() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_forced_read_write_lock_marks_its_read_and_write_guards_lost_quickly() {
     let _alone = alone();
-    let server = Server::start();
+    let (server, locks) = server_with_client(Options::default());
     let mut con = server.connection();
-    let locks = client_on(server.port, Options::default());
     let r1 = locks.as_owner("r1").read_lock("doc").await.expect("read");
     let r2 = locks.as_owner("r2").read_lock("doc").await.expect("read");
     let again = locks
@@ -291,8 +289,7 @@ async fn a_forced_read_write_lock_marks_its_read_and_write_guards_lost_quickly()
 /// readers behind it, when it releases, together.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiting_writer_is_granted_when_the_readers_release() {
-    let server = Server::start();
-    let locks = client_on(server.port, Options::default());
+    let (server, locks) = server_with_client(Options::default());
     let mut con = server.connection();
     let r1 = locks.as_owner("r1").read_lock("doc").await.expect("read");
     let r2 = locks.as_owner("r2").read_lock("doc").await.expect("read");
@@ -324,11 +321,7 @@ async fn a_waiting_writer_is_granted_when_the_readers_release() {
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert!(!writer.is_finished(), "r2 still reads");
     r2.unlock().await.expect("r2 releases");
-    let writing = tokio::time::timeout(Duration::from_secs(5), writer)
-        .await
-        .expect("granted at once")
-        .expect("task")
-        .expect("write");
+    let writing = granted_within(Duration::from_secs(5), writer).await;
     assert_eq!(writing.kind(), LockKind::Write);
     assert_eq!(fields(&mut con, "doc"), expect("write", &[("w:write", 1)]));
     queue_becomes(&server, "doc", &["r3", "r4"]).await;
@@ -336,11 +329,8 @@ async fn a_waiting_writer_is_granted_when_the_readers_release() {
     writing.unlock().await.expect("the writer releases");
     let mut readers = Vec::new();
     for task in late_readers {
-        let guard = tokio::time::timeout(Duration::from_secs(5), task)
+        let guard = granted_within(Duration::from_secs(5), task)
             .await
-            .expect("granted at once")
-            .expect("task")
-            .expect("read")
             .expect("granted within the wait");
         readers.push(guard);
     }
@@ -358,8 +348,7 @@ async fn a_waiting_writer_is_granted_when_the_readers_release() {
 /// the readers behind it are let in at once; nothing is granted to it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_writer_that_gives_up_leaves_the_queue_and_lets_the_readers_in() {
-    let server = Server::start();
-    let locks = client_on(server.port, Options::default());
+    let (server, locks) = server_with_client(Options::default());
     let mut con = server.connection();
     let reading = locks.as_owner("r1").read_lock("doc").await.expect("read");
     let w = locks.as_owner("w");
@@ -397,8 +386,7 @@ async fn a_writer_that_gives_up_leaves_the_queue_and_lets_the_readers_in() {
 /// read hold untouched.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_writer_downgrades_and_a_readers_upgrade_is_refused() {
-    let server = Server::start();
-    let locks = client_on(server.port, Options::default());
+    let (server, locks) = server_with_client(Options::default());
     let mut con = server.connection();
     let owner = locks.as_owner("app");
 
@@ -465,8 +453,7 @@ async fn a_writer_downgrades_and_a_readers_upgrade_is_refused() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fenced_writes_carry_growing_tokens() {
-    let server = Server::start();
-    let locks = client_on(server.port, Options::default());
+    let (server, locks) = server_with_client(Options::default());
     let (a, b) = (locks.as_owner("a"), locks.as_owner("b"));
     let mut con = server.connection();
 
@@ -481,18 +468,10 @@ async fn fenced_writes_carry_growing_tokens() {
     let plain = a.write_lock("stock").await.expect("re-enter unfenced");
     assert_eq!(plain.token(), None);
     assert_eq!(counter(&mut con, "stock"), Some(t2));
-    assert!(b
-        .try_write_lock_fenced("stock", Duration::ZERO, None)
-        .await
-        .expect("try")
-        .is_none());
-    let waiting = {
-        let b = b.clone();
-        tokio::spawn(async move {
-            b.try_write_lock_fenced("stock", Duration::from_secs(10), None)
-                .await
-        })
-    };
+    let waiting = refused_then_waiting(&b, |b, wait| async move {
+        b.try_write_lock_fenced("stock", wait, None).await
+    })
+    .await;
     queue_becomes(&server, "stock", &["b"]).await;
     for guard in [plain, again, first] {
         guard.unlock().await.expect("unlock");
@@ -517,8 +496,7 @@ async fn fenced_writes_carry_growing_tokens() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reads_and_writes_re_enter_and_free_the_lock_with_the_last_hold() {
-    let server = Server::start();
-    let locks = client_on(server.port, Options::default());
+    let (server, locks) = server_with_client(Options::default());
     let mut con = server.connection();
     let owner = locks.as_owner("o");
 
@@ -567,10 +545,8 @@ async fn reads_and_writes_re_enter_and_free_the_lock_with_the_last_hold() {
 /// counts stay the ones the caller believes in.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acquires_and_releases_whose_replies_were_lost_are_not_sent_again() {
-    let server = Server::start();
-    let proxy = Proxy::start(server.port);
+    let (server, proxy, owner) = through_proxy("o");
     let mut con = server.connection();
-    let owner = client_on(proxy.port, Options::default()).as_owner("o");
     let mut cuts = 0;
     let mut cut_after = |command: &str| {
         proxy.cut_after(command);
@@ -631,9 +607,8 @@ async fn acquires_and_releases_whose_replies_were_lost_are_not_sent_again() {
 /// the latter).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn synced_grants_are_refused_for_read_write_locks_before_anything_is_sent() {
-    let server = Server::start();
     let synced = Options::default().sync_replicas(1, Duration::from_millis(100));
-    let locks = client_on(server.port, synced);
+    let (server, locks) = server_with_client(synced);
     for result in [
         locks.read_lock("doc").await,
         locks.write_lock("doc").await,

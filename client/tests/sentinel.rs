@@ -5,12 +5,16 @@
 // across awaits blocks only the other tests' threads.
 #![allow(clippy::await_holding_lock)]
 
+mod support;
+
 use std::time::{Duration, Instant};
 
 use redis::Value;
-use redis_lock_client::{LockClient, Lost, Options};
+use redis_lock_client::{LockClient, LockError, LockGuard, Lost, Options};
 use redis_lock_test_support::sentinel::{SentinelConfig, Sentinels};
 use redis_lock_test_support::*;
+use support::granted_within;
+use tokio::task::JoinHandle;
 
 fn run(server: &Server, args: &[&str]) {
     let _: Value = redis::cmd(args[0])
@@ -45,37 +49,89 @@ fn role(server: &Server) -> Option<String> {
     info_field(&text, "role")
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_failover_moves_renewals_and_waits_to_the_new_master_and_reports_lost_locks() {
-    let _alone = alone();
-    let mut master = Server::start();
+/// Two replicas of `master` and three Sentinels watching it, ready; a
+/// client through them with `watchdog_lease`.
+fn watched(master: &Server, watchdog_lease: Duration) -> ([Server; 2], Sentinels, LockClient) {
     let replicas = [Server::start(), Server::start()];
     for replica in &replicas {
-        replica.replicaof(&master);
+        replica.replicaof(master);
     }
     let sentinels = Sentinels::start(SentinelConfig::new(master.port), 3);
     sentinels.wait_ready(2);
-    let urls: Vec<String> = sentinels
-        .sentinels
-        .iter()
-        .map(|s| format!("redis://127.0.0.1:{}/", s.port))
-        .collect();
     // A failover takes seconds: retries cover 20 s of it.
     let options = Options::default()
-        .watchdog_lease(Duration::from_secs(10))
+        .watchdog_lease(watchdog_lease)
         .retries(200)
         .retry_interval(Duration::from_millis(100));
-    let locks = LockClient::sentinel(urls, "mymaster", options).expect("client");
+    let locks = LockClient::sentinel(sentinels.urls(), "mymaster", options).expect("client");
+    (replicas, sentinels, locks)
+}
 
-    // "kept" is on the replicas before the failover; a waiter queues on it.
-    let holder = locks.as_owner("holder");
+type Waiting = JoinHandle<Result<LockGuard, LockError>>;
+
+/// "kept" taken by `holder`, with "waiter" queued for it, and both on the
+/// replicas: the holder's guard and the waiter's task.
+async fn kept_with_a_waiter(
+    locks: &LockClient,
+    holder: &LockClient,
+    master: &Server,
+    replicas: &[Server; 2],
+) -> (LockGuard, Waiting) {
     let kept = holder.lock("kept").await.expect("lock kept");
     let waiting = {
         let waiter = locks.as_owner("waiter");
         tokio::spawn(async move { waiter.lock("kept").await })
     };
-    queue_becomes(&master, "kept", &["waiter"]).await;
-    wait_for_replicas(&master, &[&replicas[0], &replicas[1]]);
+    queue_becomes(master, "kept", &["waiter"]).await;
+    wait_for_replicas(master, &[&replicas[0], &replicas[1]]);
+    (kept, waiting)
+}
+
+/// The replica the sentinels name master once the one on `old_port` is not.
+async fn promoted<'a>(
+    sentinels: &Sentinels,
+    replicas: &'a [Server; 2],
+    old_port: u16,
+) -> &'a Server {
+    eventually(Duration::from_secs(30), "a replica is promoted", || {
+        sentinels.master_port().is_some_and(|p| p != old_port)
+    })
+    .await;
+    let new_port = sentinels.master_port().expect("a master");
+    replicas
+        .iter()
+        .find(|r| r.port == new_port)
+        .expect("one of the replicas")
+}
+
+/// After the failover, "kept" is renewed on `promoted`, the waiter queued
+/// there again, and the holder was never told it lost the lock.
+async fn renewed_with_the_waiter_queued(promoted: &Server, kept: &LockGuard) {
+    eventually(Duration::from_secs(20), "renewed on the new master", || {
+        calls(promoted, "lock.renew") > 0
+    })
+    .await;
+    queue_becomes(promoted, "kept", &["waiter"]).await;
+    assert_eq!(kept.is_lost(), None);
+}
+
+/// "kept" released on the new master: the waiter is handed it there.
+async fn handed_to_the_waiter(promoted: &Server, kept: LockGuard, waiting: Waiting) -> LockGuard {
+    kept.unlock().await.expect("unlock on the new master");
+    let got = granted_within(Duration::from_secs(10), waiting).await;
+    assert!(holder_is(&mut promoted.connection(), "kept", "waiter"));
+    got
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failover_moves_renewals_and_waits_to_the_new_master_and_reports_lost_locks() {
+    let _alone = alone();
+    let mut master = Server::start();
+    let (replicas, sentinels, locks) = watched(&master, Duration::from_secs(10));
+
+    // "kept" is on the replicas before the failover; a waiter queues on it.
+    let holder = locks.as_owner("holder");
+    let (kept, waiting) = kept_with_a_waiter(&locks, &holder, &master, &replicas).await;
 
     // "gone" is taken once no replica can hear of it: a failover loses it.
     cut_off(&master, &[&replicas[0], &replicas[1]]);
@@ -88,15 +144,7 @@ async fn a_failover_moves_renewals_and_waits_to_the_new_master_and_reports_lost_
     let old_port = master.port;
     master.crash();
     let crashed = Instant::now();
-    eventually(Duration::from_secs(30), "a replica is promoted", || {
-        sentinels.master_port().is_some_and(|p| p != old_port)
-    })
-    .await;
-    let new_port = sentinels.master_port().expect("a master");
-    let promoted = replicas
-        .iter()
-        .find(|r| r.port == new_port)
-        .expect("one of the replicas");
+    let promoted = promoted(&sentinels, &replicas, old_port).await;
     eventually(
         Duration::from_secs(10),
         "the promoted replica is master",
@@ -113,23 +161,12 @@ async fn a_failover_moves_renewals_and_waits_to_the_new_master_and_reports_lost_
     eprintln!("lost reported {:?} after the crash", crashed.elapsed());
 
     // The one it had is renewed there, and the waiter queued there again.
-    eventually(Duration::from_secs(20), "renewed on the new master", || {
-        calls(promoted, "lock.renew") > 0
-    })
-    .await;
-    queue_becomes(promoted, "kept", &["waiter"]).await;
-    assert_eq!(kept.is_lost(), None);
+    renewed_with_the_waiter_queued(promoted, &kept).await;
     assert!(holder_is(&mut promoted.connection(), "kept", "holder"));
     let ttl = pttl(&mut promoted.connection(), "kept");
     assert!(ttl > 0 && ttl <= 10_000, "{ttl}");
 
-    kept.unlock().await.expect("unlock on the new master");
-    let got = tokio::time::timeout(Duration::from_secs(10), waiting)
-        .await
-        .expect("the waiter is handed the lock")
-        .expect("task")
-        .expect("lock");
-    assert!(holder_is(&mut promoted.connection(), "kept", "waiter"));
+    let got = handed_to_the_waiter(promoted, kept, waiting).await;
     got.unlock().await.expect("unlock");
     assert!(!exists(&mut promoted.connection(), "kept"));
 }
@@ -142,22 +179,7 @@ async fn a_failover_moves_renewals_and_waits_to_the_new_master_and_reports_lost_
 async fn a_manual_failover_keeps_the_lock_and_the_waiter_queues_on_the_new_master() {
     let _alone = alone();
     let master = Server::start();
-    let replicas = [Server::start(), Server::start()];
-    for replica in &replicas {
-        replica.replicaof(&master);
-    }
-    let sentinels = Sentinels::start(SentinelConfig::new(master.port), 3);
-    sentinels.wait_ready(2);
-    let urls: Vec<String> = sentinels
-        .sentinels
-        .iter()
-        .map(|s| format!("redis://127.0.0.1:{}/", s.port))
-        .collect();
-    let options = Options::default()
-        .watchdog_lease(Duration::from_secs(20))
-        .retries(200)
-        .retry_interval(Duration::from_millis(100));
-    let locks = LockClient::sentinel(urls, "mymaster", options).expect("client");
+    let (replicas, sentinels, locks) = watched(&master, Duration::from_secs(20));
     let holder = locks.as_owner("holder");
 
     // Through Sentinel too, a force is told within milliseconds.
@@ -168,13 +190,7 @@ async fn a_manual_failover_keeps_the_lock_and_the_waiter_queues_on_the_new_maste
         .expect("told soon");
     assert_eq!(why, Lost::NotHeld);
 
-    let kept = holder.lock("kept").await.expect("lock kept");
-    let waiting = {
-        let waiter = locks.as_owner("waiter");
-        tokio::spawn(async move { waiter.lock("kept").await })
-    };
-    queue_becomes(&master, "kept", &["waiter"]).await;
-    wait_for_replicas(&master, &[&replicas[0], &replicas[1]]);
+    let (kept, waiting) = kept_with_a_waiter(&locks, &holder, &master, &replicas).await;
 
     let mut sentinel = sentinels.sentinels[0].connection().expect("sentinel");
     let _: Value = redis::cmd("SENTINEL")
@@ -182,16 +198,7 @@ async fn a_manual_failover_keeps_the_lock_and_the_waiter_queues_on_the_new_maste
         .arg("mymaster")
         .query(&mut sentinel)
         .expect("SENTINEL FAILOVER");
-    let old_port = master.port;
-    eventually(Duration::from_secs(30), "a replica is promoted", || {
-        sentinels.master_port().is_some_and(|p| p != old_port)
-    })
-    .await;
-    let new_port = sentinels.master_port().expect("a master");
-    let promoted = replicas
-        .iter()
-        .find(|r| r.port == new_port)
-        .expect("one of the replicas");
+    let promoted = promoted(&sentinels, &replicas, master.port).await;
     let asked = Instant::now();
     eventually(
         Duration::from_secs(30),
@@ -204,19 +211,8 @@ async fn a_manual_failover_keeps_the_lock_and_the_waiter_queues_on_the_new_maste
         asked.elapsed()
     );
 
-    eventually(Duration::from_secs(20), "renewed on the new master", || {
-        calls(promoted, "lock.renew") > 0
-    })
-    .await;
-    queue_becomes(promoted, "kept", &["waiter"]).await;
-    assert_eq!(kept.is_lost(), None);
-    kept.unlock().await.expect("unlock on the new master");
-    let got = tokio::time::timeout(Duration::from_secs(10), waiting)
-        .await
-        .expect("the waiter is handed the lock")
-        .expect("task")
-        .expect("lock");
-    assert!(holder_is(&mut promoted.connection(), "kept", "waiter"));
+    renewed_with_the_waiter_queued(promoted, &kept).await;
+    let got = handed_to_the_waiter(promoted, kept, waiting).await;
     assert_eq!(got.is_lost(), None);
     got.unlock().await.expect("unlock");
 }

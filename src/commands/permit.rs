@@ -31,9 +31,9 @@
 //! Redisson does), `ZREM {key}:timeout id...`.
 
 use crate::args::{self, Arg};
-use crate::commands::semaphore::{self as sem_cmd, open_settled, options, permits, WAIT};
+use crate::commands::semaphore::{self as sem_cmd, open_settled, AcquireArgs, WAIT};
 use crate::config;
-use crate::errors::{self, Refusal};
+use crate::errors::Refusal;
 use crate::ffi::command::{ArgDoc, ArgKind, Command, CommandResult, CommandSpec, KeyFlags};
 use crate::ffi::{Ctx, RStr};
 use crate::grant_policy::Ask;
@@ -43,10 +43,6 @@ use crate::handoff::{
 };
 use crate::semaphore::{self, id_hex, parse_id_hex, shown_deadline, PermitId};
 use crate::semaphore_key::SemaphoreKeys;
-
-/// The most permits one `LOCK.PERMITACQUIRE` takes (each is an id in the
-/// reply and a member of the set).
-pub const MAX_PERMITS_PER_CALL: i64 = 10_000;
 
 /// `LOCK.PERMITACQUIRE`, as registered.
 pub struct PermitAcquire;
@@ -59,35 +55,6 @@ pub struct SemInfo;
 
 const KEY: ArgDoc = ArgDoc::new(c"key", ArgKind::Key);
 const ID: ArgDoc = ArgDoc::new(c"id", ArgKind::String);
-
-/// `LOCK.PERMITACQUIRE key permits [LEASE lease-ms] [WAIT timeout-ms]`.
-#[derive(Debug, PartialEq, Eq)]
-pub struct AcquireArgs<A> {
-    pub key: A,
-    pub permits: i64,
-    /// 0: never expires.
-    pub lease_ms: i64,
-    pub wait_ms: Option<i64>,
-}
-
-impl<'a, A: Arg<'a>> AcquireArgs<A> {
-    pub fn parse(argv: &[A]) -> Result<Self, Refusal> {
-        let [_, key, raw, rest @ ..] = argv else {
-            return Err(args::arity_error(PermitAcquire::SPEC.name()));
-        };
-        let permits = permits(raw.bytes())?;
-        if permits > MAX_PERMITS_PER_CALL {
-            return Err(errors::TOO_MANY_PERMITS);
-        }
-        let [lease, wait] = options(rest, ["LEASE", "WAIT"], errors::SYNTAX_PERMIT_ACQUIRE)?;
-        Ok(AcquireArgs {
-            key: *key,
-            permits,
-            lease_ms: lease.map(args::lease_ms).transpose()?.unwrap_or(0),
-            wait_ms: wait.map(args::wait_timeout_ms).transpose()?,
-        })
-    }
-}
 
 /// `LOCK.PERMITRELEASE key id [id ...]`.
 pub fn parse_release<'a, A: Arg<'a>>(argv: &[A]) -> Result<(A, Vec<PermitId>), Refusal> {
@@ -135,7 +102,7 @@ impl Command for PermitAcquire {
     };
 
     fn run(ctx: Ctx, argv: &[RStr]) -> CommandResult {
-        let cmd = AcquireArgs::parse(argv)?;
+        let cmd = AcquireArgs::parse_with(argv, true)?;
         let now = ctx.now_ms();
         if cmd.lease_ms > 0 {
             args::deadline(now, cmd.lease_ms, config::max_lease_ms())?;
@@ -297,21 +264,16 @@ mod tests {
 
     #[test]
     fn acquire_takes_a_lease_and_a_wait_in_any_order() {
-        let cmd = AcquireArgs::parse(&argv(&[
-            "LOCK.PERMITACQUIRE",
-            "s",
-            "2",
-            "WAIT",
-            "5",
-            "LEASE",
-            "100",
-        ]))
+        let cmd = AcquireArgs::parse_with(
+            &argv(&["LOCK.PERMITACQUIRE", "s", "2", "WAIT", "5", "LEASE", "100"]),
+            true,
+        )
         .unwrap();
         assert_eq!((cmd.permits, cmd.lease_ms, cmd.wait_ms), (2, 100, Some(5)));
-        let bare = AcquireArgs::parse(&argv(&["LOCK.PERMITACQUIRE", "s", "1"])).unwrap();
+        let bare = AcquireArgs::parse_with(&argv(&["LOCK.PERMITACQUIRE", "s", "1"]), true).unwrap();
         assert_eq!(bare.lease_ms, 0, "never expires");
         assert_refused(
-            AcquireArgs::parse,
+            |a| AcquireArgs::parse_with(a, true),
             &[
                 (&["LOCK.PERMITACQUIRE", "s"], "'lock.permitacquire'"),
                 (&["LOCK.PERMITACQUIRE", "s", "0"], "permits"),

@@ -67,8 +67,9 @@ pub fn permits(raw: &[u8]) -> Result<i64, Refusal> {
     }
 }
 
-/// The options after a command's fixed arguments: each of `names` at most
-/// once, each followed by its value; anything else is `syntax`.
+/// The options after a command's fixed arguments: each of `names` (an
+/// empty name stands for none) at most once, each followed by its value;
+/// anything else is `syntax`.
 pub fn options<'a, A: Arg<'a>, const N: usize>(
     rest: &[A],
     names: [&str; N],
@@ -80,7 +81,7 @@ pub fn options<'a, A: Arg<'a>, const N: usize>(
         let word = rest[i].bytes();
         let slot = names
             .iter()
-            .position(|name| word.eq_ignore_ascii_case(name.as_bytes()))
+            .position(|name| !name.is_empty() && word.eq_ignore_ascii_case(name.as_bytes()))
             .ok_or_else(|| syntax.clone())?;
         let value = rest.get(i + 1).ok_or_else(|| syntax.clone())?;
         if found[slot].replace(value.bytes()).is_some() {
@@ -133,26 +134,54 @@ fn parse_key_n<'a, A: Arg<'a>>(
     }
 }
 
-/// `LOCK.SEMACQUIRE key permits [WAIT timeout-ms]`.
+/// The most permits one `LOCK.PERMITACQUIRE` takes (each is an id in the
+/// reply and a member of the set).
+pub const MAX_LEASED_PER_CALL: i64 = 10_000;
+
+/// `LOCK.SEMACQUIRE key permits [WAIT timeout-ms]`, and
+/// `LOCK.PERMITACQUIRE key permits [LEASE lease-ms] [WAIT timeout-ms]`.
 #[derive(Debug, PartialEq, Eq)]
 pub struct AcquireArgs<A> {
     pub key: A,
     pub permits: i64,
+    /// Leased permits only; 0: never expires.
+    pub lease_ms: i64,
     pub wait_ms: Option<i64>,
 }
 
 impl<'a, A: Arg<'a>> AcquireArgs<A> {
+    /// `LOCK.SEMACQUIRE`'s arguments.
     pub fn parse(argv: &[A]) -> Result<Self, Refusal> {
+        Self::parse_with(argv, false)
+    }
+
+    /// `LOCK.SEMACQUIRE`'s, or with `leased` `LOCK.PERMITACQUIRE`'s.
+    pub fn parse_with(argv: &[A], leased: bool) -> Result<Self, Refusal> {
+        let (command, names, syntax) = match leased {
+            false => (
+                SemAcquire::SPEC.name(),
+                ["WAIT", ""],
+                errors::SYNTAX_SEM_ACQUIRE,
+            ),
+            true => (
+                crate::commands::permit::PermitAcquire::SPEC.name(),
+                ["WAIT", "LEASE"],
+                errors::SYNTAX_PERMIT_ACQUIRE,
+            ),
+        };
         let [_, key, raw, rest @ ..] = argv else {
-            return Err(args::arity_error(SemAcquire::SPEC.name()));
+            return Err(args::arity_error(command));
         };
         let permits = permits(raw.bytes())?;
-        let [wait] = options(rest, ["WAIT"], errors::SYNTAX_SEM_ACQUIRE)?;
-        let wait_ms = wait.map(args::wait_timeout_ms).transpose()?;
+        if leased && permits > MAX_LEASED_PER_CALL {
+            return Err(errors::TOO_MANY_PERMITS);
+        }
+        let [wait, lease] = options(rest, names, syntax)?;
         Ok(AcquireArgs {
             key: *key,
             permits,
-            wait_ms,
+            lease_ms: lease.map(args::lease_ms).transpose()?.unwrap_or(0),
+            wait_ms: wait.map(args::wait_timeout_ms).transpose()?,
         })
     }
 }

@@ -281,6 +281,14 @@ impl<'a> Ctx<'a> {
         }
     }
 
+    /// The live clock in unix ms, never behind the clock Redis expires keys
+    /// by (which may be the cached one): a key found expired was expired at
+    /// a time no later than this.
+    pub fn live_now_ms(self) -> i64 {
+        // SAFETY: a function of the table, taking no arguments.
+        unsafe { api!(RedisModule_Milliseconds)() }
+    }
+
     /// Whether writes are paused right now: `CLIENT PAUSE` (WRITE or ALL),
     /// `FAILOVER`, `SHUTDOWN` waiting for replicas, a cluster manual failover.
     ///

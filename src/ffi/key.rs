@@ -208,6 +208,15 @@ impl<'a> Key<'a> {
         (ttl != raw::REDISMODULE_NO_EXPIRE as i64).then_some(ttl.max(0))
     }
 
+    /// What `PTTL` answers: the remaining time to live in ms, -1 without
+    /// expiry, -2 without key (of any type).
+    pub fn pttl(&self) -> i64 {
+        match self.kind() {
+            KeyKind::Empty => -2,
+            _ => self.ttl_ms().unwrap_or(-1),
+        }
+    }
+
     /// The absolute expiry in unix ms (what `PEXPIRETIME` answers), `None`
     /// without expiry (or key).
     pub fn abs_expire_ms(&self) -> Option<i64> {

@@ -18,8 +18,8 @@
 //! module's back is seen as a delete (the latch opens). After a restart or
 //! failover, a latch nobody touches expires without the message.
 
-use super::timers::{after, look_at, wake_for_timeouts};
-use super::{queues, queues_then_stop_timers};
+use super::timers::watch_until;
+use super::{queues, queues_then_stop_timers, wait_in_queue, Wants};
 use crate::events;
 use crate::ffi::blocking::{self, Wake};
 use crate::ffi::{Ctx, OwnedStr};
@@ -27,7 +27,7 @@ use crate::grant_policy::{Ask, Kind, Opened};
 use crate::latch::{self, LatchDecision, LatchWrite, NEW_COUNT_MESSAGE, ZERO_MESSAGE};
 use crate::stats;
 use crate::value_key::ValueKey;
-use crate::wait_queue::{Waiter, Watch};
+use crate::wait_queue::Watch;
 
 /// What a waiter hears when the latch opens.
 const OPENED: i64 = 1;
@@ -87,10 +87,16 @@ pub fn settle(ctx: Ctx, latch: &ValueKey) {
     };
     match latch.get(latch::parse_count) {
         Ok(count) if latch::is_open(count) => {
+            // Gone at or after its deadline: expired. Redis expires a key
+            // once its clock (maybe the cached one) reaches the deadline
+            // (Redis 8.2 does at the deadline's own millisecond, 7.0 one
+            // later); the live clock is never behind it. (A DEL in the last
+            // moment before the deadline, seen only after it, also reads as
+            // expired.)
             let expired = !latch.exists()
                 && watched
                     .and_then(|w| w.deadline)
-                    .is_some_and(|at| ctx.now_ms() > at);
+                    .is_some_and(|at| ctx.live_now_ms() >= at);
             opened(ctx, key, if expired { EXPIRED } else { OPENED });
         }
         Ok(_) => watch(ctx, latch),
@@ -101,39 +107,30 @@ pub fn settle(ctx: Ctx, latch: &ValueKey) {
 /// Blocks the calling client until `latch` opens, expires, or `timeout_ms`
 /// passes.
 pub fn wait(ctx: Ctx, latch: &ValueKey, timeout_ms: i64) {
-    let client = blocking::block::<super::blocked::Waiting>(ctx, timeout_ms);
-    let waiter = Waiter {
-        client,
-        owner: Vec::new(),
+    let wants = Wants {
+        owner: b"",
         lease_ms: 0,
-        since_ms: ctx.now_ms(),
         timeout_ms,
         token: false,
         sync: None,
         ask: Ask::Latch,
     };
-    let (db, key) = (ctx.selected_db(), latch.name().as_bytes());
-    queues(|q| q.push(db, key, waiter));
-    stats::WAITS_STARTED.incr();
+    wait_in_queue(ctx, latch.name().as_bytes(), wants);
     watch(ctx, latch);
-    wake_for_timeouts(ctx, db, key);
 }
 
 /// Watches `latch`'s expiry, if it has one: the queue's timer is due just
 /// after it, and the queue is kept for it while nobody waits.
 fn watch(ctx: Ctx, latch: &ValueKey) {
     let (db, key) = (ctx.selected_db(), latch.name().as_bytes());
-    match latch.deadline_ms() {
-        Some(at) => {
-            let watch = Watch {
-                kind: Kind::Latch,
-                deadline: Some(at),
-            };
-            queues(|q| q.watch(db, key, watch));
-            look_at(ctx, db, key, after(at));
-        }
-        None => queues_then_stop_timers(ctx, |q| q.unwatch(db, key)),
-    }
+    let watch = |at| {
+        let watch = Watch {
+            kind: Kind::Latch,
+            deadline: Some(at),
+        };
+        (watch, at)
+    };
+    watch_until(ctx, db, key, latch.deadline_ms().map(watch));
 }
 
 /// The queue's timer fired for the latch `key` of the selected database

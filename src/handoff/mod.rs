@@ -150,9 +150,19 @@ pub struct Wants<'a> {
 
 /// Blocks the calling client until it is granted `lock` or its timeout passes.
 pub fn wait(ctx: Ctx, lock: &LockKey, wants: Wants) {
+    let key = lock.name().as_bytes();
+    wait_in_queue(ctx, key, wants);
+    if let Some(deadline) = lock.deadline_ms() {
+        look_at(ctx, ctx.selected_db(), key, after(deadline));
+    }
+}
+
+/// Blocks the calling client at the back of `key`'s queue, asking for
+/// `wants`, whatever the kind of object: it leaves when granted, timed out
+/// or gone.
+fn wait_in_queue(ctx: Ctx, key: &[u8], wants: Wants) {
     let client = blocking::block::<Waiting>(ctx, wants.timeout_ms);
     let db = ctx.selected_db();
-    let key = lock.name().as_bytes();
     let waiter = Waiter {
         client,
         owner: wants.owner.to_vec(),
@@ -165,9 +175,6 @@ pub fn wait(ctx: Ctx, lock: &LockKey, wants: Wants) {
     };
     queues(|q| q.push(db, key, waiter));
     stats::WAITS_STARTED.incr();
-    if let Some(deadline) = lock.deadline_ms() {
-        look_at(ctx, db, key, after(deadline));
-    }
     wake_for_timeouts(ctx, db, key);
 }
 

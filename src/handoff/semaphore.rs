@@ -19,8 +19,8 @@
 //! `min-replicas-to-write`): the timer checks that before it gets here
 //! (`timers.rs`).
 
-use super::timers::{after, look_at, wake_for_timeouts};
-use super::{queues, queues_then_stop_timers, waiting_clients};
+use super::timers::watch_until;
+use super::{queues, queues_then_stop_timers, wait_in_queue, waiting_clients, Wants};
 use crate::errors::{self, Refusal};
 use crate::events;
 use crate::ffi::blocking::{self, BlockedClient, Wake};
@@ -80,21 +80,15 @@ pub fn settle(ctx: Ctx, sem: &SemaphoreKeys) -> Result<bool, Refusal> {
 /// Blocks the calling client until it is granted `ask` (permits, leased
 /// for `lease_ms` from the grant when `leased`) or `timeout_ms` passes.
 pub fn wait(ctx: Ctx, sem: &SemaphoreKeys, ask: Ask, lease_ms: i64, timeout_ms: i64) {
-    let client = blocking::block::<super::blocked::Waiting>(ctx, timeout_ms);
-    let waiter = Waiter {
-        client,
-        owner: Vec::new(),
+    let wants = Wants {
+        owner: b"",
         lease_ms,
-        since_ms: ctx.now_ms(),
         timeout_ms,
         token: false,
         sync: None,
         ask,
     };
-    let (db, key) = (ctx.selected_db(), sem.name().as_bytes());
-    queues(|q| q.push(db, key, waiter));
-    stats::WAITS_STARTED.incr();
-    wake_for_timeouts(ctx, db, key);
+    wait_in_queue(ctx, sem.name().as_bytes(), wants);
 }
 
 /// Serves `sem`'s queue from its head while the permits last. True if
@@ -180,18 +174,12 @@ pub fn deadlines_changed(ctx: Ctx, sem: &SemaphoreKeys) {
 /// permits, keeping the queue for it while nobody waits; with no deadline
 /// left, the queue goes with its last waiter.
 fn watch_deadlines(ctx: Ctx, sem: &SemaphoreKeys) {
+    let watch = Watch {
+        kind: Kind::Semaphore,
+        deadline: None,
+    };
     let (db, key) = (ctx.selected_db(), sem.name().as_bytes());
-    match sem.next_deadline() {
-        Some(at) => {
-            let watch = Watch {
-                kind: Kind::Semaphore,
-                deadline: None,
-            };
-            queues(|q| q.watch(db, key, watch));
-            look_at(ctx, db, key, after(at));
-        }
-        None => queues_then_stop_timers(ctx, |q| q.unwatch(db, key)),
-    }
+    watch_until(ctx, db, key, sem.next_deadline().map(|at| (watch, at)));
 }
 
 /// The queue's timer fired for the semaphore `key` of the selected `db`

@@ -93,6 +93,13 @@ pub fn exists(con: &mut impl ConnectionLike, key: impl ToRedisArgs) -> bool {
     query::<i64>(con, &cmd1("EXISTS", key)) == 1
 }
 
+/// `SET key value`, which must succeed.
+pub fn set(con: &mut impl ConnectionLike, key: impl ToRedisArgs, value: impl ToRedisArgs) {
+    let mut cmd = cmd1("SET", key);
+    cmd.arg(value);
+    let () = query(con, &cmd);
+}
+
 /// `CONFIG GET name`: its one value.
 pub fn config_get(con: &mut impl ConnectionLike, name: &str) -> String {
     let pair: Vec<String> = query(con, &cmd1("CONFIG", &["GET", name]));
@@ -116,4 +123,30 @@ pub fn used_memory(con: &mut impl ConnectionLike) -> i64 {
     info_field(&info, "used_memory")
         .and_then(|v| v.parse().ok())
         .expect("used_memory in INFO memory")
+}
+
+/// Runs `args` (name first); a server error is returned as its text.
+pub fn try_run(con: &mut impl ConnectionLike, args: &[&str]) -> Result<Value, String> {
+    command(args)
+        .query(con)
+        .map_err(|e| crate::reply::err_text(&e))
+}
+
+/// Runs `args`, whose reply must be an integer.
+pub fn run_int(con: &mut impl ConnectionLike, args: &[&str]) -> i64 {
+    match run(con, args) {
+        Value::Int(n) => n,
+        other => panic!("{}: not an integer: {other:?}", args.join(" ")),
+    }
+}
+
+/// Runs each command of `cases`, which must be refused with an error
+/// starting with its text.
+pub fn assert_refused(con: &mut impl ConnectionLike, cases: &[(&[&str], &str)]) {
+    for (args, start) in cases {
+        match try_run(con, args) {
+            Err(e) => assert!(e.starts_with(start), "{args:?}: {e}"),
+            Ok(reply) => panic!("{args:?} was not refused: {reply:?}"),
+        }
+    }
 }

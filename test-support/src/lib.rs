@@ -13,6 +13,7 @@
 //! | [`commands`] | plain commands, typed (`HGETALL`, `PTTL`, `CONFIG`...) |
 //! | [`lock`] | `LOCK.*` commands, typed; `LOCK.INFO` decoded; the wait queue; `INFO` counters |
 //! | [`reply`] | bytes, strings and maps of a reply; server errors |
+//! | [`permits`] | semaphores and latches: their keys, their waiters, clients queued for them |
 //! | [`pubsub`] | unlock channels and a subscriber that needs no sleeps |
 //! | [`timing`] | polling (blocking and async), clocks, running a test alone |
 //! | [`raw`] | a raw RESP2 client: blocked commands, pushes, disconnects; queued waiters |
@@ -41,6 +42,7 @@ pub mod cluster;
 pub mod commands;
 pub mod lock;
 pub mod module;
+pub mod permits;
 pub mod pubsub;
 pub mod raw;
 pub mod redisson;
@@ -54,8 +56,9 @@ pub use cluster::{cluster_info, node_options, Cluster};
 pub use commands::*;
 pub use lock::*;
 pub use module::module_path;
+pub use permits::*;
 pub use pubsub::*;
-pub use raw::{queue, queue_with, reply_at};
+pub use raw::{queue, queue_with, reply_at, waits_that_time_out};
 pub use reply::*;
 pub use server::*;
 pub use timing::*;

@@ -182,6 +182,18 @@ pub fn force(con: &mut impl ConnectionLike, key: impl ToRedisArgs) -> i64 {
     query(con, &cmd1("LOCK.FORCE", key))
 }
 
+/// `LOCK.FENCE`: the token the fence `key` now holds, or the server's error
+/// (`STALE` for a token older than one it has seen).
+pub fn fence(
+    con: &mut impl ConnectionLike,
+    key: impl ToRedisArgs,
+    token: i64,
+) -> redis::RedisResult<i64> {
+    let mut cmd = cmd1("LOCK.FENCE", key);
+    cmd.arg(token);
+    cmd.query(con)
+}
+
 /// The owners in the lock's wait queue, in order, per `LOCK.INFO`.
 pub fn waiter_owners(server: &Server, key: &str) -> Vec<String> {
     let info = lock_info(&mut server.connection(), key);

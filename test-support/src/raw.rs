@@ -177,6 +177,34 @@ pub fn queue_with(
     waiter
 }
 
+/// Waits that time out, many at once: one raw client (and thread) per
+/// `(key, owner)` of `waiters`, each sending `times` waits of 1 ms
+/// (`LOCK.ACQUIRE key owner 1000 WAIT 1`, pipelined) on a lock someone
+/// else holds; every one must time out (answer the lease left). Returns
+/// once all are answered.
+pub fn waits_that_time_out(server: &Server, waiters: Vec<(String, String)>, times: usize) {
+    let threads: Vec<_> = waiters
+        .into_iter()
+        .map(|(key, owner)| {
+            let port = server.port;
+            std::thread::spawn(move || {
+                let mut client = RawClient::connect(port);
+                client.send_many(times, &["LOCK.ACQUIRE", &key, &owner, "1000", "WAIT", "1"]);
+                for _ in 0..times {
+                    let reply = client.read();
+                    assert!(
+                        matches!(reply, Resp::Int(_)),
+                        "each wait times out with the lease: {reply:?}"
+                    );
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().expect("waiting client");
+    }
+}
+
 /// A waiter's reply and the unix-ms time it arrived.
 pub fn reply_at(waiter: &mut RawClient) -> (Resp, i64) {
     let reply = waiter.read();

@@ -81,3 +81,13 @@ pub fn map_pairs(v: &Value) -> Vec<(Value, Value)> {
         other => panic!("expected a map or flat array, got {other:?}"),
     }
 }
+
+/// The value of `field` in a map reply (a RESP3 map or a RESP2 flat
+/// array); the test fails when there is none.
+pub fn field_of(v: &Value, field: &str) -> Value {
+    map_pairs(v)
+        .into_iter()
+        .find(|(k, _)| as_string(k).as_deref() == Some(field))
+        .map(|(_, v)| v)
+        .unwrap_or_else(|| panic!("no field {field} in {v:?}"))
+}

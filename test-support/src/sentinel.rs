@@ -243,6 +243,15 @@ impl Sentinels {
         &self.config.name
     }
 
+    /// The sentinels' URLs: what a client that asks them for the master
+    /// is given.
+    pub fn urls(&self) -> Vec<String> {
+        self.sentinels
+            .iter()
+            .map(|s| format!("redis://127.0.0.1:{}/", s.port))
+            .collect()
+    }
+
     /// The master's port per the first sentinel that answers
     /// `SENTINEL get-master-addr-by-name`.
     pub fn master_port(&self) -> Option<u16> {

@@ -341,6 +341,17 @@ impl Server {
         con
     }
 
+    /// Creates the ACL user `user` (password `pw`) with `rules` (`~app:*`,
+    /// `+lock.acquire`...) and returns a connection authenticated as it.
+    pub fn connection_as(&self, user: &str, rules: &[&str]) -> Connection {
+        let mut setuser = vec!["ACL", "SETUSER", user, "on", ">pw"];
+        setuser.extend_from_slice(rules);
+        crate::commands::run(&mut self.connection(), &setuser);
+        let mut con = self.connection();
+        crate::commands::run(&mut con, &["AUTH", user, "pw"]);
+        con
+    }
+
     /// A RESP3 connection (HELLO 3 sent by the client library).
     pub fn resp3_connection(&self) -> Connection {
         connect(self.port, true)
@@ -601,6 +612,17 @@ pub fn repl_offset(server: &Server) -> i64 {
         .expect("master_repl_offset in INFO replication")
 }
 
+/// Two replicas of `master`, linked and synced: one with the module and one
+/// without it (plain Redis, which can only apply the effects the master
+/// replicates): `(with_module, plain)`.
+pub fn module_and_plain_replicas(master: &Server) -> (Server, Server) {
+    let with_module = Server::start();
+    let plain = Server::with(Options::new().without_module());
+    with_module.replicaof(master);
+    plain.replicaof(master);
+    (with_module, plain)
+}
+
 /// Waits until every replica has processed everything the master wrote so far.
 pub fn wait_for_replicas(master: &Server, replicas: &[&Server]) {
     let target = repl_offset(master);
@@ -620,5 +642,52 @@ pub fn wait_for_replicas(master: &Server, replicas: &[&Server]) {
             "replica caught up with the master offset",
             || repl_offset(replica) >= target,
         );
+    }
+}
+
+/// An AOF master with two replicas, one with the module and one without:
+/// what a test of replicated effects needs (a replica must end with the
+/// master's keys whether or not it could run the module's logic, and so must
+/// the master restarted from its AOF).
+pub struct ReplicaTrio {
+    pub master: Server,
+    pub with_module: Server,
+    pub without: Server,
+}
+
+impl ReplicaTrio {
+    pub fn start() -> ReplicaTrio {
+        let master = Server::with(Options::new().aof());
+        let (with_module, without) = module_and_plain_replicas(&master);
+        wait_for_replicas(&master, &[&with_module, &without]);
+        ReplicaTrio {
+            master,
+            with_module,
+            without,
+        }
+    }
+
+    /// Reads `state` on the master, waits until both replicas show the
+    /// same, restarts the master from its AOF and checks it shows the same
+    /// again. Returns the state.
+    pub fn assert_replicated<T: PartialEq + std::fmt::Debug>(
+        &mut self,
+        state: impl Fn(&Server) -> T,
+    ) -> T {
+        let expected = state(&self.master);
+        for replica in [&self.with_module, &self.without] {
+            poll_until(
+                Duration::from_secs(5),
+                "the replica has the master's keys",
+                || state(replica) == expected,
+            );
+        }
+        self.master.restart_with(&[]).expect("restart from the AOF");
+        assert_eq!(
+            state(&self.master),
+            expected,
+            "the AOF rebuilt the same keys"
+        );
+        expected
     }
 }

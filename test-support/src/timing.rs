@@ -61,6 +61,23 @@ pub fn handed_on_after(
     pexpiretime(con, key) - lease_ms - deadline
 }
 
+/// Asserts that the server handed `key` on, to a waiter that asked for
+/// `lease_ms`, within 20 ms after `deadline` ([`handed_on_after`]); `what`
+/// says which hand-off, when it fails.
+pub fn assert_handed_on_in_time(
+    con: &mut impl ConnectionLike,
+    key: impl ToRedisArgs,
+    lease_ms: i64,
+    deadline: i64,
+    what: &str,
+) {
+    let late = handed_on_after(con, key, lease_ms, deadline);
+    assert!(
+        (0..=20).contains(&late),
+        "{what}: handed on {late} ms after the deadline"
+    );
+}
+
 /// Server time in unix ms.
 pub fn server_now_ms(con: &mut impl ConnectionLike) -> i64 {
     let (secs, micros): (i64, i64) = query(con, &redis::cmd("TIME"));

@@ -5,19 +5,38 @@
 
 #![allow(dead_code)]
 
+use std::future::Future;
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use redis_lock_client::{LockClient, Options};
+use redis_lock_client::{LockClient, LockError, Options};
+use redis_lock_test_support::Server;
+use tokio::task::JoinHandle;
 
 /// A client on `127.0.0.1:port` with `options`.
 pub fn client_on(port: u16, options: Options) -> LockClient {
     let url = format!("redis://127.0.0.1:{port}/");
     LockClient::with_options(redis::Client::open(url).expect("a valid URL"), options)
         .expect("created inside a runtime")
+}
+
+/// A server of its own, and a client on it with `options`.
+pub fn server_with_client(options: Options) -> (Server, LockClient) {
+    let server = Server::start();
+    let locks = client_on(server.port, options);
+    (server, locks)
+}
+
+/// A server, a [`Proxy`] in front of it, and a client with default options
+/// that talks through the proxy as `owner`.
+pub fn through_proxy(owner: &str) -> (Server, Proxy, LockClient) {
+    let server = Server::start();
+    let proxy = Proxy::start(server.port);
+    let locks = client_on(proxy.port, Options::default()).as_owner(owner);
+    (server, proxy, locks)
 }
 
 /// The armed cut: the command to look for, and how to cut.
@@ -240,12 +259,40 @@ fn pump(
     let _ = back.join();
 }
 
+/// `waiter`'s `attempt` (a `try_` form, given its client and the wait)
+/// finds the lock taken, at once; then it starts waiting, up to 10 s, in a
+/// task of its own: that task.
+pub async fn refused_then_waiting<G, F>(
+    waiter: &LockClient,
+    attempt: impl Fn(LockClient, Duration) -> F,
+) -> JoinHandle<F::Output>
+where
+    F: Future<Output = Result<Option<G>, LockError>> + Send + 'static,
+    G: Send + 'static,
+{
+    let now = attempt(waiter.clone(), Duration::ZERO).await;
+    assert!(now.expect("try").is_none(), "the lock is taken");
+    tokio::spawn(attempt(waiter.clone(), Duration::from_secs(10)))
+}
+
+/// Awaits a spawned wait that must be granted within `timeout`: the task
+/// ended in time, and its wait answered without an error. The answer: a
+/// guard (for a `try_` form, `Some` guard).
+pub async fn granted_within<T, E: std::fmt::Debug>(
+    timeout: Duration,
+    waiting: JoinHandle<Result<T, E>>,
+) -> T {
+    tokio::time::timeout(timeout, waiting)
+        .await
+        .expect("granted in time")
+        .expect("the waiting task ends")
+        .expect("the wait answers without an error")
+}
+
 /// Awaits a spawned wait (`try_lock`, a MultiLock's `try_lock`) that must
 /// end in a grant: the task ended, the wait answered without an error, and
 /// it was granted. Its guard.
-pub async fn handed_to<G, E: std::fmt::Debug>(
-    waiting: tokio::task::JoinHandle<Result<Option<G>, E>>,
-) -> G {
+pub async fn handed_to<G, E: std::fmt::Debug>(waiting: JoinHandle<Result<Option<G>, E>>) -> G {
     waiting
         .await
         .expect("the waiting task ends")

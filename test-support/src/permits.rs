@@ -1,0 +1,107 @@
+//! Semaphores and latches (`LOCK.SEM*`, `LOCK.PERMIT*`, `LOCK.LATCH*`,
+//! `LOCK.AWAIT`): their keys, their inspection, and clients queued for them.
+
+use std::time::Duration;
+
+use redis::{ConnectionLike, Value};
+
+use crate::commands::{command, query};
+use crate::raw::RawClient;
+use crate::reply::{as_string, map_pairs};
+use crate::server::Server;
+use crate::timing::poll_until;
+
+/// The leased-permit set of semaphore `name`: `{name}:timeout`.
+pub fn permits_key(name: &str) -> String {
+    if name.contains('{') {
+        format!("{name}:timeout")
+    } else {
+        format!("{{{name}}}:timeout")
+    }
+}
+
+/// A permit id (32 hex characters) as the 16 bytes stored in the set.
+pub fn id_bytes(id: &str) -> Vec<u8> {
+    assert_eq!(id.len(), 32, "a permit id is 32 hex characters: {id}");
+    (0..16)
+        .map(|i| u8::from_str_radix(&id[2 * i..2 * i + 2], 16).expect("hex"))
+        .collect()
+}
+
+/// The ids of a `LOCK.PERMITACQUIRE` reply (empty for nil).
+pub fn ids_of(reply: &Value) -> Vec<String> {
+    match reply {
+        Value::Nil => Vec::new(),
+        Value::Array(items) => items.iter().map(|v| as_string(v).expect("an id")).collect(),
+        other => panic!("not a PERMITACQUIRE reply: {other:?}"),
+    }
+}
+
+/// The deadline (unix ms) of permit `id` of semaphore `name`, `None` when
+/// it is not in the set.
+pub fn permit_deadline(con: &mut impl ConnectionLike, name: &str, id: &str) -> Option<i64> {
+    let score: Option<f64> = query(
+        con,
+        command("ZSCORE").arg(permits_key(name)).arg(id_bytes(id)),
+    );
+    score.map(|s| s as i64)
+}
+
+/// How many leased permits semaphore `name`'s set holds.
+pub fn permits_taken(con: &mut impl ConnectionLike, name: &str) -> i64 {
+    query(con, command("ZCARD").arg(permits_key(name)))
+}
+
+/// `LOCK.SEMINFO name`'s `waiters`, each as `(wants, permits)`; also
+/// `LOCK.LATCHINFO`'s, as `("latch", 0)`.
+pub fn queued(con: &mut impl ConnectionLike, command_name: &str, name: &str) -> Vec<(String, i64)> {
+    let info: Value = query(con, &command(&[command_name, name]));
+    let waiters = map_pairs(&info)
+        .into_iter()
+        .find(|(k, _)| as_string(k).as_deref() == Some("waiters"))
+        .map(|(_, v)| v)
+        .unwrap_or(Value::Array(Vec::new()));
+    let Value::Array(waiters) = waiters else {
+        panic!("waiters is not an array: {waiters:?}")
+    };
+    waiters
+        .iter()
+        .map(|w| {
+            let fields = map_pairs(w);
+            let field = |name: &str| {
+                fields
+                    .iter()
+                    .find(|(k, _)| as_string(k).as_deref() == Some(name))
+                    .map(|(_, v)| v.clone())
+            };
+            let wants = field("wants")
+                .and_then(|v| as_string(&v))
+                .unwrap_or_else(|| "latch".into());
+            let permits = match field("permits") {
+                Some(Value::Int(n)) => n,
+                _ => 0,
+            };
+            (wants, permits)
+        })
+        .collect()
+}
+
+/// Sends `args` (a blocking `LOCK.SEMACQUIRE`/`LOCK.PERMITACQUIRE ... WAIT`
+/// or `LOCK.AWAIT`) from a new raw client and returns once the server shows
+/// it queued, so the next one queues behind it.
+pub fn queue_for(server: &Server, args: &[&str]) -> RawClient {
+    let info = if args[0].eq_ignore_ascii_case("LOCK.AWAIT") {
+        "LOCK.LATCHINFO"
+    } else {
+        "LOCK.SEMINFO"
+    };
+    let name = args[1];
+    let mut con = server.connection();
+    let before = queued(&mut con, info, name).len();
+    let mut client = RawClient::connect(server.port);
+    client.send(args);
+    poll_until(Duration::from_secs(5), "the client is queued", || {
+        queued(&mut con, info, name).len() > before
+    });
+    client
+}
