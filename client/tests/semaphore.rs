@@ -16,18 +16,10 @@ use std::time::{Duration, Instant};
 
 use redis_lock_client::{blocking, LockError, Lost, Options};
 use redis_lock_test_support::semaphore::{
-    latch_queue_becomes, sem_info, sem_queue_becomes, sem_waiters, timeout_key,
+    latch_queue_becomes, sem_info, sem_queue_becomes, sem_waiters,
 };
 use redis_lock_test_support::*;
 use support::{client_on, Proxy};
-
-/// The 16 raw bytes of a permit id written as 32 hex characters.
-fn raw_id(hex: &str) -> Vec<u8> {
-    (0..hex.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).expect("hex"))
-        .collect()
-}
 
 fn short_watchdog() -> Options {
     Options::default().watchdog_lease(Duration::from_millis(600))
@@ -108,7 +100,7 @@ async fn waiters_are_served_first_come_first_served_even_a_greedy_head() {
     assert_eq!(pool.release(1).await.expect("release"), 1);
     assert!(!pool.try_acquire(1).await.expect("newcomer"));
     let info = sem_info(&mut server.connection(), "fifo").expect("info");
-    assert_eq!((info.available, info.waiters.len()), (1, 2), "{info:?}");
+    assert_eq!((info.available, info.waiters), (1, 2), "{info:?}");
 
     pool.release(1).await.expect("release");
     assert_eq!(done.recv().await, Some("greedy"));
@@ -276,7 +268,7 @@ async fn permits_have_ids_and_a_renewed_lease_and_come_back_on_release() {
             "the watchdog's 30 s lease, got {lease} ms"
         );
     }
-    assert_eq!(zcard(&mut con, &timeout_key("quota")), 2);
+    assert_eq!(permits_taken(&mut con, "quota"), 2);
 
     assert!(quota.try_acquire(2, None).await.expect("try").is_none());
     let one = quota
@@ -289,14 +281,10 @@ async fn permits_have_ids_and_a_renewed_lease_and_come_back_on_release() {
     assert_eq!(quota.available_permits().await.expect("available"), 2);
     drop(one);
     eventually(Duration::from_secs(5), "the dropped permit is back", || {
-        zcard(&mut con, &timeout_key("quota")) == 0
+        permits_taken(&mut con, "quota") == 0
     })
     .await;
     assert_eq!(quota.available_permits().await.expect("available"), 3);
-}
-
-fn zcard(con: &mut redis::Connection, key: &str) -> i64 {
-    redis::cmd("ZCARD").arg(key).query(con).expect("ZCARD")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -365,8 +353,8 @@ async fn a_permit_removed_on_the_server_is_lost_at_the_next_renewal() {
 
     let mut con = server.connection();
     let removed: i64 = redis::cmd("ZREM")
-        .arg(timeout_key("{removed}"))
-        .arg(raw_id(&gone))
+        .arg(permits_key("{removed}"))
+        .arg(id_bytes(&gone))
         .query(&mut con)
         .expect("ZREM");
     assert_eq!(removed, 1, "the member is the id's 16 raw bytes");

@@ -17,7 +17,7 @@
 //! | [`pubsub`] | unlock channels and a subscriber that needs no sleeps |
 //! | [`timing`] | polling (blocking and async), clocks, running a test alone |
 //! | [`raw`] | a raw RESP2 client: blocked commands, pushes, disconnects; queued waiters |
-//! | [`semaphore`] | semaphores, permits and latches: their keys, `LOCK.SEMINFO` / `LOCK.LATCHINFO` decoded, queue lengths |
+//! | [`semaphore`] | `LOCK.SEMINFO` decoded (free count, permit deadlines); async waits for a semaphore's or latch's queue length |
 //! | [`redisson`] | Redisson's scripts (read from `redisson/*.lua`) and the calls it makes |
 //!
 //! Every test starts its own servers, so tests run in parallel; a server is

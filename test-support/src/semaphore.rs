@@ -1,25 +1,16 @@
-//! Semaphores, permits and count-down latches (issue 18): their keys,
-//! `LOCK.SEMINFO` and `LOCK.LATCHINFO` decoded, and waiting until a wait
-//! queue has a given length.
+//! What the client's semaphore and latch tests add to [`crate::permits`]:
+//! `LOCK.SEMINFO` decoded (the free count and each leased permit's
+//! deadline), and async waits until a wait queue has a given length.
 
 use std::time::Duration;
 
 use redis::{ConnectionLike, Value};
 
 use crate::commands::{cmd1, query};
+use crate::permits::queued;
 use crate::reply::{as_string, map_pairs};
 use crate::server::Server;
 use crate::timing::eventually;
-
-/// The sorted set of a permit semaphore's leased permits: Redisson's
-/// `suffixName(name, "timeout")`.
-pub fn timeout_key(name: &str) -> String {
-    if name.contains('{') {
-        format!("{name}:timeout")
-    } else {
-        format!("{{{name}}}:timeout")
-    }
-}
 
 /// `LOCK.SEMINFO`, decoded; None for nil (no key, nobody waiting).
 #[derive(Debug, Clone, PartialEq)]
@@ -27,8 +18,8 @@ pub struct SemInfo {
     pub available: i64,
     /// (id, deadline in unix ms, -1 = never).
     pub permits: Vec<(String, i64)>,
-    /// Each waiter's `[wants, permits, waited-ms, timeout-ms]`.
-    pub waiters: Vec<Vec<Value>>,
+    /// How many wait.
+    pub waiters: usize,
 }
 
 fn list(v: &Value) -> Vec<Value> {
@@ -46,7 +37,7 @@ pub fn sem_info(con: &mut impl ConnectionLike, name: &str) -> Option<SemInfo> {
     let mut info = SemInfo {
         available: 0,
         permits: Vec::new(),
-        waiters: Vec::new(),
+        waiters: 0,
     };
     for (k, v) in map_pairs(&reply) {
         match as_string(&k).as_deref() {
@@ -57,19 +48,24 @@ pub fn sem_info(con: &mut impl ConnectionLike, name: &str) -> Option<SemInfo> {
                     .map(|p| redis::from_redis_value(p.clone()).expect("[id, deadline]"))
                     .collect()
             }
-            Some("waiters") => info.waiters = list(&v).iter().map(list).collect(),
+            Some("waiters") => info.waiters = list(&v).len(),
             _ => {}
         }
     }
     Some(info)
 }
 
-/// How many wait in the semaphore's queue (0 when `LOCK.SEMINFO` is nil).
+/// How many wait in semaphore `name`'s queue.
 pub fn sem_waiters(server: &Server, name: &str) -> usize {
-    sem_info(&mut server.connection(), name).map_or(0, |i| i.waiters.len())
+    queued(&mut server.connection(), "LOCK.SEMINFO", name).len()
 }
 
-/// Waits (up to 5 s) until `n` wait in the semaphore's queue.
+/// How many wait on latch `name`.
+pub fn latch_waiters(server: &Server, name: &str) -> usize {
+    queued(&mut server.connection(), "LOCK.LATCHINFO", name).len()
+}
+
+/// Waits (up to 5 s) until `n` wait in semaphore `name`'s queue.
 pub async fn sem_queue_becomes(server: &Server, name: &str, n: usize) {
     let what = format!("{n} waiting on semaphore {name}");
     eventually(Duration::from_secs(5), &what, || {
@@ -78,16 +74,7 @@ pub async fn sem_queue_becomes(server: &Server, name: &str, n: usize) {
     .await;
 }
 
-/// How many wait on the latch (`LOCK.LATCHINFO`'s `waiters`).
-pub fn latch_waiters(server: &Server, name: &str) -> usize {
-    let reply: Value = query(&mut server.connection(), &cmd1("LOCK.LATCHINFO", name));
-    map_pairs(&reply)
-        .into_iter()
-        .find(|(k, _)| as_string(k).as_deref() == Some("waiters"))
-        .map_or(0, |(_, v)| list(&v).len())
-}
-
-/// Waits (up to 5 s) until `n` wait on the latch.
+/// Waits (up to 5 s) until `n` wait on latch `name`.
 pub async fn latch_queue_becomes(server: &Server, name: &str, n: usize) {
     let what = format!("{n} waiting on latch {name}");
     eventually(Duration::from_secs(5), &what, || {
