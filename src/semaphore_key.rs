@@ -31,6 +31,25 @@ pub fn permits_key_name(name: &[u8]) -> Vec<u8> {
     key
 }
 
+/// The semaphores whose leased-permit set `key` may be: `name` for
+/// `{name}:timeout`, and `name` for `name:timeout` when `name` has a `{`
+/// (`{a}:timeout` is both `a`'s and `{a}`'s).
+pub fn semaphores_of_permits_key(key: &[u8]) -> Vec<&[u8]> {
+    let Some(prefix) = key.strip_suffix(b":timeout") else {
+        return Vec::new();
+    };
+    let mut names = Vec::new();
+    if let [b'{', name @ .., b'}'] = prefix {
+        if !name.contains(&b'{') {
+            names.push(name);
+        }
+    }
+    if prefix.contains(&b'{') {
+        names.push(prefix);
+    }
+    names
+}
+
 /// A semaphore's keys, opened by a command or the queue.
 pub struct SemaphoreKeys<'a> {
     value: ValueKey<'a>,
@@ -173,5 +192,23 @@ impl<'a> SemaphoreKeys<'a> {
         if !decision.remove.is_empty() || !decision.add.is_empty() {
             self.ctx().signal_modified(self.permits_name.borrow());
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_permit_set_leads_back_to_its_semaphore() {
+        for name in [&b"s"[..], b"{s}", b"a{b}c", b"x:y"] {
+            let key = permits_key_name(name);
+            assert!(semaphores_of_permits_key(&key).contains(&name), "{name:?}");
+        }
+        assert!(
+            semaphores_of_permits_key(b"s:timeout").is_empty(),
+            "not a permit set"
+        );
+        assert!(semaphores_of_permits_key(b"{s}:other").is_empty());
     }
 }

@@ -59,6 +59,15 @@ pub struct Waiter<C> {
     pub ask: Ask,
 }
 
+impl<C> Waiter<C> {
+    /// Whether its WAIT timeout has come by `now_ms` (Redis times it out
+    /// once its clock passes since + timeout; a millisecond early, to be
+    /// safe). Never for a waiter without a timeout.
+    pub fn timing_out(&self, now_ms: i64) -> bool {
+        self.timeout_ms > 0 && now_ms >= self.since_ms.saturating_add(self.timeout_ms)
+    }
+}
+
 /// A waiter as `LOCK.INFO` shows it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct WaiterInfo {
@@ -137,6 +146,11 @@ impl<C, T> Default for WaitQueues<C, T> {
 }
 
 impl<C: Copy + Eq + Hash, T: Copy> WaitQueues<C, T> {
+    /// Whether there is no queue at all: nobody waits, nothing is watched.
+    pub fn is_empty(&self) -> bool {
+        self.queues.is_empty()
+    }
+
     /// Number of waiting clients, all keys together.
     pub fn total(&self) -> usize {
         self.index.len()
@@ -201,18 +215,31 @@ impl<C: Copy + Eq + Hash, T: Copy> WaitQueues<C, T> {
     /// Takes the waiters a grant policy serves in one pass from the head of
     /// a key's queue, given what the object has `free` (see
     /// `grant_policy.rs`); `ask_of` says what each waiter asks for.
+    ///
+    /// Waiters whose WAIT timeout has come by `now_ms` are passed over and
+    /// left in the queue: Redis is timing them out, and a grant made in that
+    /// same moment could be lost with its reply (Redis 7.0 drops the reply
+    /// of a client it times out after the module unblocked it).
     pub fn pop_run<P: GrantPolicy>(
         &mut self,
         db: i32,
         key: &[u8],
         free: P::Free,
+        now_ms: i64,
         ask_of: impl Fn(&Waiter<C>) -> &P::Ask,
     ) -> Vec<Waiter<C>> {
         let Some(queue) = self.queues.get_mut(&db).and_then(|keys| keys.get_mut(key)) else {
             return Vec::new();
         };
-        let granted = grant_run::<P>(free, queue.waiters.iter().map(ask_of));
-        let run: Vec<Waiter<C>> = queue.waiters.drain(..granted).collect();
+        let live: Vec<usize> = (0..queue.waiters.len())
+            .filter(|&i| !queue.waiters[i].timing_out(now_ms))
+            .collect();
+        let granted = grant_run::<P>(free, live.iter().map(|&i| ask_of(&queue.waiters[i])));
+        let mut run = Vec::with_capacity(granted);
+        for &i in live[..granted].iter().rev() {
+            run.extend(queue.waiters.remove(i));
+        }
+        run.reverse();
         for waiter in &run {
             self.index.remove(&waiter.client);
         }
@@ -225,7 +252,7 @@ impl<C: Copy + Eq + Hash, T: Copy> WaitQueues<C, T> {
     #[cfg(test)]
     pub fn pop_next(&mut self, db: i32, key: &[u8]) -> Option<Waiter<C>> {
         use crate::grant_policy::{ReadWrite, RwHolders};
-        self.pop_run::<ReadWrite>(db, key, RwHolders::default(), |w| w.ask.mode())
+        self.pop_run::<ReadWrite>(db, key, RwHolders::default(), 0, |w| w.ask.mode())
             .pop()
     }
 
@@ -397,6 +424,34 @@ mod tests {
         assert_eq!(order, (1..=10).collect::<Vec<_>>());
         assert_eq!(q.total(), 0);
         assert!(!q.has_waiters(0, b"k"));
+    }
+
+    #[test]
+    fn a_waiter_whose_timeout_has_come_is_passed_over_and_left_to_redis() {
+        use crate::grant_policy::{Mode, ReadWrite, RwHolders};
+        let mut q = Queues::default();
+        let mut timing_out = waiter(1);
+        timing_out.timeout_ms = 50; // since 100: times out at 150
+        q.push(0, b"k", timing_out);
+        q.push(0, b"k", waiter(2));
+        fn mode(w: &Waiter<usize>) -> &Mode {
+            w.ask.mode()
+        }
+        let run = q.pop_run::<ReadWrite>(0, b"k", RwHolders::default(), 149, mode);
+        assert_eq!(run.iter().map(|w| w.client).collect::<Vec<_>>(), [1]);
+        q.push(0, b"k", {
+            let mut w = waiter(3);
+            w.timeout_ms = 50;
+            w
+        });
+        let run = q.pop_run::<ReadWrite>(0, b"k", RwHolders::default(), 150, mode);
+        assert_eq!(
+            run.iter().map(|w| w.client).collect::<Vec<_>>(),
+            [2],
+            "3 is timing out: the next one is served"
+        );
+        assert!(q.has_waiters(0, b"k"), "3 stays until Redis times it out");
+        assert!(q.remove_client(3).is_some());
     }
 
     #[test]
@@ -637,11 +692,11 @@ mod tests {
                 &Mode::Read
             }
         }
-        let run = q.pop_run::<ReadWrite>(0, b"k", RwHolders::default(), mode);
+        let run = q.pop_run::<ReadWrite>(0, b"k", RwHolders::default(), 0, mode);
         assert_eq!(run.iter().map(|w| w.client).collect::<Vec<_>>(), [1, 2, 3]);
         assert_eq!(q.total(), 2, "the writer and the reader behind it wait");
         assert_eq!(q.remove_client(2), None, "granted clients left the index");
-        let run = q.pop_run::<ReadWrite>(0, b"k", RwHolders::default(), mode);
+        let run = q.pop_run::<ReadWrite>(0, b"k", RwHolders::default(), 0, mode);
         assert_eq!(run.iter().map(|w| w.client).collect::<Vec<_>>(), [4]);
     }
 }

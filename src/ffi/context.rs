@@ -177,6 +177,7 @@ impl NotifyClass {
     pub const GENERIC: NotifyClass = NotifyClass(raw::REDISMODULE_NOTIFY_GENERIC as c_int);
     pub const HASH: NotifyClass = NotifyClass(raw::REDISMODULE_NOTIFY_HASH as c_int);
     pub const STRING: NotifyClass = NotifyClass(raw::REDISMODULE_NOTIFY_STRING as c_int);
+    pub const ZSET: NotifyClass = NotifyClass(raw::REDISMODULE_NOTIFY_ZSET as c_int);
     pub const EXPIRED: NotifyClass = NotifyClass(raw::REDISMODULE_NOTIFY_EXPIRED as c_int);
     pub const EVICTED: NotifyClass = NotifyClass(raw::REDISMODULE_NOTIFY_EVICTED as c_int);
 

@@ -65,9 +65,9 @@ fn opened(ctx: Ctx, key: &[u8], reply: i64) {
     counter.incr();
     let name = OwnedStr::new(key);
     events::publish_latch(ctx, name.borrow(), ZERO_MESSAGE);
-    let db = ctx.selected_db();
+    let (db, now) = (ctx.selected_db(), ctx.live_now_ms());
     let waiters = queues_then_stop_timers(ctx, |q| {
-        let run = q.pop_run::<Opened>(db, key, true, |w| w.ask.opening());
+        let run = q.pop_run::<Opened>(db, key, true, now, |w| w.ask.opening());
         q.unwatch(db, key);
         run
     });

@@ -4,12 +4,12 @@
 
 use super::synced::{syncs, UNDO};
 use super::timers::look_at;
-use super::{queues, queues_then_stop_timers, waiting_clients};
-use crate::counter_key;
+use super::{queues, queues_then_stop_timers};
 use crate::ffi::blocking::{self, Wake};
 use crate::ffi::context::NotifyClass;
 use crate::ffi::events::{KeyspaceListener, ServerEvent, ServerEventKind, ServerEventListener};
 use crate::ffi::{Ctx, RStr};
+use crate::{counter_key, semaphore_key};
 use crate::{replica_sync, stats};
 
 /// Hears what others do to keys and to the server.
@@ -20,12 +20,18 @@ impl KeyspaceListener for Listener {
     /// with waiters may have been deleted by someone else, a semaphore
     /// given permits.
     fn notified(ctx: Ctx, event: &[u8], key: RStr) {
-        if waiting_clients() == 0 || event.starts_with(b"lock.") {
-            return; // nobody waits, or our own announcement
+        if queues(|q| q.is_empty()) || event.starts_with(b"lock.") {
+            return; // nobody waits, nothing watched, or our own announcement
         }
         // Look at it on the next turn of the event loop (a no-op when nobody
-        // waits for this key).
-        look_at(ctx, ctx.selected_db(), key.as_bytes(), ctx.now_ms());
+        // waits for this key and it is not watched). A change to a
+        // semaphore's leased-permit set (Redisson's scripts lease, renew and
+        // release there) is a change to the semaphore.
+        let (db, now) = (ctx.selected_db(), ctx.now_ms());
+        look_at(ctx, db, key.as_bytes(), now);
+        for semaphore in semaphore_key::semaphores_of_permits_key(key.as_bytes()) {
+            look_at(ctx, db, semaphore, now);
+        }
     }
 }
 
@@ -74,11 +80,13 @@ impl ServerEventListener for Listener {
 /// Subscribes to the notifications and server events above.
 pub fn subscribe(ctx: Ctx) -> Result<(), String> {
     // STRING: a semaphore's permits given back by someone else (a
-    // Redisson script's INCRBY, a SET) may serve its waiters.
+    // Redisson script's INCRBY, a SET) may serve its waiters; ZSET: leases
+    // taken, renewed or given back by someone else move its timer.
     let classes = NotifyClass::GENERIC
         .or(NotifyClass::EXPIRED)
         .or(NotifyClass::EVICTED)
-        .or(NotifyClass::STRING);
+        .or(NotifyClass::STRING)
+        .or(NotifyClass::ZSET);
     crate::ffi::events::subscribe_keyspace::<Listener>(ctx, classes)?;
     for kind in [
         ServerEventKind::Flush,

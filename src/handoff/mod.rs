@@ -264,8 +264,9 @@ fn grant_next(ctx: Ctx, lock: &LockKey, db: i32) -> bool {
     loop {
         let (readers, writer) = RwLockKey::of(lock).holders();
         let holders = RwHolders { readers, writer };
+        let now = ctx.live_now_ms();
         let run = queues_then_stop_timers(ctx, |q| {
-            q.pop_run::<ReadWrite>(db, key, holders, |w| w.ask.mode())
+            q.pop_run::<ReadWrite>(db, key, holders, now, |w| w.ask.mode())
         });
         if run.is_empty() {
             return granted;

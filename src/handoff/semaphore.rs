@@ -57,7 +57,8 @@ pub fn carry_out_sem<R: Counted>(ctx: Ctx, sem: &SemaphoreKeys, decision: SemDec
 }
 
 /// Before a command decides on `sem`: takes expired leased permits back,
-/// and serves the queue (permits may have come back behind its back).
+/// aims the queue's timer at the next deadline, and serves the queue
+/// (permits may have come back behind its back).
 /// Returns whether clients still queue, so that a newcomer queues behind
 /// them.
 pub fn settle(ctx: Ctx, sem: &SemaphoreKeys) -> Result<bool, Refusal> {
@@ -66,6 +67,9 @@ pub fn settle(ctx: Ctx, sem: &SemaphoreKeys) -> Result<bool, Refusal> {
         let decision = semaphore::reclaim(sem.value()?, expired)?;
         carry_out_sem(ctx, sem, decision);
     }
+    // Permits leased by someone else (Redisson's script) have deadlines too:
+    // the timer follows the earliest, whoever wrote it.
+    watch_deadlines(ctx, sem);
     if waiting_clients() == 0 {
         return Ok(false);
     }
@@ -97,9 +101,9 @@ fn serve(ctx: Ctx, sem: &SemaphoreKeys) -> bool {
     let Ok(value) = sem.value() else {
         return false; // not an integer: waiters wait (and time out)
     };
-    let (db, key) = (ctx.selected_db(), sem.name().as_bytes());
+    let (db, key, now) = (ctx.selected_db(), sem.name().as_bytes(), ctx.live_now_ms());
     let run = queues_then_stop_timers(ctx, |q| {
-        q.pop_run::<Permits>(db, key, value.unwrap_or(0), |w| w.ask.permits())
+        q.pop_run::<Permits>(db, key, value.unwrap_or(0), now, |w| w.ask.permits())
     });
     let mut granted = false;
     for waiter in run {
@@ -192,7 +196,6 @@ pub(super) fn look(ctx: Ctx, key: &[u8]) {
         queues_then_stop_timers(ctx, |q| q.unwatch(ctx.selected_db(), key));
         return;
     };
-    if settle(ctx, &sem).is_ok() {
-        watch_deadlines(ctx, &sem);
-    }
+    // Settling aims the timer at the next deadline.
+    let _ = settle(ctx, &sem);
 }
