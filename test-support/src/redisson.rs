@@ -334,6 +334,7 @@ pub fn script_permit_try_acquire_at(
         Value::Nil => PermitTry::None,
         Value::Okay => PermitTry::Taken(ids),
         Value::SimpleString(s) if s == "OK" => PermitTry::Taken(ids),
+        Value::BulkString(s) if s == b"OK" => PermitTry::Taken(ids),
         other => {
             let text: String = redis::from_redis_value(other.clone())
                 .unwrap_or_else(|_| panic!("permit acquire script: {other:?}"));
