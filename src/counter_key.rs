@@ -47,7 +47,7 @@ impl<'a> CounterKey<'a> {
                 Some(Some(value)) => Some(value),
                 _ => return Err(errors::not_an_integer(name.as_bytes())),
             },
-            KeyKind::Hash | KeyKind::Other => return Err(errors::WRONGTYPE),
+            KeyKind::Hash | KeyKind::SortedSet | KeyKind::Other => return Err(errors::WRONGTYPE),
         };
         let expiry = match value {
             None => Expiry::Absent,

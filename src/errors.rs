@@ -165,6 +165,41 @@ pub const SYNTAX_RW_ACQUIRE: Refusal = Refusal::fixed(
      most once",
 );
 
+// ---- semaphores and latches -------------------------------------------------
+
+pub const PERMITS_NOT_POSITIVE: Refusal = Refusal::fixed("ERR permits must be a positive integer");
+pub const PERMITS_NOT_NON_NEGATIVE: Refusal =
+    Refusal::fixed("ERR permits must be a non-negative integer");
+pub const DELTA_NOT_INTEGER: Refusal = Refusal::fixed("ERR delta must be an integer");
+pub const PERMITS_OVERFLOW: Refusal = Refusal::fixed("ERR the semaphore's permits would overflow");
+pub const SEMAPHORE_NOT_INTEGER: Refusal =
+    Refusal::fixed("ERR the semaphore's value is not an integer");
+pub const PERMIT_ID_INVALID: Refusal = Refusal::fixed("ERR permit id must be 32 hex characters");
+pub const TOO_MANY_PERMITS: Refusal = Refusal::fixed("ERR permits must be at most 10000 per call");
+pub const TTL_NOT_POSITIVE: Refusal =
+    Refusal::fixed("ERR PX ttl-ms must be a positive integer (milliseconds, at most 100 years)");
+pub const COUNT_NOT_POSITIVE: Refusal = Refusal::fixed("ERR count must be a positive integer");
+pub const LATCH_NOT_INTEGER: Refusal = Refusal::fixed("ERR the latch's count is not an integer");
+pub const AWAIT_TIMEOUT_INVALID: Refusal =
+    Refusal::fixed("ERR timeout-ms must be a non-negative integer (milliseconds, 0 = forever)");
+pub const SYNTAX_SEM_ACQUIRE: Refusal =
+    Refusal::fixed("ERR syntax error: the option is WAIT timeout-ms, at most once");
+pub const SYNTAX_PERMIT_ACQUIRE: Refusal = Refusal::fixed(
+    "ERR syntax error: the options are LEASE lease-ms and WAIT timeout-ms, each at most once",
+);
+pub const SYNTAX_SET_TTL: Refusal = Refusal::fixed("ERR syntax error: the option is PX ttl-ms");
+
+/// `LOCK.PERMITRELEASE` of an id that is not a live permit.
+pub fn permit_not_held(id_hex: &[u8]) -> Refusal {
+    Refusal(
+        format!(
+            "ERR permit {} is not held (unknown, released or expired)",
+            shown(id_hex)
+        )
+        .into(),
+    )
+}
+
 // ---- the server ------------------------------------------------------------
 
 pub const WAIT_ABORTED_DEMOTED: Refusal =
@@ -199,6 +234,21 @@ pub const CATALOGUE: &[&str] = &[
     "ERR lock wait aborted: this server became a replica",
     "ERR the owner holds this read-write lock for reading",
     "ERR syntax error: the options are WAIT timeout-ms and, for LOCK.WACQUIRE, TOKEN",
+    "ERR permits must be a positive integer",
+    "ERR permits must be a non-negative integer",
+    "ERR delta must be an integer",
+    "ERR the semaphore's permits would overflow",
+    "ERR the semaphore's value is not an integer",
+    "ERR permit id must be 32 hex characters",
+    "ERR permits must be at most 10000 per call",
+    "ERR PX ttl-ms must be a positive integer",
+    "ERR count must be a positive integer",
+    "ERR the latch's count is not an integer",
+    "ERR timeout-ms must be a non-negative integer",
+    "ERR syntax error: the option is WAIT timeout-ms",
+    "ERR syntax error: the options are LEASE lease-ms and WAIT timeout-ms",
+    "ERR syntax error: the option is PX ttl-ms",
+    "ERR permit ",
 ];
 
 #[cfg(test)]
@@ -240,6 +290,21 @@ mod tests {
             WAIT_ABORTED_DEMOTED,
             RW_UPGRADE_REFUSED,
             SYNTAX_RW_ACQUIRE,
+            PERMITS_NOT_POSITIVE,
+            PERMITS_NOT_NON_NEGATIVE,
+            DELTA_NOT_INTEGER,
+            PERMITS_OVERFLOW,
+            SEMAPHORE_NOT_INTEGER,
+            PERMIT_ID_INVALID,
+            TOO_MANY_PERMITS,
+            TTL_NOT_POSITIVE,
+            COUNT_NOT_POSITIVE,
+            LATCH_NOT_INTEGER,
+            AWAIT_TIMEOUT_INVALID,
+            SYNTAX_SEM_ACQUIRE,
+            SYNTAX_PERMIT_ACQUIRE,
+            SYNTAX_SET_TTL,
+            permit_not_held(b"00"),
         ];
         assert_eq!(samples.len(), CATALOGUE.len());
         for (sample, start) in samples.iter().zip(CATALOGUE) {

@@ -84,6 +84,32 @@ pub fn publish_rw_unlock(ctx: Ctx, key: RStr, after_write: bool) {
     );
 }
 
+/// Publishes a semaphore's available permits on `redisson_sc:{key}`
+/// (Redisson's `RSemaphore` and `RPermitExpirableSemaphore` channel).
+pub fn publish_permits(ctx: Ctx, key: RStr, available: i64) {
+    let Some(sharded) = sharded(ctx) else {
+        return;
+    };
+    ctx.publish(
+        &prefixed(b"redisson_sc", key.as_bytes()),
+        available.to_string().as_bytes(),
+        sharded,
+    );
+}
+
+/// Publishes a latch's message on `redisson_countdownlatch__channel__{key}`:
+/// `1` for a new count, `0` when it opened (Redisson's `RCountDownLatch`,
+/// which always adds the braces, whatever the name holds).
+pub fn publish_latch(ctx: Ctx, key: RStr, message: &[u8]) {
+    let Some(sharded) = sharded(ctx) else {
+        return;
+    };
+    let mut channel = b"redisson_countdownlatch__channel__{".to_vec();
+    channel.extend_from_slice(key.as_bytes());
+    channel.push(b'}');
+    ctx.publish(&channel, message, sharded);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

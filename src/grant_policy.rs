@@ -12,9 +12,11 @@
 //! | read-write lock ([`ReadWrite`]) | read or write | the run of readers at the head (none while a writer holds), or one writer when nobody holds |
 //! | semaphore ([`Permits`]) | `n` permits | the head while permits last, head first (a large request is not starved by small ones behind it) |
 //!
+//! | count-down latch ([`Opened`]) | the latch to open | every waiter, once the count is zero |
+//!
 //! The queue is served with [`ReadWrite`] for the lock and the read-write
-//! lock alike (a lock waiter asks as a writer, [`Ask`]); the semaphores will
-//! plug in [`Permits`], unit-tested here already.
+//! lock alike (a lock waiter asks as a writer, [`Ask`]), with [`Permits`]
+//! for both kinds of semaphore and with [`Opened`] for a latch.
 
 /// A kind of object's grant policy.
 pub trait GrantPolicy {
@@ -80,38 +82,91 @@ impl GrantPolicy for ReadWrite {
     }
 }
 
-/// What one waiter of the shared queue asks for: the lock, or a read-write
-/// lock's read or write hold. The queue is served with [`ReadWrite`]: a
-/// lock waiter is a writer (it needs nobody holding), so a queue of lock
-/// waiters is served one at a time, head first, when the lock is free.
+/// What one waiter of the shared queue asks for: the lock, a read-write
+/// lock's read or write hold, permits of a semaphore, or a latch to open.
+/// A lock's queue is served with [`ReadWrite`]: a lock waiter is a writer
+/// (it needs nobody holding), so a queue of lock waiters is served one at
+/// a time, head first, when the lock is free.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Ask {
     Lock,
     Read,
     Write,
+    /// `n` permits of a semaphore; `leased`: with ids and a lease
+    /// (`LOCK.PERMITACQUIRE`).
+    Permits {
+        n: i64,
+        leased: bool,
+    },
+    /// A count-down latch to reach zero.
+    Latch,
 }
 
+/// The kinds of object a queue can be for: what its keys are and which
+/// policy serves it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// A lock or read-write lock: a hash ([`ReadWrite`]).
+    Lock,
+    /// A semaphore: a string and a sorted set ([`Permits`]).
+    Semaphore,
+    /// A count-down latch: a string ([`Opened`]).
+    Latch,
+}
+
+/// What asks of another kind than their queue's are seen as: nothing can
+/// be granted them (a key of one type cannot be another kind's).
+static UNGRANTABLE: i64 = i64::MAX;
+
 impl Ask {
-    /// How [`ReadWrite`] sees it.
+    /// How [`ReadWrite`] sees it (other kinds' asks: as writers, who are
+    /// then refused the lock, `handoff`).
     pub fn mode(&self) -> &'static Mode {
         match self {
-            Ask::Lock | Ask::Write => &Mode::Write,
             Ask::Read => &Mode::Read,
+            _ => &Mode::Write,
         }
     }
 
-    /// As `LOCK.INFO` names it.
+    /// How [`Permits`] sees it: how many permits.
+    pub fn permits(&self) -> &i64 {
+        match self {
+            Ask::Permits { n, .. } => n,
+            _ => &UNGRANTABLE,
+        }
+    }
+
+    /// How [`Opened`] sees it.
+    pub fn opening(&self) -> &bool {
+        match self {
+            Ask::Latch => &true,
+            _ => &false,
+        }
+    }
+
+    /// The kind of object it is asked of.
+    pub fn kind(self) -> Kind {
+        match self {
+            Ask::Lock | Ask::Read | Ask::Write => Kind::Lock,
+            Ask::Permits { .. } => Kind::Semaphore,
+            Ask::Latch => Kind::Latch,
+        }
+    }
+
+    /// As `LOCK.INFO` and `LOCK.SEMINFO` name it.
     pub fn name(self) -> &'static [u8] {
         match self {
             Ask::Lock => b"lock",
             Ask::Read => b"read",
             Ask::Write => b"write",
+            Ask::Permits { leased: false, .. } => b"permits",
+            Ask::Permits { leased: true, .. } => b"leased",
+            Ask::Latch => b"latch",
         }
     }
 }
 
 /// A semaphore: `Free` permits available, a waiter asks for `n`.
-#[cfg_attr(not(test), allow(dead_code))]
 pub struct Permits;
 
 impl GrantPolicy for Permits {
@@ -125,6 +180,20 @@ impl GrantPolicy for Permits {
         } else {
             false
         }
+    }
+}
+
+/// A count-down latch: `Free` is whether it is open (its count is zero);
+/// a waiter asks for it to be (`true`; a waiter of another kind, `false`,
+/// is never served).
+pub struct Opened;
+
+impl GrantPolicy for Opened {
+    type Ask = bool;
+    type Free = bool;
+
+    fn take(open: &mut bool, latch_waiter: &bool) -> bool {
+        *open && *latch_waiter
     }
 }
 
@@ -176,5 +245,18 @@ mod tests {
         assert_eq!(grant_run::<Permits>(2, &[3, 1, 1]), 0);
         assert_eq!(grant_run::<Permits>(3, &[3, 1]), 1);
         assert_eq!(grant_run::<Permits>(0, &[1]), 0);
+        let asks = [Ask::Permits { n: 1, leased: true }, Ask::Lock];
+        let wanted: Vec<i64> = asks.iter().map(|a| *a.permits()).collect();
+        assert_eq!(
+            grant_run::<Permits>(100, &wanted),
+            1,
+            "a waiter of another kind is never given permits"
+        );
+    }
+
+    #[test]
+    fn an_open_latch_lets_every_waiter_go_and_a_closed_one_none() {
+        assert_eq!(grant_run::<Opened>(true, &[true, true, true]), 3);
+        assert_eq!(grant_run::<Opened>(false, &[true, true]), 0);
     }
 }

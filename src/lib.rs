@@ -7,6 +7,9 @@
 //!   argument parser, its spec (flags, ACL categories, key spec, docs), and
 //!   what it does;
 //! * `lock_key.rs`: reading a lock hash and applying + replicating writes;
+//! * `rwlock.rs`, `semaphore.rs`, `latch.rs`: the same for the read-write
+//!   lock, the semaphores and the count-down latch; `rwlock_key.rs`,
+//!   `semaphore_key.rs`, `value_key.rs`: their keys;
 //! * `fencing.rs`: fencing tokens (why they never go backwards) and the
 //!   fence check, pure; `counter_key.rs`: their integer keys, read, written
 //!   and replicated;
@@ -44,6 +47,7 @@ mod fencing;
 mod ffi;
 mod grant_policy;
 mod handoff;
+mod latch;
 mod lock;
 mod lock_key;
 mod replica_sync;
@@ -51,7 +55,10 @@ mod replicas;
 mod replies;
 mod rwlock;
 mod rwlock_key;
+mod semaphore;
+mod semaphore_key;
 mod stats;
+mod value_key;
 mod wait_queue;
 
 /// The module's version as `MODULE LIST` shows it, from Cargo's:

@@ -46,7 +46,7 @@ impl<'a> LockKey<'a> {
         let key = Key::open(ctx, name, write);
         match key.kind() {
             KeyKind::Empty | KeyKind::Hash => Ok(LockKey { ctx, key }),
-            KeyKind::String | KeyKind::Other => Err(errors::WRONGTYPE),
+            KeyKind::String | KeyKind::SortedSet | KeyKind::Other => Err(errors::WRONGTYPE),
         }
     }
 

@@ -19,6 +19,10 @@ impl Counter {
         self.0.fetch_add(1, Ordering::Relaxed);
     }
 
+    pub fn add(&self, n: u64) {
+        self.0.fetch_add(n, Ordering::Relaxed);
+    }
+
     pub fn get(&self) -> u64 {
         self.0.load(Ordering::Relaxed)
     }
@@ -63,6 +67,18 @@ pub static SWAPDB_LOADS: Counter = Counter::new();
 pub static RW_READS_GRANTED: Counter = Counter::new();
 /// Write holds granted (fresh or re-entered, by command or hand-off).
 pub static RW_WRITES_GRANTED: Counter = Counter::new();
+
+/// Semaphore acquires that took permits (by command or hand-off; a
+/// `LOCK.PERMITACQUIRE` of n permits counts once).
+pub static PERMITS_ACQUIRED: Counter = Counter::new();
+/// Semaphore acquires that found too few permits free (or clients queued).
+pub static PERMITS_CONTENDED: Counter = Counter::new();
+/// Leased permits whose deadline passed, taken back by the module.
+pub static PERMITS_RECLAIMED: Counter = Counter::new();
+/// Latches that reached zero (by `LOCK.COUNTDOWN`, or deleted by someone).
+pub static LATCHES_OPENED: Counter = Counter::new();
+/// Latches whose `PX` expiry passed.
+pub static LATCHES_EXPIRED: Counter = Counter::new();
 
 /// Counts a read-write lock grant.
 pub fn count_rw_grant(mode: crate::rwlock::RwMode) {
@@ -134,8 +150,40 @@ impl Counted for bool {
     fn count(&self) {}
 }
 
+impl Counted for crate::semaphore::Took {
+    fn count(&self) {
+        match self.0 {
+            true => PERMITS_ACQUIRED.incr(),
+            false => PERMITS_CONTENDED.incr(),
+        }
+    }
+}
+
+/// A leased acquire: the ids granted, or none.
+impl Counted for Option<Vec<crate::semaphore::PermitId>> {
+    fn count(&self) {
+        match self {
+            Some(_) => PERMITS_ACQUIRED.incr(),
+            None => PERMITS_CONTENDED.incr(),
+        }
+    }
+}
+
+/// Leased permits reclaimed.
+impl Counted for usize {
+    fn count(&self) {
+        PERMITS_RECLAIMED.add(*self as u64);
+    }
+}
+
+/// A count or number of permits answered (`LOCK.SEMADD`, `LOCK.SEMRELEASE`,
+/// `LOCK.SEMDRAIN`, `LOCK.PERMITRELEASE`): not counted.
+impl Counted for i64 {
+    fn count(&self) {}
+}
+
 /// Every counter with its `INFO` field name, in display order.
-pub fn all() -> [(&'static str, &'static Counter); 17] {
+pub fn all() -> [(&'static str, &'static Counter); 22] {
     [
         ("acquired", &ACQUIRED),
         ("reentered", &REENTERED),
@@ -154,5 +202,10 @@ pub fn all() -> [(&'static str, &'static Counter); 17] {
         ("swapdb_loads", &SWAPDB_LOADS),
         ("rw_reads_granted", &RW_READS_GRANTED),
         ("rw_writes_granted", &RW_WRITES_GRANTED),
+        ("permits_acquired", &PERMITS_ACQUIRED),
+        ("permits_contended", &PERMITS_CONTENDED),
+        ("permits_reclaimed", &PERMITS_RECLAIMED),
+        ("latches_opened", &LATCHES_OPENED),
+        ("latches_expired", &LATCHES_EXPIRED),
     ]
 }

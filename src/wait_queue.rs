@@ -10,7 +10,11 @@
 //! * timed out or disconnected: removed by handle (`remove_client`);
 //! * the server became a replica: everything is drained (`drain_all`).
 //!
-//! An empty queue is dropped, so memory follows the number of live waiters.
+//! An empty queue is dropped, so memory follows the number of live waiters,
+//! unless it is **watched**: an object with a deadline of its own that must
+//! be acted on when nobody waits (a leased permit to reclaim, a latch to
+//! expire) keeps its queue, and so its one timer, until the deadline passed
+//! ([`WaitQueues::watch`]).
 //!
 //! Each queue also owns **at most one timer**: the next moment its lock must
 //! be looked at (the lease's deadline, "now" after someone deleted the key, or
@@ -27,7 +31,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::hash::Hash;
 
-use crate::grant_policy::{grant_run, Ask, GrantPolicy};
+use crate::grant_policy::{grant_run, Ask, GrantPolicy, Kind};
 use crate::replica_sync::SyncSpec;
 
 /// How long after a WAIT deadline the queue keeps waking up for a waiter
@@ -86,10 +90,20 @@ pub enum TimerPlan<T> {
     Start { stop: Option<T> },
 }
 
+/// Why a queue is kept without waiters: its object has a deadline to act on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Watch {
+    pub kind: Kind,
+    /// The object's own deadline, when it matters after the key is gone (a
+    /// latch's expiry: gone at or after it, the latch expired).
+    pub deadline: Option<i64>,
+}
+
 struct Queue<C, T> {
     waiters: VecDeque<Waiter<C>>,
     /// The one timer that will look at this lock next, if any.
     timer: Option<QueueTimer<T>>,
+    watch: Option<Watch>,
 }
 
 impl<C, T> Default for Queue<C, T> {
@@ -97,6 +111,7 @@ impl<C, T> Default for Queue<C, T> {
         Queue {
             waiters: VecDeque::new(),
             timer: None,
+            watch: None,
         }
     }
 }
@@ -128,9 +143,47 @@ impl<C: Copy + Eq + Hash, T: Copy> WaitQueues<C, T> {
     }
 
     pub fn has_waiters(&self, db: i32, key: &[u8]) -> bool {
+        self.queue(db, key).is_some_and(|q| !q.waiters.is_empty())
+    }
+
+    fn queue(&self, db: i32, key: &[u8]) -> Option<&Queue<C, T>> {
+        self.queues.get(&db).and_then(|keys| keys.get(key))
+    }
+
+    /// What kind of object a key's queue is for: its head waiter's, or its
+    /// watch's. `None`: no queue.
+    pub fn kind(&self, db: i32, key: &[u8]) -> Option<Kind> {
+        let queue = self.queue(db, key)?;
+        queue
+            .waiters
+            .front()
+            .map(|w| w.ask.kind())
+            .or(queue.watch.map(|w| w.kind))
+    }
+
+    /// The watch of a key's queue, if any.
+    pub fn watched(&self, db: i32, key: &[u8]) -> Option<Watch> {
+        self.queue(db, key).and_then(|q| q.watch)
+    }
+
+    /// Keeps a key's queue (and its timer) while nobody waits: its object
+    /// has a deadline to act on ([`Watch`]).
+    pub fn watch(&mut self, db: i32, key: &[u8], watch: Watch) {
         self.queues
-            .get(&db)
-            .is_some_and(|keys| keys.contains_key(key))
+            .entry(db)
+            .or_default()
+            .entry(key.to_vec())
+            .or_default()
+            .watch = Some(watch);
+    }
+
+    /// The object has no deadline to act on any more: its queue goes with
+    /// its last waiter.
+    pub fn unwatch(&mut self, db: i32, key: &[u8]) {
+        if let Some(queue) = self.queues.get_mut(&db).and_then(|keys| keys.get_mut(key)) {
+            queue.watch = None;
+        }
+        self.drop_if_empty(db, key);
     }
 
     /// Appends a waiter to the back of its key's queue.
@@ -298,7 +351,10 @@ impl<C: Copy + Eq + Hash, T: Copy> WaitQueues<C, T> {
 
     fn drop_if_empty(&mut self, db: i32, key: &[u8]) {
         if let Some(keys) = self.queues.get_mut(&db) {
-            if keys.get(key).is_some_and(|q| q.waiters.is_empty()) {
+            if keys
+                .get(key)
+                .is_some_and(|q| q.waiters.is_empty() && q.watch.is_none())
+            {
                 if let Some(timer) = keys.remove(key).and_then(|q| q.timer) {
                     self.orphaned_timers.push(timer.id);
                 }
@@ -341,6 +397,29 @@ mod tests {
         assert_eq!(order, (1..=10).collect::<Vec<_>>());
         assert_eq!(q.total(), 0);
         assert!(!q.has_waiters(0, b"k"));
+    }
+
+    #[test]
+    fn a_watched_queue_stays_without_waiters_until_unwatched() {
+        let mut q = Queues::default();
+        let watch = Watch {
+            kind: Kind::Latch,
+            deadline: Some(5),
+        };
+        q.watch(0, b"k", watch);
+        assert_eq!(q.kind(0, b"k"), Some(Kind::Latch));
+        assert!(!q.has_waiters(0, b"k"));
+        q.push(0, b"k", waiter(1));
+        assert_eq!(
+            q.kind(0, b"k"),
+            Some(Kind::Lock),
+            "the head waiter's kind first"
+        );
+        assert!(q.remove_client(1).is_some());
+        assert_eq!(q.watched(0, b"k"), Some(watch), "kept: still watched");
+        q.unwatch(0, b"k");
+        assert_eq!(q.kind(0, b"k"), None);
+        assert!(q.keys(None).is_empty());
     }
 
     #[test]

@@ -18,6 +18,11 @@ pub struct BlockedClient(NonNull<raw::RedisModuleBlockedClient>);
 pub enum Wake {
     /// It was handed the lock (with a fencing token if it asked for one).
     Granted { token: Option<i64> },
+    /// Reply this integer (a semaphore's permits granted: 1; a latch
+    /// opened: 1, expired: -1).
+    Integer(i64),
+    /// Reply this array of strings (leased permits' ids).
+    Strings(Vec<Vec<u8>>),
     /// The server became a replica: reply an error.
     Demoted,
     /// It cannot be granted the lock: reply this error.

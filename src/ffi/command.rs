@@ -44,6 +44,8 @@ pub struct ArgDoc {
     /// A leading token, e.g. `WAIT` for `WAIT timeout-ms`.
     pub token: Option<&'static CStr>,
     pub optional: bool,
+    /// It may be given more than once (`id [id ...]`).
+    pub multiple: bool,
 }
 
 impl ArgDoc {
@@ -53,7 +55,13 @@ impl ArgDoc {
             kind,
             token: None,
             optional: false,
+            multiple: false,
         }
+    }
+
+    pub const fn multiple(mut self) -> Self {
+        self.multiple = true;
+        self
     }
 
     pub const fn optional(mut self) -> Self {
@@ -268,11 +276,15 @@ fn describe(command: *mut raw::RedisModuleCommand, spec: &CommandSpec) -> Result
             token: arg.token.map_or(ptr::null(), CStr::as_ptr),
             summary: ptr::null(),
             since: ptr::null(),
-            flags: if arg.optional {
+            flags: (if arg.optional {
                 raw::REDISMODULE_CMD_ARG_OPTIONAL as c_int
             } else {
                 0
-            },
+            }) | (if arg.multiple {
+                raw::REDISMODULE_CMD_ARG_MULTIPLE as c_int
+            } else {
+                0
+            }),
             deprecated_since: ptr::null(),
             subargs: ptr::null_mut(),
             display_text: ptr::null(),

@@ -176,6 +176,7 @@ pub struct NotifyClass(pub(crate) c_int);
 impl NotifyClass {
     pub const GENERIC: NotifyClass = NotifyClass(raw::REDISMODULE_NOTIFY_GENERIC as c_int);
     pub const HASH: NotifyClass = NotifyClass(raw::REDISMODULE_NOTIFY_HASH as c_int);
+    pub const STRING: NotifyClass = NotifyClass(raw::REDISMODULE_NOTIFY_STRING as c_int);
     pub const EXPIRED: NotifyClass = NotifyClass(raw::REDISMODULE_NOTIFY_EXPIRED as c_int);
     pub const EVICTED: NotifyClass = NotifyClass(raw::REDISMODULE_NOTIFY_EVICTED as c_int);
 
@@ -464,6 +465,25 @@ impl<'a> Ctx<'a> {
         // SAFETY: the format "s" matches the one string.
         let status = unsafe {
             api!(RedisModule_Replicate)(self.as_ptr(), c"DEL".as_ptr(), c"s".as_ptr(), key.as_ptr())
+        };
+        self.replicated(status);
+    }
+
+    /// Propagates `cmd args...`: any command, for effects without a
+    /// dedicated helper above (`ZADD`, `ZREM`, `SET ... KEEPTTL`).
+    pub fn replicate_command(self, cmd: &CStr, args: &[RStr]) {
+        let argv: Vec<*mut raw::RedisModuleString> = args.iter().map(|a| a.as_ptr()).collect();
+        // SAFETY: the format "v" takes an array of strings and its length:
+        // `argv` holds `argv.len()` valid strings, alive during the call, to
+        // which Redis only takes references.
+        let status = unsafe {
+            api!(RedisModule_Replicate)(
+                self.as_ptr(),
+                cmd.as_ptr(),
+                c"v".as_ptr(),
+                argv.as_ptr(),
+                argv.len(),
+            )
         };
         self.replicated(status);
     }

@@ -16,6 +16,7 @@ pub enum KeyKind {
     Empty,
     Hash,
     String,
+    SortedSet,
     /// Any other type.
     Other,
 }
@@ -54,6 +55,7 @@ impl<'a> Key<'a> {
             raw::REDISMODULE_KEYTYPE_EMPTY => KeyKind::Empty,
             raw::REDISMODULE_KEYTYPE_HASH => KeyKind::Hash,
             raw::REDISMODULE_KEYTYPE_STRING => KeyKind::String,
+            raw::REDISMODULE_KEYTYPE_ZSET => KeyKind::SortedSet,
             _ => KeyKind::Other,
         }
     }
@@ -235,6 +237,79 @@ impl<'a> Key<'a> {
         // SAFETY: a non-null key this value keeps open (Redis refuses, with
         // ERR, one not opened for writing; an empty one is left as it is).
         unsafe { api!(RedisModule_DeleteKey)(self.ptr) };
+    }
+
+    /// Adds `member` with `score` to the sorted set (creating it), or
+    /// changes its score.
+    pub fn zset_add(&self, score: f64, member: RStr) {
+        if self.ptr.is_null() {
+            return; // opened for reading and missing: nothing can be written
+        }
+        // SAFETY: a non-null key this value keeps open (Redis refuses, with
+        // ERR, one opened only for reading or of another type); a valid
+        // member string Redis copies; no flags in or out.
+        unsafe { api!(RedisModule_ZsetAdd)(self.ptr, score, member.as_ptr(), ptr::null_mut()) };
+    }
+
+    /// Removes `member` from the sorted set (the key goes with its last
+    /// member). True if it was there.
+    pub fn zset_rem(&self, member: RStr) -> bool {
+        if self.kind() != KeyKind::SortedSet {
+            return false;
+        }
+        let mut deleted: c_int = 0;
+        // SAFETY: a sorted-set key this value keeps open for writing (Redis
+        // refuses, with ERR, one opened only for reading); a valid member
+        // string, only read; `deleted` outlives the call.
+        let status = unsafe { api!(RedisModule_ZsetRem)(self.ptr, member.as_ptr(), &mut deleted) };
+        status == OK && deleted != 0
+    }
+
+    /// The score of `member`, if the key is a sorted set holding it.
+    pub fn zset_score(&self, member: RStr) -> Option<f64> {
+        if self.kind() != KeyKind::SortedSet {
+            return None;
+        }
+        let mut score: f64 = 0.0;
+        // SAFETY: a sorted-set key this value keeps open; a valid member
+        // string, only read; `score` outlives the call.
+        let status = unsafe { api!(RedisModule_ZsetScore)(self.ptr, member.as_ptr(), &mut score) };
+        (status == OK).then_some(score)
+    }
+
+    /// The members with a score in `min..=max`, lowest first, at most
+    /// `limit` of them, each with its score.
+    pub fn zset_range_by_score(&self, min: f64, max: f64, limit: usize) -> Vec<(Vec<u8>, f64)> {
+        let mut out = Vec::new();
+        if self.kind() != KeyKind::SortedSet || limit == 0 {
+            return out;
+        }
+        // SAFETY: a sorted-set key this value keeps open; an inclusive range.
+        if unsafe { api!(RedisModule_ZsetFirstInScoreRange)(self.ptr, min, max, 0, 0) } != OK {
+            return out;
+        }
+        // SAFETY: the range started above, on this open key, walked while
+        // it has elements and stopped once below.
+        while out.len() < limit && unsafe { api!(RedisModule_ZsetRangeEndReached)(self.ptr) } == 0 {
+            let mut score: f64 = 0.0;
+            // SAFETY: the current element of the open range; Redis hands us
+            // a new string, freed right after its bytes are copied.
+            let member = unsafe { api!(RedisModule_ZsetRangeCurrentElement)(self.ptr, &mut score) };
+            // SAFETY: a string Redis just created for us (or NULL).
+            if let Some(member) = unsafe { RStr::from_raw(member) } {
+                out.push((member.as_bytes().to_vec(), score));
+                // SAFETY: the string made for us above, freed once, after
+                // its last use.
+                unsafe { api!(RedisModule_FreeString)(self.ctx.as_ptr(), member.as_ptr()) };
+            }
+            // SAFETY: the open range on this key.
+            if unsafe { api!(RedisModule_ZsetRangeNext)(self.ptr) } == 0 {
+                break;
+            }
+        }
+        // SAFETY: the range started above, stopped once.
+        unsafe { api!(RedisModule_ZsetRangeStop)(self.ptr) };
+        out
     }
 
     /// Every field and value of the hash, in hash order.

@@ -80,3 +80,12 @@ pub(crate) fn guarded(ctx: &Ctx, what: &str, body: impl FnOnce()) {
         ctx.log_warning(&format!("lock module: panic in {what}; ignored"));
     }
 }
+
+/// `N` random bytes from Redis's own generator (permit ids).
+pub fn random_bytes<const N: usize>() -> [u8; N] {
+    let mut bytes = [0u8; N];
+    // SAFETY: writes exactly `N` bytes into the buffer we own, which is
+    // alive during the call.
+    unsafe { api!(RedisModule_GetRandomBytes)(bytes.as_mut_ptr(), N) };
+    bytes
+}

@@ -20,13 +20,22 @@ impl WaitHandler for Waiting {
     fn reply(ctx: Ctx, wake: &Wake) {
         match wake {
             Wake::Granted { token } => replies::granted(ctx, *token),
+            Wake::Integer(value) => ctx.reply_integer(*value),
+            Wake::Strings(values) => {
+                ctx.reply_array(values.len());
+                for value in values {
+                    ctx.reply_bulk(value);
+                }
+            }
             Wake::Demoted => ctx.reply_error(errors::WAIT_ABORTED_DEMOTED.text()),
             Wake::Refused(refusal) => ctx.reply_error(refusal.text()),
         }
     }
 
-    /// The WAIT timeout passed: leave the queue, reply the holder's remaining
-    /// lease (with `TOKEN`, as the pair `[ttl, -1]`).
+    /// The WAIT timeout passed: leave the queue and reply as the command
+    /// replies when it cannot have what it asks for: for a lock, the
+    /// holder's remaining lease (with `TOKEN`, as the pair `[ttl, -1]`);
+    /// for permits `0` (leased: nil); for a latch `0`.
     fn timed_out(ctx: Ctx, client: BlockedClient, woken: Option<&Wake>) {
         if let Some(grant) = syncs(|t| t.remove_client(client)) {
             // Granted, but the WAIT timeout came before the replicas did.
@@ -46,9 +55,15 @@ impl WaitHandler for Waiting {
         };
         stats::WAITS_TIMED_OUT.incr();
         head_left(ctx, &key, &waiter);
-        let key = OwnedStr::new(&key);
-        let ttl = LockKey::open_read(ctx, key.borrow()).map_or(-2, |lock| lock.ttl_ms());
-        replies::busy(ctx, ttl, waiter.token);
+        match waiter.ask {
+            Ask::Permits { leased: true, .. } => ctx.reply_null(),
+            Ask::Permits { leased: false, .. } | Ask::Latch => ctx.reply_integer(0),
+            Ask::Lock | Ask::Read | Ask::Write => {
+                let key = OwnedStr::new(&key);
+                let ttl = LockKey::open_read(ctx, key.borrow()).map_or(-2, |lock| lock.ttl_ms());
+                replies::busy(ctx, ttl, waiter.token);
+            }
+        }
         blocking::unblock(client, None);
     }
 
@@ -68,10 +83,11 @@ impl WaitHandler for Waiting {
     }
 }
 
-/// A read-write lock's waiter left its queue: those behind it may be
-/// grantable now (readers behind a writer that gave up), so the queue's
-/// timer looks at the lock at once. (A lock's waiter leaving changes
-/// nothing for the others: the lock is still held.)
+/// A read-write lock's or a semaphore's waiter left its queue: those behind
+/// it may be grantable now (readers behind a writer that gave up, a small
+/// request behind a large one), so the queue's timer looks at the object at
+/// once. (A lock's waiter leaving changes nothing for the others: the lock
+/// is still held.)
 fn head_left(ctx: Ctx, key: &[u8], waiter: &Waiter<BlockedClient>) {
     if waiter.ask != Ask::Lock {
         look_at(ctx, ctx.selected_db(), key, ctx.now_ms());

@@ -16,8 +16,9 @@ use crate::{replica_sync, stats};
 struct Listener;
 
 impl KeyspaceListener for Listener {
-    /// Generic, expired and evicted events on any key: a lock with waiters
-    /// may have been deleted by someone else.
+    /// Generic, expired, evicted and string events on any key: a lock
+    /// with waiters may have been deleted by someone else, a semaphore
+    /// given permits.
     fn notified(ctx: Ctx, event: &[u8], key: RStr) {
         if waiting_clients() == 0 || event.starts_with(b"lock.") {
             return; // nobody waits, or our own announcement
@@ -72,9 +73,12 @@ impl ServerEventListener for Listener {
 
 /// Subscribes to the notifications and server events above.
 pub fn subscribe(ctx: Ctx) -> Result<(), String> {
+    // STRING: a semaphore's permits given back by someone else (a
+    // Redisson script's INCRBY, a SET) may serve its waiters.
     let classes = NotifyClass::GENERIC
         .or(NotifyClass::EXPIRED)
-        .or(NotifyClass::EVICTED);
+        .or(NotifyClass::EVICTED)
+        .or(NotifyClass::STRING);
     crate::ffi::events::subscribe_keyspace::<Listener>(ctx, classes)?;
     for kind in [
         ServerEventKind::Flush,

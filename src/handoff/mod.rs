@@ -51,13 +51,17 @@
 //! disconnect or demotion), which is what frees Redis's handle for it.
 //!
 //! Where things are: this file holds the queues and what happens when a
-//! lock frees ([`carry_out`], the hand-off); `timers.rs` the queues' timers
-//! and when writes are held back; `blocked.rs` what a blocked client is
-//! answered; `synced.rs` grants that wait for replicas; `listeners.rs`
-//! keyspace notifications and server events.
+//! lock frees ([`carry_out`], the hand-off); `semaphore.rs` and `latch.rs`
+//! the same for semaphores (permits freed, leases ending) and latches
+//! (opened, expired), over the same queues and timers; `timers.rs` the
+//! queues' timers and when writes are held back; `blocked.rs` what a
+//! blocked client is answered; `synced.rs` grants that wait for replicas;
+//! `listeners.rs` keyspace notifications and server events.
 
 mod blocked;
+pub mod latch;
 mod listeners;
+pub mod semaphore;
 mod synced;
 mod timers;
 
@@ -299,6 +303,12 @@ fn grant_waiter(ctx: Ctx, lock: &LockKey, waiter: Waiter<BlockedClient>) -> bool
         }
         Ask::Read => Some(RwMode::Read),
         Ask::Write => Some(RwMode::Write),
+        // A semaphore's or latch's waiter in a lock's queue (the key
+        // changed type while it waited): it can never be served here.
+        Ask::Permits { .. } | Ask::Latch => {
+            blocking::unblock(waiter.client, Some(Wake::Refused(errors::WRONGTYPE)));
+            return false;
+        }
     };
     if let Some(mode) = mode {
         let rw = RwLockKey::of(lock);

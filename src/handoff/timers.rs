@@ -4,9 +4,10 @@
 
 use std::cell::Cell;
 
-use super::{grant_next, queues, queues_then_stop_timers};
+use super::{grant_next, latch, queues, queues_then_stop_timers, semaphore};
 use crate::ffi::timer::{self, TimerJob};
 use crate::ffi::{Ctx, OwnedStr};
+use crate::grant_policy::Kind;
 use crate::lock_key::LockKey;
 use crate::replicas;
 use crate::wait_queue::{QueueTimer, TimerPlan};
@@ -134,11 +135,22 @@ pub fn writes_held_back(ctx: Ctx) -> bool {
     ctx.writes_paused() || replicas::too_few_good(ctx)
 }
 
-/// Outside a command: carries out [`next_step`] for the lock of `key` in `db`.
+/// Outside a command: carries out [`next_step`] for the object of `key` in
+/// `db`, whatever its kind: a lock or read-write lock here, a semaphore or
+/// latch in their files. The checks before opening the key (a master,
+/// writes not held back) are the same for every kind.
 pub(super) fn settle_key(ctx: Ctx, db: i32, key: &[u8]) {
-    let waiters = queues(|q| q.has_waiters(db, key));
-    let held_back = waiters && writes_held_back(ctx);
-    let step = |found| next_step(waiters, ctx.is_master(), held_back, ctx.now_ms(), found);
+    let kind = queues(|q| q.kind(db, key));
+    let held_back = kind.is_some() && writes_held_back(ctx);
+    let step = |found| {
+        next_step(
+            kind.is_some(),
+            ctx.is_master(),
+            held_back,
+            ctx.now_ms(),
+            found,
+        )
+    };
     match step(None) {
         Step::Nothing | Step::HandOn => {}
         Step::LookAgainAt(at) => look_at(ctx, db, key, at),
@@ -146,29 +158,38 @@ pub(super) fn settle_key(ctx: Ctx, db: i32, key: &[u8]) {
             if !ctx.select_db(db) {
                 return;
             }
-            let name = OwnedStr::new(key);
-            let Ok(lock) = LockKey::open_write(ctx, name.borrow()) else {
-                return;
-            };
-            if lock.exists() {
-                // A read-write lock held for reading may admit the readers
-                // at the head (the writer ahead of them left); for anything
-                // else held, the pass grants nothing.
-                grant_next(ctx, &lock, db);
-            }
-            let found = if lock.exists() {
-                Found::Held(lock.deadline_ms())
-            } else {
-                Found::Free
-            };
-            match step(Some(found)) {
-                Step::HandOn => {
-                    grant_next(ctx, &lock, db);
-                }
-                Step::LookAgainAt(at) => look_at(ctx, db, key, at),
-                Step::Nothing | Step::Open => {}
+            match kind {
+                Some(Kind::Semaphore) => semaphore::look(ctx, key),
+                Some(Kind::Latch) => latch::look(ctx, key),
+                Some(Kind::Lock) | None => settle_lock(ctx, db, key, step),
             }
         }
+    }
+}
+
+/// [`settle_key`] for a lock or read-write lock.
+fn settle_lock(ctx: Ctx, db: i32, key: &[u8], step: impl Fn(Option<Found>) -> Step) {
+    let name = OwnedStr::new(key);
+    let Ok(lock) = LockKey::open_write(ctx, name.borrow()) else {
+        return;
+    };
+    if lock.exists() {
+        // A read-write lock held for reading may admit the readers
+        // at the head (the writer ahead of them left); for anything
+        // else held, the pass grants nothing.
+        grant_next(ctx, &lock, db);
+    }
+    let found = if lock.exists() {
+        Found::Held(lock.deadline_ms())
+    } else {
+        Found::Free
+    };
+    match step(Some(found)) {
+        Step::HandOn => {
+            grant_next(ctx, &lock, db);
+        }
+        Step::LookAgainAt(at) => look_at(ctx, db, key, at),
+        Step::Nothing | Step::Open => {}
     }
 }
 

@@ -1,0 +1,354 @@
+//! Permits with a lease, on Redisson `RPermitExpirableSemaphore`'s layout:
+//! the string `key` holds the free permits, the sorted set `{key}:timeout`
+//! one member per permit taken (its id's 16 raw bytes) scored by its
+//! deadline on **the server's clock**. A permit whose deadline passes is
+//! taken back by the queue's timer at that moment and handed to the head
+//! of the queue (`handoff/semaphore.rs`): a holder that dies loses its
+//! permits after its lease, and the set holds only live permits.
+//!
+//! * `LOCK.PERMITACQUIRE key permits [LEASE lease-ms] [WAIT timeout-ms]`:
+//!   takes `permits` (at most 10000), each with a new id. Reply: the array
+//!   of ids (32 hex characters each), or nil when not taken (too few free,
+//!   clients queue, or `WAIT` timed out; FIFO as `LOCK.SEMACQUIRE`).
+//!   Without `LEASE` the permits never expire (Redisson's score for that).
+//! * `LOCK.PERMITRELEASE key id [id ...]`: gives the permits back; they go
+//!   to the head of the queue at once. Reply: how many. An id that is not
+//!   a live permit (unknown, released or expired) is an error naming it,
+//!   and nothing is released.
+//! * `LOCK.PERMITRENEW key id lease-ms`: the permit's deadline becomes
+//!   `lease-ms` from now (a watchdog's call). Reply: 1, or 0 when it is
+//!   not held (unknown, released or expired).
+//! * `LOCK.SEMINFO key`: a map: `available` (as `LOCK.SEMAVAILABLE`),
+//!   `ttl_ms`, `permits` (array of `[id, deadline-ms]`, -1 for never, at
+//!   most 1000, earliest first), `waiters` (array of maps `wants`
+//!   (`permits` or `leased`), `permits`, `waited_ms`, `timeout_ms`).
+//!
+//! Errors: wrong arity; bad `permits`, `lease-ms`, `WAIT`, id; `WRONGTYPE`;
+//! a value that is not an integer. Nothing changes.
+//!
+//! Effects (replicated): `SET key n KEEPTTL`, `ZADD {key}:timeout deadline
+//! id...` (and `PEXPIREAT {key}:timeout` when `key` has an expiry, as
+//! Redisson does), `ZREM {key}:timeout id...`.
+
+use crate::args::{self, Arg};
+use crate::commands::semaphore::{self as sem_cmd, open_settled, options, permits, WAIT};
+use crate::config;
+use crate::errors::{self, Refusal};
+use crate::ffi::command::{ArgDoc, ArgKind, Command, CommandResult, CommandSpec, KeyFlags};
+use crate::ffi::{Ctx, RStr};
+use crate::grant_policy::Ask;
+use crate::handoff::{
+    self,
+    semaphore::{carry_out_sem, lease_deadline, new_ids, wait},
+};
+use crate::semaphore::{self, id_hex, parse_id_hex, shown_deadline, PermitId};
+use crate::semaphore_key::SemaphoreKeys;
+
+/// The most permits one `LOCK.PERMITACQUIRE` takes (each is an id in the
+/// reply and a member of the set).
+pub const MAX_PERMITS_PER_CALL: i64 = 10_000;
+
+/// `LOCK.PERMITACQUIRE`, as registered.
+pub struct PermitAcquire;
+/// `LOCK.PERMITRELEASE`, as registered.
+pub struct PermitRelease;
+/// `LOCK.PERMITRENEW`, as registered.
+pub struct PermitRenew;
+/// `LOCK.SEMINFO`, as registered.
+pub struct SemInfo;
+
+const KEY: ArgDoc = ArgDoc::new(c"key", ArgKind::Key);
+const ID: ArgDoc = ArgDoc::new(c"id", ArgKind::String);
+
+/// `LOCK.PERMITACQUIRE key permits [LEASE lease-ms] [WAIT timeout-ms]`.
+#[derive(Debug, PartialEq, Eq)]
+pub struct AcquireArgs<A> {
+    pub key: A,
+    pub permits: i64,
+    /// 0: never expires.
+    pub lease_ms: i64,
+    pub wait_ms: Option<i64>,
+}
+
+impl<'a, A: Arg<'a>> AcquireArgs<A> {
+    pub fn parse(argv: &[A]) -> Result<Self, Refusal> {
+        let [_, key, raw, rest @ ..] = argv else {
+            return Err(args::arity_error(PermitAcquire::SPEC.name()));
+        };
+        let permits = permits(raw.bytes())?;
+        if permits > MAX_PERMITS_PER_CALL {
+            return Err(errors::TOO_MANY_PERMITS);
+        }
+        let [lease, wait] = options(rest, ["LEASE", "WAIT"], errors::SYNTAX_PERMIT_ACQUIRE)?;
+        Ok(AcquireArgs {
+            key: *key,
+            permits,
+            lease_ms: lease.map(args::lease_ms).transpose()?.unwrap_or(0),
+            wait_ms: wait.map(args::wait_timeout_ms).transpose()?,
+        })
+    }
+}
+
+/// `LOCK.PERMITRELEASE key id [id ...]`.
+pub fn parse_release<'a, A: Arg<'a>>(argv: &[A]) -> Result<(A, Vec<PermitId>), Refusal> {
+    match argv {
+        [_, key, ids @ ..] if !ids.is_empty() => Ok((
+            *key,
+            ids.iter()
+                .map(|id| parse_id_hex(id.bytes()))
+                .collect::<Result<_, _>>()?,
+        )),
+        _ => Err(args::arity_error(PermitRelease::SPEC.name())),
+    }
+}
+
+/// `LOCK.PERMITRENEW key id lease-ms`.
+pub fn parse_renew<'a, A: Arg<'a>>(argv: &[A]) -> Result<(A, PermitId, i64), Refusal> {
+    match argv {
+        [_, key, id, lease] => Ok((
+            *key,
+            parse_id_hex(id.bytes())?,
+            args::lease_ms(lease.bytes())?,
+        )),
+        _ => Err(args::arity_error(PermitRenew::SPEC.name())),
+    }
+}
+
+impl Command for PermitAcquire {
+    const SPEC: CommandSpec = CommandSpec {
+        name: c"lock.permitacquire",
+        flags: c"write deny-oom fast",
+        acl_categories: c"write fast",
+        key: KeyFlags::READ_UPDATE,
+        summary:
+            c"Takes permits with a lease (each with an id) of a fair semaphore, optionally waiting",
+        complexity: c"O(N log M) where N is the number of permits and M the permits taken",
+        arity: -3,
+        args: &[
+            KEY,
+            ArgDoc::new(c"permits", ArgKind::Integer),
+            ArgDoc::new(c"lease-ms", ArgKind::Integer)
+                .token(c"LEASE")
+                .optional(),
+            WAIT,
+        ],
+    };
+
+    fn run(ctx: Ctx, argv: &[RStr]) -> CommandResult {
+        let cmd = AcquireArgs::parse(argv)?;
+        let now = ctx.now_ms();
+        if cmd.lease_ms > 0 {
+            args::deadline(now, cmd.lease_ms, config::max_lease_ms())?;
+        }
+        if let Some(wait_ms) = cmd.wait_ms {
+            args::wait_fits(now, wait_ms)?;
+        }
+        let (sem, queued) = open_settled(ctx, cmd.key)?;
+        let deadline = lease_deadline(now, cmd.lease_ms);
+        let decision =
+            semaphore::acquire_leased(sem.value()?, new_ids(cmd.permits), deadline, queued);
+        match (carry_out_sem(ctx, &sem, decision), cmd.wait_ms) {
+            (Some(ids), _) => {
+                ctx.reply_array(ids.len());
+                for id in &ids {
+                    ctx.reply_bulk(&id_hex(id));
+                }
+            }
+            (None, Some(timeout_ms)) if ctx.can_block() => {
+                let ask = Ask::Permits {
+                    n: cmd.permits,
+                    leased: true,
+                };
+                wait(ctx, &sem, ask, cmd.lease_ms, timeout_ms);
+            }
+            (None, _) => ctx.reply_null(),
+        }
+        Ok(())
+    }
+}
+
+impl Command for PermitRelease {
+    const SPEC: CommandSpec = CommandSpec {
+        name: c"lock.permitrelease",
+        flags: c"write fast",
+        acl_categories: c"write fast",
+        key: KeyFlags::READ_UPDATE,
+        summary: c"Gives leased permits back by id; the first waiters are served at once",
+        complexity: c"O(N log M) where N is the number of ids and M the permits taken",
+        arity: -3,
+        args: &[KEY, ID.multiple()],
+    };
+
+    fn run(ctx: Ctx, argv: &[RStr]) -> CommandResult {
+        let (key, ids) = parse_release(argv)?;
+        let (sem, _) = open_settled(ctx, key)?;
+        let scores: Vec<Option<i64>> = ids.iter().map(|id| sem.deadline_of(id)).collect();
+        let decision = semaphore::release_leased(sem.value()?, &ids, &scores, ctx.now_ms())?;
+        let released = carry_out_sem(ctx, &sem, decision);
+        ctx.reply_integer(released);
+        Ok(())
+    }
+}
+
+impl Command for PermitRenew {
+    const SPEC: CommandSpec = CommandSpec {
+        name: c"lock.permitrenew",
+        flags: c"write fast",
+        acl_categories: c"write fast",
+        key: KeyFlags::UPDATE,
+        summary: c"Gives a leased permit a new lease (a watchdog's call)",
+        complexity: c"O(log N) where N is the number of permits taken",
+        arity: 4,
+        args: &[KEY, ID, ArgDoc::new(c"lease-ms", ArgKind::Integer)],
+    };
+
+    fn run(ctx: Ctx, argv: &[RStr]) -> CommandResult {
+        let (key, id, lease_ms) = parse_renew(argv)?;
+        let now = ctx.now_ms();
+        let deadline = args::deadline(now, lease_ms, config::max_lease_ms())?;
+        let (sem, _) = open_settled(ctx, key)?;
+        // Expired permits were just taken back: a permit still in the set
+        // is live.
+        let held = sem.deadline_of(&id).is_some();
+        if held {
+            sem.set_deadline(&id, deadline);
+            handoff::semaphore::deadlines_changed(ctx, &sem);
+        }
+        ctx.reply_integer(i64::from(held));
+        Ok(())
+    }
+}
+
+impl Command for SemInfo {
+    const SPEC: CommandSpec = CommandSpec {
+        name: c"lock.seminfo",
+        flags: c"readonly",
+        acl_categories: c"read",
+        key: KeyFlags::READ,
+        summary:
+            c"Shows a semaphore's free permits, leased permits with their deadlines, and waiters",
+        complexity: c"O(N) where N is the number of leased permits shown and waiters",
+        arity: 2,
+        args: &[KEY],
+    };
+
+    fn run(ctx: Ctx, argv: &[RStr]) -> CommandResult {
+        const SHOWN: usize = 1_000;
+        let cmd = args::KeyOnly::parse(SemInfo::SPEC.name(), argv)?;
+        let sem = SemaphoreKeys::open(ctx, cmd.key, false)?;
+        let available = sem_cmd::available(ctx, &sem)?;
+        let now = ctx.now_ms();
+        let permits: Vec<(Vec<u8>, i64)> = sem
+            .permits(SHOWN)
+            .into_iter()
+            .filter(|(_, at)| *at > now)
+            .collect();
+        let waiters = handoff::snapshot(ctx, cmd.key);
+        ctx.reply_map(4);
+        ctx.reply_simple(c"available");
+        ctx.reply_integer(available);
+        ctx.reply_simple(c"ttl_ms");
+        ctx.reply_integer(sem.ttl_ms());
+        ctx.reply_simple(c"permits");
+        ctx.reply_array(permits.len());
+        for (member, at) in &permits {
+            ctx.reply_array(2);
+            ctx.reply_bulk(&hex_member(member));
+            ctx.reply_integer(shown_deadline(*at));
+        }
+        ctx.reply_simple(c"waiters");
+        ctx.reply_array(waiters.len());
+        for waiter in &waiters {
+            ctx.reply_map(4);
+            ctx.reply_simple(c"wants");
+            ctx.reply_bulk(waiter.ask.name());
+            ctx.reply_simple(c"permits");
+            ctx.reply_integer(*waiter.ask.permits());
+            ctx.reply_simple(c"waited_ms");
+            ctx.reply_integer(waiter.waited_ms);
+            ctx.reply_simple(c"timeout_ms");
+            ctx.reply_integer(waiter.timeout_ms);
+        }
+        Ok(())
+    }
+}
+
+/// A member of the set as an id: hex of its 16 bytes (a member of another
+/// length, written by someone else, as hex of its bytes too).
+fn hex_member(member: &[u8]) -> Vec<u8> {
+    member
+        .chunks(16)
+        .flat_map(|chunk| {
+            let mut id = [0u8; 16];
+            id[..chunk.len()].copy_from_slice(chunk);
+            let mut hex = id_hex(&id);
+            hex.truncate(chunk.len() * 2);
+            hex
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::args::testing::{argv, assert_refused};
+
+    const ID: &str = "000102030405060708090a0b0c0d0e0f";
+
+    #[test]
+    fn acquire_takes_a_lease_and_a_wait_in_any_order() {
+        let cmd = AcquireArgs::parse(&argv(&[
+            "LOCK.PERMITACQUIRE",
+            "s",
+            "2",
+            "WAIT",
+            "5",
+            "LEASE",
+            "100",
+        ]))
+        .unwrap();
+        assert_eq!((cmd.permits, cmd.lease_ms, cmd.wait_ms), (2, 100, Some(5)));
+        let bare = AcquireArgs::parse(&argv(&["LOCK.PERMITACQUIRE", "s", "1"])).unwrap();
+        assert_eq!(bare.lease_ms, 0, "never expires");
+        assert_refused(
+            AcquireArgs::parse,
+            &[
+                (&["LOCK.PERMITACQUIRE", "s"], "'lock.permitacquire'"),
+                (&["LOCK.PERMITACQUIRE", "s", "0"], "permits"),
+                (&["LOCK.PERMITACQUIRE", "s", "10001"], "at most 10000"),
+                (&["LOCK.PERMITACQUIRE", "s", "1", "LEASE", "0"], "lease-ms"),
+                (&["LOCK.PERMITACQUIRE", "s", "1", "LEASE"], "syntax"),
+                (&["LOCK.PERMITACQUIRE", "s", "1", "TOKEN", "1"], "syntax"),
+            ],
+        );
+    }
+
+    #[test]
+    fn release_and_renew_take_hex_ids() {
+        let (_, ids) = parse_release(&argv(&["LOCK.PERMITRELEASE", "s", ID, ID])).unwrap();
+        assert_eq!(ids.len(), 2);
+        assert_eq!(ids[0][15], 15);
+        let (_, _, lease) = parse_renew(&argv(&["LOCK.PERMITRENEW", "s", ID, "50"])).unwrap();
+        assert_eq!(lease, 50);
+        assert_refused(
+            parse_release,
+            &[
+                (&["LOCK.PERMITRELEASE", "s"], "'lock.permitrelease'"),
+                (&["LOCK.PERMITRELEASE", "s", "xyz"], "permit id"),
+            ],
+        );
+        assert_refused(
+            parse_renew,
+            &[
+                (&["LOCK.PERMITRENEW", "s", ID], "'lock.permitrenew'"),
+                (&["LOCK.PERMITRENEW", "s", ID, "0"], "lease-ms"),
+            ],
+        );
+    }
+
+    #[test]
+    fn members_show_as_hex() {
+        assert_eq!(hex_member(&[0xab; 16]), b"ab".repeat(16));
+        assert_eq!(hex_member(b"\x01\x02"), b"0102".to_vec());
+    }
+}

@@ -1,0 +1,387 @@
+//! The semaphore's commands, on Redisson `RSemaphore`'s layout: the string
+//! `key` holds the available permits; every change is announced on
+//! `redisson_sc:{key}` with the new count (`semaphore.rs` decides,
+//! `handoff/semaphore.rs` carries out and serves the queue).
+//!
+//! * `LOCK.SEMSET key permits [PX ttl-ms]`: sets the permits when `key`
+//!   does not exist (`trySetPermits`). Reply: 1 set, 0 it exists.
+//! * `LOCK.SEMADD key delta`: adds `delta` (may be negative; a missing key
+//!   counts as 0). Reply: the new count.
+//! * `LOCK.SEMACQUIRE key permits [WAIT timeout-ms]`: takes `permits`.
+//!   Reply: 1 taken, 0 not (too few free, or clients queue). With `WAIT`
+//!   the client queues (FIFO, server-side) until it is given them (1) or
+//!   `timeout-ms` passes (0; 0 ms = forever). The head of the queue is
+//!   served first even when it wants more than a waiter behind it: large
+//!   requests are not starved.
+//! * `LOCK.SEMRELEASE key permits`: gives `permits` back; they go to the
+//!   head of the queue at once. Reply: the count after (before the queue
+//!   took its share).
+//! * `LOCK.SEMAVAILABLE key`: the permits free now, counting leased
+//!   permits whose deadline passed (read-only; 0 when missing).
+//! * `LOCK.SEMDRAIN key`: takes every free permit. Reply: how many.
+//!
+//! Leased permits (`commands/permit.rs`) share the value: every command
+//! here but `SEMAVAILABLE` first takes back those whose deadline passed.
+//!
+//! Errors: wrong arity; bad `permits` / `delta` / `ttl-ms` / `WAIT`;
+//! `WRONGTYPE` when `key` is not a string or `{key}:timeout` not a sorted
+//! set; a value that is not an integer; an overflow. Nothing changes.
+//!
+//! Effects (replicated): `SET key n KEEPTTL` (`SET key n PXAT at` for
+//! `SEMSET ... PX`), and for reclaimed permits `ZREM {key}:timeout id...`.
+
+use crate::args::{self, Arg};
+use crate::errors::{self, Refusal};
+use crate::ffi::command::{ArgDoc, ArgKind, Command, CommandResult, CommandSpec, KeyFlags};
+use crate::ffi::{Ctx, RStr};
+use crate::grant_policy::Ask;
+use crate::handoff::semaphore::{carry_out_sem, settle, wait};
+use crate::semaphore::{self, Took};
+use crate::semaphore_key::SemaphoreKeys;
+use crate::stats::Counted;
+
+/// `LOCK.SEMSET`, as registered.
+pub struct SemSet;
+/// `LOCK.SEMADD`, as registered.
+pub struct SemAdd;
+/// `LOCK.SEMACQUIRE`, as registered.
+pub struct SemAcquire;
+/// `LOCK.SEMRELEASE`, as registered.
+pub struct SemRelease;
+/// `LOCK.SEMAVAILABLE`, as registered.
+pub struct SemAvailable;
+/// `LOCK.SEMDRAIN`, as registered.
+pub struct SemDrain;
+
+const KEY: ArgDoc = ArgDoc::new(c"key", ArgKind::Key);
+const PERMITS: ArgDoc = ArgDoc::new(c"permits", ArgKind::Integer);
+pub const WAIT: ArgDoc = ArgDoc::new(c"timeout-ms", ArgKind::Integer)
+    .token(c"WAIT")
+    .optional();
+
+/// A count of permits to take or give: a positive integer.
+pub fn permits(raw: &[u8]) -> Result<i64, Refusal> {
+    match args::strict_i64(raw) {
+        Some(n) if n > 0 => Ok(n),
+        _ => Err(errors::PERMITS_NOT_POSITIVE),
+    }
+}
+
+/// The options after a command's fixed arguments: each of `names` at most
+/// once, each followed by its value; anything else is `syntax`.
+pub fn options<'a, A: Arg<'a>, const N: usize>(
+    rest: &[A],
+    names: [&str; N],
+    syntax: Refusal,
+) -> Result<[Option<&'a [u8]>; N], Refusal> {
+    let mut found = [None; N];
+    let mut i = 0;
+    while i < rest.len() {
+        let word = rest[i].bytes();
+        let slot = names
+            .iter()
+            .position(|name| word.eq_ignore_ascii_case(name.as_bytes()))
+            .ok_or_else(|| syntax.clone())?;
+        let value = rest.get(i + 1).ok_or_else(|| syntax.clone())?;
+        if found[slot].replace(value.bytes()).is_some() {
+            return Err(syntax);
+        }
+        i += 2;
+    }
+    Ok(found)
+}
+
+/// `LOCK.SEMSET key permits [PX ttl-ms]`.
+#[derive(Debug, PartialEq, Eq)]
+pub struct SetArgs<A> {
+    pub key: A,
+    pub count: i64,
+    pub ttl_ms: Option<i64>,
+}
+
+/// Parses `command key count [PX ttl-ms]` (`LOCK.SEMSET`, `LOCK.LATCHSET`),
+/// `count` checked by `count`.
+pub fn parse_set<'a, A: Arg<'a>>(
+    command: &str,
+    argv: &[A],
+    count: impl Fn(&[u8]) -> Result<i64, Refusal>,
+) -> Result<SetArgs<A>, Refusal> {
+    let [_, key, raw, rest @ ..] = argv else {
+        return Err(args::arity_error(command));
+    };
+    let count = count(raw.bytes())?;
+    let [px] = options(rest, ["PX"], errors::SYNTAX_SET_TTL)?;
+    let ttl_ms = px
+        .map(|raw| args::lease_ms(raw).map_err(|_| errors::TTL_NOT_POSITIVE))
+        .transpose()?;
+    Ok(SetArgs {
+        key: *key,
+        count,
+        ttl_ms,
+    })
+}
+
+/// `command key n` with `n` checked by `check`.
+fn parse_key_n<'a, A: Arg<'a>>(
+    command: &str,
+    argv: &[A],
+    check: impl Fn(&[u8]) -> Result<i64, Refusal>,
+) -> Result<(A, i64), Refusal> {
+    match argv {
+        [_, key, n] => Ok((*key, check(n.bytes())?)),
+        _ => Err(args::arity_error(command)),
+    }
+}
+
+/// `LOCK.SEMACQUIRE key permits [WAIT timeout-ms]`.
+#[derive(Debug, PartialEq, Eq)]
+pub struct AcquireArgs<A> {
+    pub key: A,
+    pub permits: i64,
+    pub wait_ms: Option<i64>,
+}
+
+impl<'a, A: Arg<'a>> AcquireArgs<A> {
+    pub fn parse(argv: &[A]) -> Result<Self, Refusal> {
+        let [_, key, raw, rest @ ..] = argv else {
+            return Err(args::arity_error(SemAcquire::SPEC.name()));
+        };
+        let permits = permits(raw.bytes())?;
+        let [wait] = options(rest, ["WAIT"], errors::SYNTAX_SEM_ACQUIRE)?;
+        let wait_ms = wait.map(args::wait_timeout_ms).transpose()?;
+        Ok(AcquireArgs {
+            key: *key,
+            permits,
+            wait_ms,
+        })
+    }
+}
+
+/// Opens the semaphore for a change and takes expired leased permits
+/// back; returns it and whether clients queue.
+pub fn open_settled<'a>(ctx: Ctx<'a>, key: RStr<'a>) -> Result<(SemaphoreKeys<'a>, bool), Refusal> {
+    let sem = SemaphoreKeys::open(ctx, key, true)?;
+    let queued = settle(ctx, &sem)?;
+    Ok((sem, queued))
+}
+
+/// Opens, settles, decides with `decide` and carries it out; replies the
+/// decision's integer.
+fn change<R: Counted + Into<i64>>(
+    ctx: Ctx,
+    key: RStr,
+    decide: impl FnOnce(Option<i64>) -> Result<semaphore::SemDecision<R>, Refusal>,
+) -> CommandResult {
+    let (sem, _) = open_settled(ctx, key)?;
+    let decision = decide(sem.value()?)?;
+    let reply = carry_out_sem(ctx, &sem, decision);
+    ctx.reply_integer(reply.into());
+    Ok(())
+}
+
+impl From<Took> for i64 {
+    fn from(took: Took) -> i64 {
+        i64::from(took.0)
+    }
+}
+
+impl Command for SemSet {
+    const SPEC: CommandSpec = CommandSpec {
+        name: c"lock.semset",
+        flags: c"write deny-oom fast",
+        acl_categories: c"write fast",
+        key: KeyFlags::READ_UPDATE,
+        summary: c"Sets a Redisson-compatible semaphore's permits if it does not exist",
+        complexity: c"O(1)",
+        arity: -3,
+        args: &[
+            KEY,
+            PERMITS,
+            ArgDoc::new(c"ttl-ms", ArgKind::Integer)
+                .token(c"PX")
+                .optional(),
+        ],
+    };
+
+    fn run(ctx: Ctx, argv: &[RStr]) -> CommandResult {
+        let cmd = parse_set(SemSet::SPEC.name(), argv, non_negative)?;
+        let expire_at = cmd.ttl_ms.map(|ttl| ctx.now_ms().saturating_add(ttl));
+        let (sem, _) = open_settled(ctx, cmd.key)?;
+        let decision = semaphore::set_permits(sem.value()?, cmd.count);
+        let created = decision.value.is_some();
+        if created && expire_at.is_some() {
+            sem.create_with_expiry(cmd.count, expire_at);
+        }
+        let set = carry_out_sem(ctx, &sem, decision);
+        ctx.reply_integer(i64::from(set));
+        Ok(())
+    }
+}
+
+/// Permits to set: a non-negative integer.
+fn non_negative(raw: &[u8]) -> Result<i64, Refusal> {
+    match args::strict_i64(raw) {
+        Some(n) if n >= 0 => Ok(n),
+        _ => Err(errors::PERMITS_NOT_NON_NEGATIVE),
+    }
+}
+
+impl Command for SemAdd {
+    const SPEC: CommandSpec = CommandSpec {
+        name: c"lock.semadd",
+        flags: c"write deny-oom fast",
+        acl_categories: c"write fast",
+        key: KeyFlags::READ_UPDATE,
+        summary: c"Adds permits to (or, negative, removes them from) a semaphore",
+        complexity: c"O(N) where N is the number of waiters served",
+        arity: 3,
+        args: &[KEY, ArgDoc::new(c"delta", ArgKind::Integer)],
+    };
+
+    fn run(ctx: Ctx, argv: &[RStr]) -> CommandResult {
+        let (key, delta) = parse_key_n(SemAdd::SPEC.name(), argv, |raw| {
+            args::strict_i64(raw).ok_or(errors::DELTA_NOT_INTEGER)
+        })?;
+        change(ctx, key, |value| semaphore::add_permits(value, delta))
+    }
+}
+
+impl Command for SemAcquire {
+    const SPEC: CommandSpec = CommandSpec {
+        name: c"lock.semacquire",
+        flags: c"write deny-oom fast",
+        acl_categories: c"write fast",
+        key: KeyFlags::READ_UPDATE,
+        summary: c"Takes permits of a fair, Redisson-compatible semaphore, optionally waiting",
+        complexity: c"O(1)",
+        arity: -3,
+        args: &[KEY, PERMITS, WAIT],
+    };
+
+    fn run(ctx: Ctx, argv: &[RStr]) -> CommandResult {
+        let cmd = AcquireArgs::parse(argv)?;
+        if let Some(wait_ms) = cmd.wait_ms {
+            args::wait_fits(ctx.now_ms(), wait_ms)?;
+        }
+        let (sem, queued) = open_settled(ctx, cmd.key)?;
+        let decision = semaphore::acquire(sem.value()?, cmd.permits, queued);
+        match (carry_out_sem(ctx, &sem, decision), cmd.wait_ms) {
+            (Took(true), _) => ctx.reply_integer(1),
+            (Took(false), Some(timeout_ms)) if ctx.can_block() => {
+                let ask = Ask::Permits {
+                    n: cmd.permits,
+                    leased: false,
+                };
+                wait(ctx, &sem, ask, 0, timeout_ms);
+            }
+            (Took(false), _) => ctx.reply_integer(0),
+        }
+        Ok(())
+    }
+}
+
+impl Command for SemRelease {
+    const SPEC: CommandSpec = CommandSpec {
+        name: c"lock.semrelease",
+        flags: c"write fast",
+        acl_categories: c"write fast",
+        key: KeyFlags::READ_UPDATE,
+        summary: c"Gives permits back to a semaphore; the first waiters are served at once",
+        complexity: c"O(N) where N is the number of waiters served",
+        arity: 3,
+        args: &[KEY, PERMITS],
+    };
+
+    fn run(ctx: Ctx, argv: &[RStr]) -> CommandResult {
+        let (key, n) = parse_key_n(SemRelease::SPEC.name(), argv, permits)?;
+        change(ctx, key, |value| semaphore::release(value, n))
+    }
+}
+
+impl Command for SemAvailable {
+    const SPEC: CommandSpec = CommandSpec {
+        name: c"lock.semavailable",
+        flags: c"readonly fast",
+        acl_categories: c"read fast",
+        key: KeyFlags::READ,
+        summary: c"Answers how many permits of a semaphore are free",
+        complexity: c"O(log N) where N is the number of leased permits",
+        arity: 2,
+        args: &[KEY],
+    };
+
+    fn run(ctx: Ctx, argv: &[RStr]) -> CommandResult {
+        let cmd = args::KeyOnly::parse(SemAvailable::SPEC.name(), argv)?;
+        let sem = SemaphoreKeys::open(ctx, cmd.key, false)?;
+        ctx.reply_integer(available(ctx, &sem)?);
+        Ok(())
+    }
+}
+
+/// The permits free now: the value, and leased permits whose deadline
+/// passed (taken back at the next change).
+pub fn available(ctx: Ctx, sem: &SemaphoreKeys) -> Result<i64, Refusal> {
+    let expired = i64::try_from(sem.expired(ctx.now_ms()).len()).unwrap_or(0);
+    Ok(sem.value()?.unwrap_or(0).saturating_add(expired))
+}
+
+impl Command for SemDrain {
+    const SPEC: CommandSpec = CommandSpec {
+        name: c"lock.semdrain",
+        flags: c"write fast",
+        acl_categories: c"write fast",
+        key: KeyFlags::READ_UPDATE,
+        summary: c"Takes every free permit of a semaphore",
+        complexity: c"O(1)",
+        arity: 2,
+        args: &[KEY],
+    };
+
+    fn run(ctx: Ctx, argv: &[RStr]) -> CommandResult {
+        let cmd = args::KeyOnly::parse(SemDrain::SPEC.name(), argv)?;
+        change(ctx, cmd.key, |value| Ok(semaphore::drain(value)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::args::testing::{argv, assert_refused};
+
+    #[test]
+    fn acquire_takes_permits_and_an_optional_wait() {
+        let cmd = AcquireArgs::parse(&argv(&["LOCK.SEMACQUIRE", "s", "2", "wait", "50"])).unwrap();
+        assert_eq!((cmd.permits, cmd.wait_ms), (2, Some(50)));
+        assert_refused(
+            AcquireArgs::parse,
+            &[
+                (&["LOCK.SEMACQUIRE", "s"], "'lock.semacquire'"),
+                (&["LOCK.SEMACQUIRE", "s", "0"], "permits"),
+                (&["LOCK.SEMACQUIRE", "s", "-1"], "permits"),
+                (&["LOCK.SEMACQUIRE", "s", "1", "WAIT"], "syntax"),
+                (
+                    &["LOCK.SEMACQUIRE", "s", "1", "WAIT", "1", "WAIT", "1"],
+                    "syntax",
+                ),
+                (&["LOCK.SEMACQUIRE", "s", "1", "LEASE", "1"], "syntax"),
+                (&["LOCK.SEMACQUIRE", "s", "1", "WAIT", "-1"], "WAIT"),
+            ],
+        );
+    }
+
+    #[test]
+    fn set_takes_a_count_and_an_optional_ttl() {
+        let parse = |a: &[&'static [u8]]| parse_set("lock.semset", a, non_negative);
+        let cmd = parse(&argv(&["LOCK.SEMSET", "s", "0", "PX", "100"])).unwrap();
+        assert_eq!((cmd.count, cmd.ttl_ms), (0, Some(100)));
+        assert_refused(
+            parse,
+            &[
+                (&["LOCK.SEMSET", "s"], "'lock.semset'"),
+                (&["LOCK.SEMSET", "s", "-1"], "permits"),
+                (&["LOCK.SEMSET", "s", "1", "PX", "0"], "PX ttl-ms"),
+                (&["LOCK.SEMSET", "s", "1", "EX", "5"], "syntax"),
+            ],
+        );
+    }
+}
