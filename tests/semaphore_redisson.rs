@@ -473,6 +473,89 @@ fn expired_redisson_permits_are_reclaimed_by_module_commands() {
     assert_eq!(script_permit_available(&mut con, p), 2);
 }
 
+/// A waiter queued behind permits Redisson's script leased (the module
+/// did not write them) gets one at its deadline: the module's timer must
+/// be armed from the leases' scores, not only from the permits it granted.
+#[test]
+fn a_waiter_gets_a_redisson_leased_permit_at_its_deadline() {
+    let _alone = alone();
+    let server = Server::start();
+    let mut con = server.connection();
+    for (i, waiter_cmd) in [
+        &["LOCK.SEMACQUIRE", "", "1", "WAIT", "5000"][..],
+        &[
+            "LOCK.PERMITACQUIRE",
+            "",
+            "1",
+            "LEASE",
+            "5000",
+            "WAIT",
+            "5000",
+        ][..],
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let p = format!("permit-redisson-deadline-{i}");
+        assert_eq!(script_sem_try_set(&mut con, &p, 1), 1);
+        let PermitTry::Taken(ids) = script_permit_try_acquire(&mut con, &p, 1, Some(300)) else {
+            panic!("Redisson takes a free permit")
+        };
+        let deadline = score(&mut con, &p, &ids[0]).expect("leased");
+        let mut args = waiter_cmd.to_vec();
+        args[1] = &p;
+        let mut waiter = queued(&server, "LOCK.SEMINFO", &p, &args);
+        let reply = waiter.try_read();
+        let at = now_ms();
+        assert!(
+            matches!(reply, Some(Resp::Int(1)) | Some(Resp::Array(_))),
+            "{}: the waiter gets the expired permit, got {reply:?}",
+            args.join(" ")
+        );
+        assert!(
+            at - deadline < 200,
+            "{}: granted {} ms after the Redisson lease's deadline",
+            args.join(" "),
+            at - deadline
+        );
+    }
+}
+
+/// A waiter whose WAIT runs out while an expired Redisson permit is still
+/// in the leases: it is answered (the permit, or nil with nothing taken),
+/// never left without a reply while its permit is taken.
+#[test]
+fn a_wait_timeout_over_an_expired_redisson_permit_is_answered() {
+    let server = Server::start();
+    let mut con = server.connection();
+    let p = "permit-redisson-timeout";
+    assert_eq!(script_sem_try_set(&mut con, p, 1), 1);
+    let PermitTry::Taken(_) = script_permit_try_acquire(&mut con, p, 1, Some(300)) else {
+        panic!("Redisson takes a free permit")
+    };
+    // Queued before the Redisson permit expires; its WAIT ends after that.
+    let mut waiter = queued(
+        &server,
+        "LOCK.SEMINFO",
+        p,
+        &["LOCK.PERMITACQUIRE", p, "1", "WAIT", "1000"],
+    );
+    let started = Instant::now();
+    let reply = waiter.try_read();
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "answered by the WAIT timeout at the latest"
+    );
+    match reply {
+        Some(Resp::Array(ids)) => {
+            assert_eq!(ids.len(), 1);
+            assert_eq!(get(&mut con, p), Some(0));
+        }
+        Some(Resp::Nil) => assert_eq!(cmd::<i64>(&mut con, &["LOCK.SEMAVAILABLE", p]), 1),
+        other => panic!("no reply within the WAIT (the permit is taken meanwhile): {other:?}"),
+    }
+}
+
 #[test]
 fn permit_ids_must_be_32_hex_characters() {
     let server = Server::start();
