@@ -395,17 +395,33 @@ fn redisson_update_lease_on_a_module_permit_is_kept() {
         cmd::<i64>(&mut con, &["LOCK.PERMITRENEW", p, &ids[0], "1000"]),
         1
     );
+}
 
-    // And the other way: Redisson shortens a lease; the module reclaims at
-    // the new deadline.
+/// Redisson's updateLeaseTime shortens a module permit's lease: the module
+/// reclaims it at the new deadline (its timer must follow the score).
+#[test]
+#[ignore = "module bug on 21ae998: reclaimed at the old deadline (60 s here), not the new one"]
+fn redisson_shortened_lease_is_reclaimed_at_the_new_deadline() {
+    let _alone = alone();
+    let server = Server::start();
+    let mut con = server.connection();
+    let p = "permit-lease-shortened";
+    assert_eq!(cmd::<i64>(&mut con, &["LOCK.SEMSET", p, "1"]), 1);
+    let ids = permit_acquire(&mut con, p, 1, Some(60_000)).expect("a free permit");
     assert_eq!(
-        script_permit_update_lease(&mut con, p, &ids[0], Some(200)),
+        script_permit_update_lease(&mut con, p, &ids[0], Some(300)),
         1
     );
+    let deadline = score(&mut con, p, &ids[0]).expect("held");
     poll_until(
         Duration::from_secs(3),
         "the permit is reclaimed by the module alone",
         || get(&mut con, p) == Some(1),
+    );
+    let late = now_ms() - deadline;
+    assert!(
+        late < 200,
+        "reclaimed {late} ms after Redisson's new deadline"
     );
     assert_eq!(zcard(&mut con, &permit_timeouts(p)), 0);
 }
@@ -435,6 +451,8 @@ fn module_renew_of_a_redisson_permit() {
     );
 }
 
+/// Redisson's expired permits (the module never saw them granted) are
+/// reclaimed by the module's permit commands before they act.
 #[test]
 fn expired_redisson_permits_are_reclaimed_by_module_commands() {
     let server = Server::start();
@@ -445,20 +463,27 @@ fn expired_redisson_permits_are_reclaimed_by_module_commands() {
         panic!("Redisson takes two free permits")
     };
     std::thread::sleep(Duration::from_millis(250));
-    // Nothing of the module's ran on this key: the permits may still be in
-    // the set. Any permit command reclaims them first.
-    assert_eq!(cmd::<i64>(&mut con, &["LOCK.SEMAVAILABLE", p]), 2);
-    assert_eq!(zcard(&mut con, &permit_timeouts(p)), 0);
     expect_err(
         try_cmd(&mut con, &["LOCK.PERMITRELEASE", p, &ids[0]]),
         "ERR",
         "is not held",
         "an expired Redisson permit",
     );
+    assert_eq!(zcard(&mut con, &permit_timeouts(p)), 0, "reclaimed first");
+    assert_eq!(get(&mut con, p), Some(2));
     assert_eq!(
         cmd::<i64>(&mut con, &["LOCK.PERMITRENEW", p, &ids[1], "1000"]),
         0
     );
+
+    // A plain semaphore acquire on the value reclaims too.
+    let PermitTry::Taken(_) = script_permit_try_acquire(&mut con, p, 2, Some(100)) else {
+        panic!("Redisson takes two free permits")
+    };
+    std::thread::sleep(Duration::from_millis(250));
+    assert_eq!(cmd::<i64>(&mut con, &["LOCK.SEMACQUIRE", p, "2"]), 1);
+    assert_eq!(zcard(&mut con, &permit_timeouts(p)), 0);
+    assert_eq!(cmd::<i64>(&mut con, &["LOCK.SEMRELEASE", p, "2"]), 2);
 
     // And the module's own expired permit, reclaimed by its timer, is gone
     // for Redisson too.
@@ -473,10 +498,41 @@ fn expired_redisson_permits_are_reclaimed_by_module_commands() {
     assert_eq!(script_permit_available(&mut con, p), 2);
 }
 
+/// The spec: `LOCK.SEMAVAILABLE` "reclaims expired leased permits first":
+/// the reclaim is written, as Redisson's availablePermits script does, so
+/// Redisson's GET (RSemaphore.availablePermits) agrees.
+#[test]
+#[ignore = "module bug on 21ae998: LOCK.SEMAVAILABLE answers as if reclaimed but writes nothing"]
+fn semavailable_writes_the_reclaim() {
+    let server = Server::start();
+    let mut con = server.connection();
+    let p = "permit-semavailable-reclaims";
+    let mut sub = Subscriber::new(&server, &[sem_channel(p).as_bytes()]);
+    assert_eq!(script_sem_try_set(&mut con, p, 2), 1);
+    let PermitTry::Taken(_) = script_permit_try_acquire(&mut con, p, 2, Some(100)) else {
+        panic!("Redisson takes two free permits")
+    };
+    std::thread::sleep(Duration::from_millis(250));
+    sub.drain(&mut con);
+    assert_eq!(cmd::<i64>(&mut con, &["LOCK.SEMAVAILABLE", p]), 2);
+    assert_eq!(get(&mut con, p), Some(2), "the value is written");
+    assert_eq!(
+        zcard(&mut con, &permit_timeouts(p)),
+        0,
+        "the leases are removed"
+    );
+    assert_eq!(
+        show(&sub.drain(&mut con)),
+        vec![(sem_channel(p), "2".to_string())],
+        "the count is published, as Redisson's reclaim does"
+    );
+}
+
 /// A waiter queued behind permits Redisson's script leased (the module
 /// did not write them) gets one at its deadline: the module's timer must
 /// be armed from the leases' scores, not only from the permits it granted.
 #[test]
+#[ignore = "module bug on 21ae998: no timer at a Redisson lease's deadline; granted only at the WAIT timeout"]
 fn a_waiter_gets_a_redisson_leased_permit_at_its_deadline() {
     let _alone = alone();
     let server = Server::start();
@@ -525,6 +581,7 @@ fn a_waiter_gets_a_redisson_leased_permit_at_its_deadline() {
 /// in the leases: it is answered (the permit, or nil with nothing taken),
 /// never left without a reply while its permit is taken.
 #[test]
+#[ignore = "module bug on 21ae998 (Redis 7.0.15 only): the permit is taken at the WAIT timeout, no reply is sent"]
 fn a_wait_timeout_over_an_expired_redisson_permit_is_answered() {
     let server = Server::start();
     let mut con = server.connection();
