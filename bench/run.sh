@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the lock contention benchmark in its own virtualenv (.cache/bench-venv),
 # creating it and installing bench/requirements.txt when needed, then the
-# read-write lock's mixed-load benchmark (bench/rw_bench.py) and the client
+# read-write lock's mixed-load benchmark (bench/rw_bench.py), the semaphore
+# benchmark (bench/sem_bench.py) and the client
 # library's overhead benchmark (client/examples/overhead.rs). Arguments
 # go to bench/lock_bench.py, e.g.:
 #   bench/run.sh --contenders redisson,redis-py --clients 8 --seconds 3
@@ -54,6 +55,12 @@ esac
 mkdir -p .cache/bench
 # shellcheck disable=SC2086
 "$venv/bin/python" bench/rw_bench.py ${RW_BENCH_ARGS:-} | tee .cache/bench/rwlock.md
+
+# Semaphores: 32 clients on 4 permits and a dead permit holder, the module
+# against Redisson's RSemaphore / RPermitExpirableSemaphore protocols
+# (bench/sem_bench.py; SEM_BENCH_ARGS passes options, e.g. "--seconds 5").
+# shellcheck disable=SC2086
+"$venv/bin/python" bench/sem_bench.py ${SEM_BENCH_ARGS:-} | tee .cache/bench/semaphore.md
 
 # The Rust client library's overhead over raw LOCK.* commands, measured side
 # by side in one run against a server of its own (client/examples/overhead.rs).

@@ -3,7 +3,11 @@
 # acquire script (tryLockInnerAsync) through EVALSHA; and with a fencing
 # token: LOCK.ACQUIRE ... TOKEN vs Redisson RFencedLock's script; and the
 # read-write lock: LOCK.RACQUIRE / LOCK.WACQUIRE vs Redisson's read and write
-# lock scripts.
+# lock scripts; and semaphores: acquire + release with LOCK.SEMACQUIRE /
+# LOCK.SEMRELEASE and LOCK.PERMITACQUIRE ... LEASE / LOCK.PERMITRELEASE vs
+# Redisson's RSemaphore and RPermitExpirableSemaphore scripts
+# (scripts/bench-acquire-sem.py, same server, BENCH_N pairs, BENCH_REPEAT
+# runs; it prints module / Redisson for both pairs, the issue's target 0.5x).
 #
 # Starts a fresh server with the module on a free loopback port (no
 # persistence), drives each command with redis-benchmark (same N, key space
@@ -199,3 +203,8 @@ for scenario in "${scenarios[@]}"; do
     }'
   unset usecs rpss keys
 done
+
+# Semaphores and permits: acquire + release pairs, pipelined in batches, in
+# the same server (scripts/bench-acquire-sem.py: plain python3).
+cli FLUSHALL >/dev/null
+python3 scripts/bench-acquire-sem.py "$port" "$n" "$repeat"
