@@ -17,7 +17,7 @@ use crate::errors::{self, Refusal};
 use crate::ffi::key::{Key, KeyKind};
 use crate::ffi::{Ctx, OwnedStr, RStr};
 use crate::rwlock_key::hold_prefix;
-use crate::semaphore::{parse_value, PermitId, SemDecision, NON_EXPIRING};
+use crate::semaphore::{parse_value, PermitId, SemDecision};
 use crate::value_key::ValueKey;
 
 /// The most expired permits one reclaim takes (a set filled by someone
@@ -50,27 +50,43 @@ pub fn semaphores_of_permits_key(key: &[u8]) -> Vec<&[u8]> {
     names
 }
 
-/// A semaphore's keys, opened by a command or the queue.
+/// The names of a semaphore's two keys. The set's name is made, not given:
+/// whoever opens the keys holds this for as long as they are open.
+pub struct SemaphoreNames<'a> {
+    value: RStr<'a>,
+    permits: OwnedStr,
+}
+
+impl<'a> SemaphoreNames<'a> {
+    pub fn of(name: RStr<'a>) -> SemaphoreNames<'a> {
+        SemaphoreNames {
+            value: name,
+            permits: OwnedStr::new(&permits_key_name(name.as_bytes())),
+        }
+    }
+}
+
+/// A semaphore's keys, opened by a command or the queue: one handle each
+/// for the whole call (Redis keeps a handle valid when the set it holds is
+/// emptied and deleted, and a later write recreates it).
 pub struct SemaphoreKeys<'a> {
     value: ValueKey<'a>,
-    permits_name: OwnedStr,
-    write: bool,
+    permits: Key<'a>,
 }
 
 impl<'a> SemaphoreKeys<'a> {
-    /// Opens `name`'s keys. Refuses either key holding another type.
-    pub fn open(ctx: Ctx<'a>, name: RStr<'a>, write: bool) -> Result<SemaphoreKeys<'a>, Refusal> {
-        let value = ValueKey::open(ctx, name, write)?;
-        let keys = SemaphoreKeys {
-            value,
-            permits_name: OwnedStr::new(&permits_key_name(name.as_bytes())),
-            write,
-        };
-        keys.with_permits(|set| match set.kind() {
-            KeyKind::Empty | KeyKind::SortedSet => Ok(()),
+    /// Opens the keys of `names`. Refuses either key holding another type.
+    pub fn open(
+        ctx: Ctx<'a>,
+        names: &'a SemaphoreNames<'a>,
+        write: bool,
+    ) -> Result<SemaphoreKeys<'a>, Refusal> {
+        let value = ValueKey::open(ctx, names.value, write)?;
+        let permits = Key::open(ctx, names.permits.borrow(), write);
+        match permits.kind() {
+            KeyKind::Empty | KeyKind::SortedSet => Ok(SemaphoreKeys { value, permits }),
             _ => Err(errors::WRONGTYPE),
-        })?;
-        Ok(keys)
+        }
     }
 
     pub fn name(&self) -> RStr<'a> {
@@ -97,57 +113,59 @@ impl<'a> SemaphoreKeys<'a> {
         self.value.ttl_ms()
     }
 
-    fn with_permits<T>(&self, f: impl FnOnce(&Key) -> T) -> T {
-        let set = Key::open(self.ctx(), self.permits_name.borrow(), self.write);
-        f(&set)
+    fn permits_name(&self) -> RStr<'a> {
+        self.permits.name()
+    }
+
+    /// Whether no leased permit is held.
+    pub fn no_leases(&self) -> bool {
+        self.permits.kind() == KeyKind::Empty
     }
 
     /// Leased permits whose deadline is `now` or earlier, at most
     /// [`RECLAIM_BATCH`].
     pub fn expired(&self, now: i64) -> Vec<Vec<u8>> {
-        self.with_permits(|set| {
-            set.zset_range_by_score(f64::NEG_INFINITY, now as f64, RECLAIM_BATCH)
-                .into_iter()
-                .map(|(member, _)| member)
-                .collect()
-        })
+        self.permits
+            .zset_range_by_score(f64::NEG_INFINITY, now as f64, RECLAIM_BATCH)
+            .into_iter()
+            .map(|(member, _)| member)
+            .collect()
     }
 
-    /// The earliest deadline of a leased permit that expires.
-    pub fn next_deadline(&self) -> Option<i64> {
-        self.with_permits(|set| {
-            set.zset_range_by_score(f64::NEG_INFINITY, (NON_EXPIRING - 1) as f64, 1)
-                .first()
-                .map(|(_, score)| *score as i64)
-        })
+    /// The earliest deadline in the set (the never-expiring score when only
+    /// such permits are left); `None` when no permit is leased.
+    pub fn earliest_deadline(&self) -> Option<i64> {
+        self.permits
+            .zset_range_by_score(f64::NEG_INFINITY, f64::INFINITY, 1)
+            .first()
+            .map(|(_, score)| *score as i64)
     }
 
     /// The deadline of permit `id`, if it is in the set.
     pub fn deadline_of(&self, id: &PermitId) -> Option<i64> {
         let member = OwnedStr::new(id);
-        self.with_permits(|set| set.zset_score(member.borrow()).map(|s| s as i64))
+        self.permits.zset_score(member.borrow()).map(|s| s as i64)
     }
 
     /// Every leased permit with its deadline, lowest first, at most `limit`.
     pub fn permits(&self, limit: usize) -> Vec<(Vec<u8>, i64)> {
-        self.with_permits(|set| {
-            set.zset_range_by_score(f64::NEG_INFINITY, f64::INFINITY, limit)
-                .into_iter()
-                .map(|(member, score)| (member, score as i64))
-                .collect()
-        })
+        self.permits
+            .zset_range_by_score(f64::NEG_INFINITY, f64::INFINITY, limit)
+            .into_iter()
+            .map(|(member, score)| (member, score as i64))
+            .collect()
     }
 
     /// Gives permit `id` the deadline `at` (it is in the set).
     pub fn set_deadline(&self, id: &PermitId, at: i64) {
         let member = OwnedStr::new(id);
         let score = OwnedStr::from_i64(at);
-        self.with_permits(|set| set.zset_add(at as f64, member.borrow()));
+        self.permits.zset_add(at as f64, member.borrow());
         self.ctx().replicate_command(
             c"ZADD",
-            &[self.permits_name.borrow(), score.borrow(), member.borrow()],
+            &[self.permits_name(), score.borrow(), member.borrow()],
         );
-        self.ctx().signal_modified(self.permits_name.borrow());
+        self.ctx().signal_modified(self.permits_name());
     }
 
     /// Carries out `decision`'s writes on the keys, replicating each.
@@ -157,40 +175,35 @@ impl<'a> SemaphoreKeys<'a> {
         }
         if !decision.remove.is_empty() {
             let members: Vec<OwnedStr> = decision.remove.iter().map(|m| OwnedStr::new(m)).collect();
-            self.with_permits(|set| {
-                for member in &members {
-                    set.zset_rem(member.borrow());
-                }
-            });
-            let mut args = vec![self.permits_name.borrow()];
+            for member in &members {
+                self.permits.zset_rem(member.borrow());
+            }
+            let mut args = vec![self.permits_name()];
             args.extend(members.iter().map(OwnedStr::borrow));
             self.ctx().replicate_command(c"ZREM", &args);
         }
         if !decision.add.is_empty() {
-            let mut args = vec![self.permits_name.borrow()];
+            let mut args = vec![self.permits_name()];
             let added: Vec<(OwnedStr, OwnedStr)> = decision
                 .add
                 .iter()
                 .map(|(id, at)| (OwnedStr::from_i64(*at), OwnedStr::new(id)))
                 .collect();
-            self.with_permits(|set| {
-                for ((_, member), (_, at)) in added.iter().zip(&decision.add) {
-                    set.zset_add(*at as f64, member.borrow());
-                }
-            });
+            for ((_, member), (_, at)) in added.iter().zip(&decision.add) {
+                self.permits.zset_add(*at as f64, member.borrow());
+            }
             for (score, member) in &added {
                 args.push(score.borrow());
                 args.push(member.borrow());
             }
             self.ctx().replicate_command(c"ZADD", &args);
             if let Some(at) = self.value.deadline_ms() {
-                self.with_permits(|set| set.set_abs_expire_ms(at));
-                self.ctx()
-                    .replicate_pexpireat(self.permits_name.borrow(), at);
+                self.permits.set_abs_expire_ms(at);
+                self.ctx().replicate_pexpireat(self.permits_name(), at);
             }
         }
         if !decision.remove.is_empty() || !decision.add.is_empty() {
-            self.ctx().signal_modified(self.permits_name.borrow());
+            self.ctx().signal_modified(self.permits_name());
         }
     }
 }

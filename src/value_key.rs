@@ -12,6 +12,11 @@ use crate::errors::{self, Refusal};
 use crate::ffi::key::{Key, KeyKind};
 use crate::ffi::{Ctx, OwnedStr, RStr};
 
+thread_local! {
+    // Made once: every change of a semaphore replicates it.
+    static KEEPTTL: OwnedStr = OwnedStr::new(b"KEEPTTL");
+}
+
 /// An open string key (or no key); closed on drop.
 pub struct ValueKey<'a> {
     ctx: Ctx<'a>,
@@ -60,14 +65,14 @@ impl<'a> ValueKey<'a> {
 
     /// Writes `value`, keeping the key's expiry (a new key has none).
     pub fn set_keep_ttl(&self, value: i64) {
-        let text = value.to_string();
-        if !self.key.string_overwrite(text.as_bytes()) {
-            self.key.string_set(OwnedStr::new(text.as_bytes()).borrow());
+        let value = OwnedStr::from_i64(value);
+        if !self.key.string_overwrite(value.borrow().as_bytes()) {
+            self.key.string_set(value.borrow());
         }
-        let value = OwnedStr::new(text.as_bytes());
-        let keepttl = OwnedStr::new(b"KEEPTTL");
-        self.ctx
-            .replicate_command(c"SET", &[self.name(), value.borrow(), keepttl.borrow()]);
+        KEEPTTL.with(|keepttl| {
+            let args = [self.name(), value.borrow(), keepttl.borrow()];
+            self.ctx.replicate_command(c"SET", &args);
+        });
         self.ctx.signal_modified(self.name());
     }
 

@@ -183,12 +183,17 @@ impl<C: Copy + Eq + Hash, T: Copy> WaitQueues<C, T> {
     /// Keeps a key's queue (and its timer) while nobody waits: its object
     /// has a deadline to act on ([`Watch`]).
     pub fn watch(&mut self, db: i32, key: &[u8], watch: Watch) {
-        self.queues
-            .entry(db)
-            .or_default()
-            .entry(key.to_vec())
-            .or_default()
-            .watch = Some(watch);
+        let keys = self.queues.entry(db).or_default();
+        match keys.get_mut(key) {
+            Some(queue) => queue.watch = Some(watch),
+            None => {
+                let queue = Queue {
+                    watch: Some(watch),
+                    ..Queue::default()
+                };
+                keys.insert(key.to_vec(), queue);
+            }
+        }
     }
 
     /// The object has no deadline to act on any more: its queue goes with

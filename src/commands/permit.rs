@@ -42,7 +42,7 @@ use crate::handoff::{
     semaphore::{carry_out_sem, lease_deadline, new_ids, wait},
 };
 use crate::semaphore::{self, id_hex, parse_id_hex, shown_deadline, PermitId};
-use crate::semaphore_key::SemaphoreKeys;
+use crate::semaphore_key::{SemaphoreKeys, SemaphoreNames};
 
 /// `LOCK.PERMITACQUIRE`, as registered.
 pub struct PermitAcquire;
@@ -110,7 +110,8 @@ impl Command for PermitAcquire {
         if let Some(wait_ms) = cmd.wait_ms {
             args::wait_fits(now, wait_ms)?;
         }
-        let (sem, queued) = open_settled(ctx, cmd.key)?;
+        let names = SemaphoreNames::of(cmd.key);
+        let (sem, queued) = open_settled(ctx, &names)?;
         let deadline = lease_deadline(now, cmd.lease_ms);
         let decision =
             semaphore::acquire_leased(sem.value()?, new_ids(cmd.permits), deadline, queued);
@@ -148,7 +149,8 @@ impl Command for PermitRelease {
 
     fn run(ctx: Ctx, argv: &[RStr]) -> CommandResult {
         let (key, ids) = parse_release(argv)?;
-        let (sem, _) = open_settled(ctx, key)?;
+        let names = SemaphoreNames::of(key);
+        let (sem, _) = open_settled(ctx, &names)?;
         let scores: Vec<Option<i64>> = ids.iter().map(|id| sem.deadline_of(id)).collect();
         let decision = semaphore::release_leased(sem.value()?, &ids, &scores, ctx.now_ms())?;
         let released = carry_out_sem(ctx, &sem, decision);
@@ -173,7 +175,8 @@ impl Command for PermitRenew {
         let (key, id, lease_ms) = parse_renew(argv)?;
         let now = ctx.now_ms();
         let deadline = args::deadline(now, lease_ms, config::max_lease_ms())?;
-        let (sem, _) = open_settled(ctx, key)?;
+        let names = SemaphoreNames::of(key);
+        let (sem, _) = open_settled(ctx, &names)?;
         // Expired permits were just taken back: a permit still in the set
         // is live.
         let held = sem.deadline_of(&id).is_some();
@@ -202,7 +205,8 @@ impl Command for SemInfo {
     fn run(ctx: Ctx, argv: &[RStr]) -> CommandResult {
         const SHOWN: usize = 1_000;
         let cmd = args::KeyOnly::parse(SemInfo::SPEC.name(), argv)?;
-        let sem = SemaphoreKeys::open(ctx, cmd.key, false)?;
+        let names = SemaphoreNames::of(cmd.key);
+        let sem = SemaphoreKeys::open(ctx, &names, false)?;
         let available = sem_cmd::available(ctx, &sem)?;
         let now = ctx.now_ms();
         let permits: Vec<(Vec<u8>, i64)> = sem

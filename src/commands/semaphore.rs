@@ -37,7 +37,7 @@ use crate::ffi::{Ctx, RStr};
 use crate::grant_policy::Ask;
 use crate::handoff::semaphore::{carry_out_sem, settle, wait};
 use crate::semaphore::{self, Took};
-use crate::semaphore_key::SemaphoreKeys;
+use crate::semaphore_key::{SemaphoreKeys, SemaphoreNames};
 use crate::stats::Counted;
 
 /// `LOCK.SEMSET`, as registered.
@@ -188,8 +188,11 @@ impl<'a, A: Arg<'a>> AcquireArgs<A> {
 
 /// Opens the semaphore for a change and takes expired leased permits
 /// back; returns it and whether clients queue.
-pub fn open_settled<'a>(ctx: Ctx<'a>, key: RStr<'a>) -> Result<(SemaphoreKeys<'a>, bool), Refusal> {
-    let sem = SemaphoreKeys::open(ctx, key, true)?;
+pub fn open_settled<'a>(
+    ctx: Ctx<'a>,
+    names: &'a SemaphoreNames<'a>,
+) -> Result<(SemaphoreKeys<'a>, bool), Refusal> {
+    let sem = SemaphoreKeys::open(ctx, names, true)?;
     let queued = settle(ctx, &sem)?;
     Ok((sem, queued))
 }
@@ -201,7 +204,8 @@ fn change<R: Counted + Into<i64>>(
     key: RStr,
     decide: impl FnOnce(Option<i64>) -> Result<semaphore::SemDecision<R>, Refusal>,
 ) -> CommandResult {
-    let (sem, _) = open_settled(ctx, key)?;
+    let names = SemaphoreNames::of(key);
+    let (sem, _) = open_settled(ctx, &names)?;
     let decision = decide(sem.value()?)?;
     let reply = carry_out_sem(ctx, &sem, decision);
     ctx.reply_integer(reply.into());
@@ -235,7 +239,8 @@ impl Command for SemSet {
     fn run(ctx: Ctx, argv: &[RStr]) -> CommandResult {
         let cmd = parse_set(SemSet::SPEC.name(), argv, non_negative)?;
         let expire_at = cmd.ttl_ms.map(|ttl| ctx.now_ms().saturating_add(ttl));
-        let (sem, _) = open_settled(ctx, cmd.key)?;
+        let names = SemaphoreNames::of(cmd.key);
+        let (sem, _) = open_settled(ctx, &names)?;
         let decision = semaphore::set_permits(sem.value()?, cmd.count);
         let created = decision.value.is_some();
         if created && expire_at.is_some() {
@@ -292,7 +297,8 @@ impl Command for SemAcquire {
         if let Some(wait_ms) = cmd.wait_ms {
             args::wait_fits(ctx.now_ms(), wait_ms)?;
         }
-        let (sem, queued) = open_settled(ctx, cmd.key)?;
+        let names = SemaphoreNames::of(cmd.key);
+        let (sem, queued) = open_settled(ctx, &names)?;
         let decision = semaphore::acquire(sem.value()?, cmd.permits, queued);
         match (carry_out_sem(ctx, &sem, decision), cmd.wait_ms) {
             (Took(true), _) => ctx.reply_integer(1),
@@ -341,7 +347,8 @@ impl Command for SemAvailable {
 
     fn run(ctx: Ctx, argv: &[RStr]) -> CommandResult {
         let cmd = args::KeyOnly::parse(SemAvailable::SPEC.name(), argv)?;
-        let sem = SemaphoreKeys::open(ctx, cmd.key, false)?;
+        let names = SemaphoreNames::of(cmd.key);
+        let sem = SemaphoreKeys::open(ctx, &names, false)?;
         ctx.reply_integer(available(ctx, &sem)?);
         Ok(())
     }

@@ -19,6 +19,8 @@
 //! `min-replicas-to-write`): the timer checks that before it gets here
 //! (`timers.rs`).
 
+use std::cell::RefCell;
+
 use super::timers::watch_until;
 use super::{queues, queues_then_stop_timers, wait_in_queue, waiting_clients, Wants};
 use crate::errors::{self, Refusal};
@@ -26,8 +28,8 @@ use crate::events;
 use crate::ffi::blocking::{self, BlockedClient, Wake};
 use crate::ffi::{random_bytes, Ctx, OwnedStr};
 use crate::grant_policy::{Ask, Kind, Permits};
-use crate::semaphore::{self, id_hex, PermitId, SemDecision, Took, NON_EXPIRING};
-use crate::semaphore_key::SemaphoreKeys;
+use crate::semaphore::{self, id_hex, IdSource, PermitId, SemDecision, Took, NON_EXPIRING};
+use crate::semaphore_key::{SemaphoreKeys, SemaphoreNames};
 use crate::stats::{self, Counted};
 use crate::wait_queue::{Waiter, Watch};
 
@@ -50,8 +52,15 @@ pub fn carry_out_sem<R: Counted>(ctx: Ctx, sem: &SemaphoreKeys, decision: SemDec
             events::publish_permits(ctx, sem.name(), value.unwrap_or(0));
         }
     }
-    if !decision.add.is_empty() || !decision.remove.is_empty() {
-        watch_deadlines(ctx, sem);
+    // The timer follows the earliest deadline: one just leased may be it;
+    // the last lease given back leaves nothing to watch. (A lease given back
+    // that was the earliest leaves the timer early: it finds nothing to take
+    // back and aims at the next.)
+    let leased = decision.add.iter().map(|(_, at)| *at).min();
+    if let Some(at) = leased.filter(|at| *at < NON_EXPIRING) {
+        watch_from(ctx, sem, Some(at));
+    } else if !decision.remove.is_empty() && sem.no_leases() {
+        watch_from(ctx, sem, None);
     }
     decision.reply
 }
@@ -62,14 +71,16 @@ pub fn carry_out_sem<R: Counted>(ctx: Ctx, sem: &SemaphoreKeys, decision: SemDec
 /// Returns whether clients still queue, so that a newcomer queues behind
 /// them.
 pub fn settle(ctx: Ctx, sem: &SemaphoreKeys) -> Result<bool, Refusal> {
-    let expired = sem.expired(ctx.now_ms());
-    if !expired.is_empty() {
-        let decision = semaphore::reclaim(sem.value()?, expired)?;
+    let now = ctx.now_ms();
+    let mut earliest = sem.earliest_deadline();
+    if earliest.is_some_and(|at| at <= now) {
+        let decision = semaphore::reclaim(sem.value()?, sem.expired(now))?;
         carry_out_sem(ctx, sem, decision);
+        earliest = sem.earliest_deadline();
     }
     // Permits leased by someone else (Redisson's script) have deadlines too:
     // the timer follows the earliest, whoever wrote it.
-    watch_deadlines(ctx, sem);
+    watch_from(ctx, sem, earliest.filter(|at| *at < NON_EXPIRING));
     if waiting_clients() == 0 {
         return Ok(false);
     }
@@ -154,9 +165,17 @@ fn refuse(client: BlockedClient, refusal: Refusal) -> bool {
     false
 }
 
+thread_local! {
+    // Seeded on first use, from Redis's own random bytes.
+    static IDS: RefCell<IdSource> = RefCell::new(IdSource::new(random_bytes::<32>()));
+}
+
 /// `n` new permit ids.
 pub fn new_ids(n: i64) -> Vec<PermitId> {
-    (0..n).map(|_| random_bytes::<16>()).collect()
+    IDS.with(|ids| {
+        let mut ids = ids.borrow_mut();
+        (0..n).map(|_| ids.next_id()).collect()
+    })
 }
 
 /// A leased permit's deadline: `lease_ms` from `now`; 0 = never.
@@ -171,19 +190,20 @@ pub fn lease_deadline(now: i64, lease_ms: i64) -> i64 {
 /// A permit's lease changed (`LOCK.PERMITRENEW`): the timer follows the
 /// earliest deadline.
 pub fn deadlines_changed(ctx: Ctx, sem: &SemaphoreKeys) {
-    watch_deadlines(ctx, sem);
+    let earliest = sem.earliest_deadline();
+    watch_from(ctx, sem, earliest.filter(|at| *at < NON_EXPIRING));
 }
 
-/// Aims the queue's timer at the earliest deadline of `sem`'s leased
-/// permits, keeping the queue for it while nobody waits; with no deadline
-/// left, the queue goes with its last waiter.
-fn watch_deadlines(ctx: Ctx, sem: &SemaphoreKeys) {
+/// Aims the queue's timer at `at`, a lease's deadline, keeping the queue
+/// for it while nobody waits; with `None`, stops watching, and the queue
+/// goes with its last waiter.
+fn watch_from(ctx: Ctx, sem: &SemaphoreKeys, at: Option<i64>) {
     let watch = Watch {
         kind: Kind::Semaphore,
         deadline: None,
     };
     let (db, key) = (ctx.selected_db(), sem.name().as_bytes());
-    watch_until(ctx, db, key, sem.next_deadline().map(|at| (watch, at)));
+    watch_until(ctx, db, key, at.map(|at| (watch, at)));
 }
 
 /// The queue's timer fired for the semaphore `key` of the selected `db`
@@ -191,7 +211,8 @@ fn watch_deadlines(ctx: Ctx, sem: &SemaphoreKeys) {
 /// queue, and aims the timer at the next deadline.
 pub(super) fn look(ctx: Ctx, key: &[u8]) {
     let name = OwnedStr::new(key);
-    let Ok(sem) = SemaphoreKeys::open(ctx, name.borrow(), true) else {
+    let names = SemaphoreNames::of(name.borrow());
+    let Ok(sem) = SemaphoreKeys::open(ctx, &names, true) else {
         // Another type now: nothing to reclaim; waiters time out.
         queues_then_stop_timers(ctx, |q| q.unwatch(ctx.selected_db(), key));
         return;

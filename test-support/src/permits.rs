@@ -20,7 +20,8 @@ pub fn permits_key(name: &str) -> String {
     }
 }
 
-/// A permit id (32 hex characters) as the 16 bytes stored in the set.
+/// A permit id (32 hex characters) as the 16 bytes stored in the set (and
+/// sent by Redisson's scripts: `ByteBufUtil.decodeHexDump`).
 pub fn id_bytes(id: &str) -> Vec<u8> {
     assert_eq!(id.len(), 32, "a permit id is 32 hex characters: {id}");
     (0..16)

@@ -4,6 +4,7 @@
 //! tested against; and the calls Redisson makes with them (keys, arguments,
 //! channel, message), the one copy every test uses.
 
+use crate::permits::id_bytes;
 use redis::{ConnectionLike, ToRedisArgs, Value};
 
 use crate::pubsub::unlock_channel;
@@ -170,14 +171,6 @@ pub fn latch_channel(name: &str) -> String {
 /// A permit id as Redisson shows it: 32 lowercase hex chars of 16 bytes.
 pub fn hex_id(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// The 16 raw bytes of a 32-hex permit id (`ByteBufUtil.decodeHexDump`).
-pub fn id_bytes(hex: &str) -> Vec<u8> {
-    assert_eq!(hex.len(), 32, "a permit id is 32 hex chars: {hex:?}");
-    (0..16)
-        .map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).expect("hex permit id"))
-        .collect()
 }
 
 /// A new random permit id (hex), as `ServiceManager.generateId()` makes one.
