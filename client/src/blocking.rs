@@ -20,12 +20,12 @@
 //! # Ok(()) }
 //! ```
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::runtime::Runtime;
 
-use crate::acquire::{Ask, Wait};
 use crate::error::{LockError, Result};
 use crate::holds::Lost;
 use crate::options::Options;
@@ -48,7 +48,7 @@ impl std::fmt::Debug for LockClient {
 impl LockClient {
     /// A client for a single server, with default [`Options`].
     pub fn new(client: redis::Client) -> Result<LockClient> {
-        LockClient::with_options(client, Options::default())
+        LockClient::build(|| crate::LockClient::new(client))
     }
 
     /// As [`LockClient::new`], with `options`.
@@ -59,7 +59,7 @@ impl LockClient {
     /// A client for a Redis Cluster, with default [`Options`]: see
     /// [`crate::LockClient::cluster`].
     pub fn cluster(client: redis::cluster::ClusterClient) -> Result<LockClient> {
-        LockClient::cluster_with_options(client, Options::default())
+        LockClient::build(|| crate::LockClient::cluster(client))
     }
 
     /// As [`LockClient::cluster`], with `options`.
@@ -135,29 +135,28 @@ impl LockClient {
         }
     }
 
-    fn acquire(
+    /// The async client acting as the calling thread's owner (or the
+    /// explicit one): the blocking forms run its methods of the same name.
+    fn as_thread(&self) -> crate::LockClient {
+        self.inner.as_owner(self.owner())
+    }
+
+    /// Blocks on an async form that waits without end, and wraps its guard.
+    fn held(&self, taking: impl Future<Output = Result<crate::LockGuard>>) -> Result<LockGuard> {
+        Ok(self.guard(self.runtime.block_on(taking)?))
+    }
+
+    /// Blocks on an async `try_` form, and wraps the guard it may return.
+    fn held_if(
         &self,
-        kind: LockKind,
-        name: &str,
-        lease: Option<Duration>,
-        wait: Wait,
-        fenced: bool,
+        trying: impl Future<Output = Result<Option<crate::LockGuard>>>,
     ) -> Result<Option<LockGuard>> {
-        let ask = Ask {
-            kind,
-            name: name.to_string(),
-            owner: self.owner(),
-            lease,
-            wait,
-            fenced,
-        };
-        let got = self.runtime.block_on(self.inner.acquire_as(ask))?;
-        Ok(got.map(|g| self.guard(g)))
+        Ok(self.runtime.block_on(trying)?.map(|g| self.guard(g)))
     }
 
     /// [`crate::LockClient::lock`]: waits as long as it takes; watchdog on.
     pub fn lock(&self, name: &str) -> Result<LockGuard> {
-        self.lock_with(LockKind::Lock, name, false)
+        self.held(self.as_thread().lock(name))
     }
 
     /// [`crate::LockClient::try_lock`]: waits at most `wait`; no watchdog
@@ -168,31 +167,31 @@ impl LockClient {
         wait: Duration,
         lease: Option<Duration>,
     ) -> Result<Option<LockGuard>> {
-        self.acquire(LockKind::Lock, name, lease, Wait::from(wait), false)
+        self.held_if(self.as_thread().try_lock(name, wait, lease))
     }
 
     /// [`crate::LockClient::lock_fenced`]: the guard carries a fencing token.
     pub fn lock_fenced(&self, name: &str) -> Result<LockGuard> {
-        self.lock_with(LockKind::Lock, name, true)
+        self.held(self.as_thread().lock_fenced(name))
     }
 
     /// [`crate::LockClient::read_lock`]: a read hold of a read-write lock;
     /// waits as long as it takes; watchdog on.
     pub fn read_lock(&self, name: &str) -> Result<LockGuard> {
-        self.lock_with(LockKind::Read, name, false)
+        self.held(self.as_thread().read_lock(name))
     }
 
     /// [`crate::LockClient::write_lock`]: the write hold of a read-write
     /// lock; waits as long as it takes; watchdog on.
     /// [`LockError::UpgradeRefused`] when this owner holds it for reading.
     pub fn write_lock(&self, name: &str) -> Result<LockGuard> {
-        self.lock_with(LockKind::Write, name, false)
+        self.held(self.as_thread().write_lock(name))
     }
 
     /// [`crate::LockClient::write_lock_fenced`]: a write hold whose guard
     /// carries a fencing token.
     pub fn write_lock_fenced(&self, name: &str) -> Result<LockGuard> {
-        self.lock_with(LockKind::Write, name, true)
+        self.held(self.as_thread().write_lock_fenced(name))
     }
 
     /// [`crate::LockClient::try_read_lock`]: waits at most `wait`; no
@@ -203,7 +202,7 @@ impl LockClient {
         wait: Duration,
         lease: Option<Duration>,
     ) -> Result<Option<LockGuard>> {
-        self.acquire(LockKind::Read, name, lease, Wait::from(wait), false)
+        self.held_if(self.as_thread().try_read_lock(name, wait, lease))
     }
 
     /// [`crate::LockClient::try_write_lock`]: waits at most `wait`; no
@@ -214,7 +213,7 @@ impl LockClient {
         wait: Duration,
         lease: Option<Duration>,
     ) -> Result<Option<LockGuard>> {
-        self.acquire(LockKind::Write, name, lease, Wait::from(wait), false)
+        self.held_if(self.as_thread().try_write_lock(name, wait, lease))
     }
 
     /// [`crate::LockClient::try_write_lock_fenced`]: [`LockClient::try_write_lock`]
@@ -225,13 +224,7 @@ impl LockClient {
         wait: Duration,
         lease: Option<Duration>,
     ) -> Result<Option<LockGuard>> {
-        self.acquire(LockKind::Write, name, lease, Wait::from(wait), true)
-    }
-
-    /// The waiting forms: no lease, no end to the wait.
-    fn lock_with(&self, kind: LockKind, name: &str, fenced: bool) -> Result<LockGuard> {
-        self.acquire(kind, name, None, Wait::Forever, fenced)?
-            .ok_or_else(|| LockError::Protocol("a wait without end ended without the lock".into()))
+        self.held_if(self.as_thread().try_write_lock_fenced(name, wait, lease))
     }
 
     /// [`crate::LockClient::try_lock_fenced`]: [`LockClient::try_lock`]
@@ -242,7 +235,7 @@ impl LockClient {
         wait: Duration,
         lease: Option<Duration>,
     ) -> Result<Option<LockGuard>> {
-        self.acquire(LockKind::Lock, name, lease, Wait::from(wait), true)
+        self.held_if(self.as_thread().try_lock_fenced(name, wait, lease))
     }
 
     /// Whether anyone holds the lock.
