@@ -20,12 +20,12 @@
 //! # Ok(()) }
 //! ```
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::runtime::Runtime;
 
-use crate::acquire::{Ask, Wait};
 use crate::error::{LockError, Result};
 use crate::holds::Lost;
 use crate::options::Options;
@@ -48,7 +48,7 @@ impl std::fmt::Debug for LockClient {
 impl LockClient {
     /// A client for a single server, with default [`Options`].
     pub fn new(client: redis::Client) -> Result<LockClient> {
-        LockClient::with_options(client, Options::default())
+        LockClient::build(|| crate::LockClient::new(client))
     }
 
     /// As [`LockClient::new`], with `options`.
@@ -59,7 +59,7 @@ impl LockClient {
     /// A client for a Redis Cluster, with default [`Options`]: see
     /// [`crate::LockClient::cluster`].
     pub fn cluster(client: redis::cluster::ClusterClient) -> Result<LockClient> {
-        LockClient::cluster_with_options(client, Options::default())
+        LockClient::build(|| crate::LockClient::cluster(client))
     }
 
     /// As [`LockClient::cluster`], with `options`.
@@ -130,34 +130,32 @@ impl LockClient {
 
     fn guard(&self, guard: crate::LockGuard) -> LockGuard {
         LockGuard {
-            runtime: self.runtime.clone(),
-            inner: Some(guard),
+            held: Held::new(self.runtime.clone(), guard),
         }
     }
 
-    fn acquire(
+    /// The async client acting as the calling thread's owner (or the
+    /// explicit one): the blocking forms run its methods of the same name.
+    fn as_thread(&self) -> crate::LockClient {
+        self.inner.as_owner(self.owner())
+    }
+
+    /// Blocks on an async form that waits without end, and wraps its guard.
+    fn held(&self, taking: impl Future<Output = Result<crate::LockGuard>>) -> Result<LockGuard> {
+        Ok(self.guard(self.runtime.block_on(taking)?))
+    }
+
+    /// Blocks on an async `try_` form, and wraps the guard it may return.
+    fn held_if(
         &self,
-        kind: LockKind,
-        name: &str,
-        lease: Option<Duration>,
-        wait: Wait,
-        fenced: bool,
+        trying: impl Future<Output = Result<Option<crate::LockGuard>>>,
     ) -> Result<Option<LockGuard>> {
-        let ask = Ask {
-            kind,
-            name: name.to_string(),
-            owner: self.owner(),
-            lease,
-            wait,
-            fenced,
-        };
-        let got = self.runtime.block_on(self.inner.acquire_as(ask))?;
-        Ok(got.map(|g| self.guard(g)))
+        Ok(self.runtime.block_on(trying)?.map(|g| self.guard(g)))
     }
 
     /// [`crate::LockClient::lock`]: waits as long as it takes; watchdog on.
     pub fn lock(&self, name: &str) -> Result<LockGuard> {
-        self.lock_with(LockKind::Lock, name, false)
+        self.held(self.as_thread().lock(name))
     }
 
     /// [`crate::LockClient::try_lock`]: waits at most `wait`; no watchdog
@@ -168,31 +166,31 @@ impl LockClient {
         wait: Duration,
         lease: Option<Duration>,
     ) -> Result<Option<LockGuard>> {
-        self.acquire(LockKind::Lock, name, lease, Wait::from(wait), false)
+        self.held_if(self.as_thread().try_lock(name, wait, lease))
     }
 
     /// [`crate::LockClient::lock_fenced`]: the guard carries a fencing token.
     pub fn lock_fenced(&self, name: &str) -> Result<LockGuard> {
-        self.lock_with(LockKind::Lock, name, true)
+        self.held(self.as_thread().lock_fenced(name))
     }
 
     /// [`crate::LockClient::read_lock`]: a read hold of a read-write lock;
     /// waits as long as it takes; watchdog on.
     pub fn read_lock(&self, name: &str) -> Result<LockGuard> {
-        self.lock_with(LockKind::Read, name, false)
+        self.held(self.as_thread().read_lock(name))
     }
 
     /// [`crate::LockClient::write_lock`]: the write hold of a read-write
     /// lock; waits as long as it takes; watchdog on.
     /// [`LockError::UpgradeRefused`] when this owner holds it for reading.
     pub fn write_lock(&self, name: &str) -> Result<LockGuard> {
-        self.lock_with(LockKind::Write, name, false)
+        self.held(self.as_thread().write_lock(name))
     }
 
     /// [`crate::LockClient::write_lock_fenced`]: a write hold whose guard
     /// carries a fencing token.
     pub fn write_lock_fenced(&self, name: &str) -> Result<LockGuard> {
-        self.lock_with(LockKind::Write, name, true)
+        self.held(self.as_thread().write_lock_fenced(name))
     }
 
     /// [`crate::LockClient::try_read_lock`]: waits at most `wait`; no
@@ -203,7 +201,7 @@ impl LockClient {
         wait: Duration,
         lease: Option<Duration>,
     ) -> Result<Option<LockGuard>> {
-        self.acquire(LockKind::Read, name, lease, Wait::from(wait), false)
+        self.held_if(self.as_thread().try_read_lock(name, wait, lease))
     }
 
     /// [`crate::LockClient::try_write_lock`]: waits at most `wait`; no
@@ -214,7 +212,7 @@ impl LockClient {
         wait: Duration,
         lease: Option<Duration>,
     ) -> Result<Option<LockGuard>> {
-        self.acquire(LockKind::Write, name, lease, Wait::from(wait), false)
+        self.held_if(self.as_thread().try_write_lock(name, wait, lease))
     }
 
     /// [`crate::LockClient::try_write_lock_fenced`]: [`LockClient::try_write_lock`]
@@ -225,13 +223,7 @@ impl LockClient {
         wait: Duration,
         lease: Option<Duration>,
     ) -> Result<Option<LockGuard>> {
-        self.acquire(LockKind::Write, name, lease, Wait::from(wait), true)
-    }
-
-    /// The waiting forms: no lease, no end to the wait.
-    fn lock_with(&self, kind: LockKind, name: &str, fenced: bool) -> Result<LockGuard> {
-        self.acquire(kind, name, None, Wait::Forever, fenced)?
-            .ok_or_else(|| LockError::Protocol("a wait without end ended without the lock".into()))
+        self.held_if(self.as_thread().try_write_lock_fenced(name, wait, lease))
     }
 
     /// [`crate::LockClient::try_lock_fenced`]: [`LockClient::try_lock`]
@@ -242,7 +234,7 @@ impl LockClient {
         wait: Duration,
         lease: Option<Duration>,
     ) -> Result<Option<LockGuard>> {
-        self.acquire(LockKind::Lock, name, lease, Wait::from(wait), true)
+        self.held_if(self.as_thread().try_lock_fenced(name, wait, lease))
     }
 
     /// Whether anyone holds the lock.
@@ -383,8 +375,7 @@ impl PermitExpirableSemaphore {
 
     fn guard(&self, permits: crate::Permits) -> Permits {
         Permits {
-            runtime: self.runtime.clone(),
-            inner: Some(permits),
+            held: Held::new(self.runtime.clone(), permits),
         }
     }
 
@@ -422,74 +413,46 @@ impl PermitExpirableSemaphore {
 /// before drop returns, on drop.
 #[must_use = "dropping the guard gives the permits back at once"]
 pub struct Permits {
-    runtime: Arc<Runtime>,
-    inner: Option<crate::Permits>,
+    held: Held<crate::Permits>,
 }
 
 impl std::fmt::Debug for Permits {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.inner.fmt(f)
+        self.held.inner.fmt(f)
     }
 }
 
 impl Permits {
-    fn get(&self) -> &crate::Permits {
-        // Only `release` and `drop` take it, and both consume the guard.
-        self.inner
-            .as_ref()
-            .expect("blocking permits keep their inner guard until consumed")
-    }
-
     /// The semaphore's name.
     pub fn name(&self) -> &str {
-        self.get().name()
+        self.held.get().name()
     }
 
     /// The permits' ids.
     pub fn ids(&self) -> &[String] {
-        self.get().ids()
+        self.held.get().ids()
     }
 
     /// Whether the watchdog renews them.
     pub fn is_renewed(&self) -> bool {
-        self.get().is_renewed()
+        self.held.get().is_renewed()
     }
 
     /// Whether the permits are known to be lost, and why.
     pub fn is_lost(&self) -> Option<Lost> {
-        self.get().is_lost()
+        self.held.get().is_lost()
     }
 
     /// Blocks until the permits are lost or `timeout` passes: the reason,
     /// or None.
     pub fn wait_lost(&self, timeout: Duration) -> Option<Lost> {
-        let permits = self.get();
-        self.runtime
-            .block_on(async { tokio::time::timeout(timeout, permits.lost()).await.ok() })
+        self.held.wait_lost(timeout)
     }
 
     /// Gives the permits back; [`LockError::PermitNotHeld`] if one was
     /// lost before.
-    pub fn release(mut self) -> Result<()> {
-        match self.inner.take() {
-            Some(permits) => self.runtime.block_on(permits.release()),
-            None => Ok(()),
-        }
-    }
-}
-
-impl Drop for Permits {
-    fn drop(&mut self) {
-        let Some(permits) = self.inner.take() else {
-            return;
-        };
-        if tokio::runtime::Handle::try_current().is_ok() {
-            // Inside async code block_on would panic: give them back in
-            // the background, as the async guard does.
-            drop(permits);
-        } else {
-            let _ = self.runtime.block_on(permits.release());
-        }
+    pub fn release(self) -> Result<()> {
+        self.held.give_back()
     }
 }
 
@@ -532,92 +495,148 @@ impl CountDownLatch {
 /// drop returns, on drop.
 #[must_use = "dropping a guard releases the lock at once"]
 pub struct LockGuard {
-    runtime: Arc<Runtime>,
-    inner: Option<crate::LockGuard>,
+    held: Held<crate::LockGuard>,
 }
 
 impl std::fmt::Debug for LockGuard {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.inner.fmt(f)
+        self.held.inner.fmt(f)
     }
 }
 
 impl LockGuard {
-    fn get(&self) -> &crate::LockGuard {
-        // Only `unlock` and `drop` take it, and both consume the guard.
-        self.inner
-            .as_ref()
-            .expect("a blocking guard keeps its inner guard until it is consumed")
-    }
-
     /// The lock's name.
     pub fn name(&self) -> &str {
-        self.get().name()
+        self.held.get().name()
     }
 
     /// The owner id holding it.
     pub fn owner(&self) -> &str {
-        self.get().owner()
+        self.held.get().owner()
     }
 
     /// A lock, or a read-write lock held for reading or writing.
     pub fn kind(&self) -> LockKind {
-        self.get().kind()
+        self.held.get().kind()
     }
 
     /// The fencing token of a fenced grant.
     pub fn token(&self) -> Option<i64> {
-        self.get().token()
+        self.held.get().token()
     }
 
     /// This owner's holds, as this client counts them.
     pub fn hold_count(&self) -> u64 {
-        self.get().hold_count()
+        self.held.get().hold_count()
     }
 
     /// Whether the lock is known to be lost, and why (no server call: the
     /// watchdog thread keeps this current).
     pub fn is_lost(&self) -> Option<Lost> {
-        self.get().is_lost()
+        self.held.get().is_lost()
     }
 
     /// Blocks until the lock is lost or `timeout` passes: the reason, or None.
     pub fn wait_lost(&self, timeout: Duration) -> Option<Lost> {
+        self.held.wait_lost(timeout)
+    }
+
+    /// Asks the server whether this owner still holds the lock.
+    pub fn is_held(&self) -> Result<bool> {
+        self.held.runtime.block_on(self.held.get().is_held())
+    }
+
+    /// The lease left on the server.
+    pub fn remaining_lease(&self) -> Result<Option<Duration>> {
+        self.held
+            .runtime
+            .block_on(self.held.get().remaining_lease())
+    }
+
+    /// Releases this hold; [`LockError::NotHeld`] if it was lost before.
+    pub fn unlock(self) -> Result<()> {
+        self.held.give_back()
+    }
+}
+
+/// What a blocking guard needs of the async guard it wraps.
+trait AsyncHold: std::fmt::Debug {
+    /// Gives the hold back: a lock's `unlock`, permits' `release`.
+    fn give_back(self) -> impl Future<Output = Result<()>>;
+
+    /// Resolves when the hold is lost.
+    fn lost(&self) -> impl Future<Output = Lost> + '_;
+}
+
+impl AsyncHold for crate::LockGuard {
+    fn give_back(self) -> impl Future<Output = Result<()>> {
+        self.unlock()
+    }
+
+    fn lost(&self) -> impl Future<Output = Lost> + '_ {
+        crate::LockGuard::lost(self)
+    }
+}
+
+impl AsyncHold for crate::Permits {
+    fn give_back(self) -> impl Future<Output = Result<()>> {
+        self.release()
+    }
+
+    fn lost(&self) -> impl Future<Output = Lost> + '_ {
+        crate::Permits::lost(self)
+    }
+}
+
+/// The async guard inside a blocking one, and the runtime it runs on: given
+/// back by [`Held::give_back`] or, before drop returns, on drop.
+struct Held<G: AsyncHold> {
+    runtime: Arc<Runtime>,
+    /// Taken only by `give_back` and `drop`, which both consume the guard.
+    inner: Option<G>,
+}
+
+impl<G: AsyncHold> Held<G> {
+    fn new(runtime: Arc<Runtime>, guard: G) -> Held<G> {
+        Held {
+            runtime,
+            inner: Some(guard),
+        }
+    }
+
+    fn get(&self) -> &G {
+        self.inner
+            .as_ref()
+            .expect("a blocking guard keeps its inner guard until it is consumed")
+    }
+
+    /// Blocks until the hold is lost or `timeout` passes: the reason, or
+    /// None.
+    fn wait_lost(&self, timeout: Duration) -> Option<Lost> {
         let guard = self.get();
         self.runtime
             .block_on(async { tokio::time::timeout(timeout, guard.lost()).await.ok() })
     }
 
-    /// Asks the server whether this owner still holds the lock.
-    pub fn is_held(&self) -> Result<bool> {
-        self.runtime.block_on(self.get().is_held())
-    }
-
-    /// The lease left on the server.
-    pub fn remaining_lease(&self) -> Result<Option<Duration>> {
-        self.runtime.block_on(self.get().remaining_lease())
-    }
-
-    /// Releases this hold; [`LockError::NotHeld`] if it was lost before.
-    pub fn unlock(mut self) -> Result<()> {
+    fn give_back(mut self) -> Result<()> {
         match self.inner.take() {
-            Some(guard) => self.runtime.block_on(guard.unlock()),
+            Some(guard) => self.runtime.block_on(guard.give_back()),
             None => Ok(()),
         }
     }
 }
 
-impl Drop for LockGuard {
+impl<G: AsyncHold> Drop for Held<G> {
     fn drop(&mut self) {
         let Some(guard) = self.inner.take() else {
             return;
         };
         if tokio::runtime::Handle::try_current().is_ok() {
-            // Inside async code block_on would panic: release in the
+            // Inside async code block_on would panic: give it back in the
             // background instead, as the async guard does.
             drop(guard);
         } else {
-            let _ = self.runtime.block_on(guard.unlock());
+            let _ = self.runtime.block_on(guard.give_back());
         }
     }
 }

@@ -449,8 +449,8 @@ impl LockClient {
 
     /// Whether anyone holds the lock (Redisson's `isLocked`).
     pub async fn is_locked(&self, name: &str) -> Result<bool> {
-        let reply = self.simple(&protocol::is_locked(name)).await?;
-        protocol::parse_flag("EXISTS", &reply)
+        let cmd = protocol::is_locked(name);
+        self.simple_parsed(&cmd, protocol::parse_flag).await
     }
 
     /// The lock's remaining lease, whoever holds it: `None` when it is free
@@ -465,8 +465,8 @@ impl LockClient {
     /// [`Options::track_locks`], on a single server), or at its watchdog's
     /// next renewal. True if a lock existed.
     pub async fn force_unlock(&self, name: &str) -> Result<bool> {
-        let reply = self.simple(&protocol::force(name)).await?;
-        protocol::parse_flag("LOCK.FORCE", &reply)
+        let cmd = protocol::force(name);
+        self.simple_parsed(&cmd, protocol::parse_flag).await
     }
 
     /// Gives back one hold of `entry` (the guard's unlock and drop).
@@ -523,6 +523,17 @@ impl LockClient {
     /// A command whose resending is harmless, on this client's connections.
     pub(crate) async fn simple(&self, cmd: &redis::Cmd) -> Result<redis::Value> {
         self.inner.counted.simple(cmd).await
+    }
+
+    /// [`LockClient::simple`], its reply read by `parse` (`parse_flag`,
+    /// `parse_int`, `parse_count`: given the command's name for errors).
+    pub(crate) async fn simple_parsed<T>(
+        &self,
+        cmd: &redis::Cmd,
+        parse: fn(&str, &redis::Value) -> Result<T>,
+    ) -> Result<T> {
+        let reply = self.simple(cmd).await?;
+        parse(&protocol::command_name(cmd), &reply)
     }
 
     /// The client's options.

@@ -246,22 +246,34 @@ impl Connections {
         through: &Handle,
         within: Duration,
     ) -> bool {
-        let Some(ClientId { id, server }) = dead else {
-            return false;
-        };
-        if through.server != Some(server) {
-            return false;
-        }
-        let mut through = through.con.clone();
-        let mut kill = redis::cmd("CLIENT");
-        kill.arg("KILL").arg("ID").arg(id);
-        match tokio::time::timeout(within, through.query(&kill)).await {
-            Ok(Ok(_)) => true,
+        match client_command(&["KILL", "ID"], dead, through, within).await {
+            Some(Ok(_)) => true,
             // "No such client": the server already dropped it.
-            Ok(Err(e)) => e.detail().is_some_and(|d| d.contains("No such client")),
-            Err(_) => false,
+            Some(Err(e)) => e.detail().is_some_and(|d| d.contains("No such client")),
+            None => false,
         }
     }
+}
+
+/// `CLIENT <words> <id>` about the connection `target`, sent through
+/// `through`, its reply awaited at most `within` (no reply in time is an
+/// error); None when `target` has no id or `through` goes to another
+/// server (where its id could be someone else's).
+async fn client_command(
+    words: &[&str],
+    target: Option<ClientId>,
+    through: &Handle,
+    within: Duration,
+) -> Option<RedisResult<Value>> {
+    let ClientId { id, server } = target?;
+    if through.server != Some(server) {
+        return None;
+    }
+    let mut cmd = redis::cmd("CLIENT");
+    cmd.arg(words).arg(id);
+    let mut through = through.con.clone();
+    let reply = tokio::time::timeout(within, through.query(&cmd)).await;
+    Some(reply.unwrap_or_else(|_| Err(timeout_error("the reply"))))
 }
 
 impl Connections {
@@ -277,18 +289,9 @@ impl Connections {
         through: &Handle,
         within: Duration,
     ) -> bool {
-        let Some(ClientId { id, server }) = blocked else {
-            return false;
-        };
-        if through.server != Some(server) {
-            return false;
-        }
-        let mut through = through.con.clone();
-        let mut unblock = redis::cmd("CLIENT");
-        unblock.arg("UNBLOCK").arg(id);
         matches!(
-            tokio::time::timeout(within, through.query(&unblock)).await,
-            Ok(Ok(Value::Int(1)))
+            client_command(&["UNBLOCK"], blocked, through, within).await,
+            Some(Ok(Value::Int(1)))
         )
     }
 }

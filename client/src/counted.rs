@@ -53,13 +53,9 @@ use crate::protocol::{self, Holder};
 /// The error for a command that must not run twice ([`Counted::once`])
 /// whose connection failed in transit.
 pub(crate) fn unconfirmed(name: &str, cmd: &Cmd, source: RedisError) -> LockError {
-    let command = match cmd.args_iter().next() {
-        Some(redis::Arg::Simple(word)) => String::from_utf8_lossy(word).into_owned(),
-        _ => String::new(),
-    };
     LockError::Unconfirmed {
         name: name.to_string(),
-        command,
+        command: protocol::command_name(cmd),
         source,
     }
 }
@@ -77,6 +73,18 @@ pub(crate) enum Sent {
     /// The connection failed, or no reply came in time, with the command in
     /// flight: it may have run. The connection was thrown away.
     Broken(RedisError),
+}
+
+impl Sent {
+    /// The reply, for a caller that makes one attempt: a refusal is the
+    /// server's error, any other failure a connection error.
+    fn reply(self) -> Result<Value> {
+        match self {
+            Sent::Reply(v) => Ok(v),
+            Sent::Refused(e) => Err(LockError::Server(e)),
+            Sent::WrongRole(e) | Sent::Broken(e) => Err(LockError::Connection(e)),
+        }
+    }
 }
 
 /// What became of a command that changes a hold count ([`Counted::run`]).
@@ -161,10 +169,32 @@ impl Counted {
     /// (RedLock's rounds bound it, and are its retries).
     pub(crate) async fn one_shot(&self, cmd: &Cmd) -> Result<Value> {
         let h = self.conns.shared().await.map_err(LockError::Connection)?;
-        match self.send(&h, cmd, None).await {
-            Sent::Reply(v) => Ok(v),
-            Sent::Refused(e) => Err(LockError::Server(e)),
-            Sent::WrongRole(e) | Sent::Broken(e) => Err(LockError::Connection(e)),
+        self.send(&h, cmd, None).await.reply()
+    }
+
+    /// The shared connection for one watchdog attempt that may take at
+    /// most `within`, connecting included: it, and the time left for the
+    /// command.
+    async fn shared_within(&self, within: Duration) -> Result<(Handle, Duration)> {
+        let started = Instant::now();
+        let h = tokio::time::timeout(within, self.conns.shared())
+            .await
+            .map_err(|_| LockError::Connection(timeout_error("connect")))?
+            .map_err(LockError::Connection)?;
+        Ok((h, within.saturating_sub(started.elapsed())))
+    }
+
+    /// A connection from `connect` (the shared one, or one of its own),
+    /// each failure to connect counted as an attempt that sent nothing.
+    async fn connected<F>(&self, attempts: &mut u32, connect: impl Fn() -> F) -> Result<Handle>
+    where
+        F: std::future::Future<Output = redis::RedisResult<Handle>>,
+    {
+        loop {
+            match connect().await {
+                Ok(h) => return Ok(h),
+                Err(e) => self.retry(attempts, e).await?,
+            }
         }
     }
 
@@ -175,18 +205,11 @@ impl Counted {
         let cmd = protocol::renew(who, protocol::lease_ms(lease)?);
         // One attempt, connecting included, takes at most a third of the
         // lease: the next one is due by then.
-        let within = self.options.command_timeout.min(lease / 3);
-        let started = Instant::now();
-        let h = tokio::time::timeout(within, self.conns.shared())
-            .await
-            .map_err(|_| LockError::Connection(timeout_error("connect")))?
-            .map_err(LockError::Connection)?;
-        let within = within.saturating_sub(started.elapsed());
-        match self.send(&h, &cmd, Some(within)).await {
-            Sent::Reply(v) => protocol::parse_flag(protocol::renew_command(who.kind), &v),
-            Sent::Refused(e) => Err(LockError::Server(e)),
-            Sent::WrongRole(e) | Sent::Broken(e) => Err(LockError::Connection(e)),
-        }
+        let (h, within) = self
+            .shared_within(self.options.command_timeout.min(lease / 3))
+            .await?;
+        let v = self.send(&h, &cmd, Some(within)).await.reply()?;
+        protocol::parse_flag(protocol::renew_command(who.kind), &v)
     }
 
     /// A command that must not run twice (it takes or gives back permits,
@@ -222,22 +245,13 @@ impl Counted {
         within: Option<Duration>,
         on_conn: &(dyn Fn(&Handle) + Sync),
     ) -> Result<Sent> {
-        let mut attempts = 0;
-        loop {
-            let h = match self.conns.dedicated().await {
-                Ok(h) => h,
-                Err(e) => {
-                    self.retry(&mut attempts, e).await?;
-                    continue;
-                }
-            };
-            on_conn(&h);
-            let sent = self.send(&h, cmd, within).await;
-            if matches!(sent, Sent::Reply(_) | Sent::Refused(_)) {
-                self.conns.give_back(h);
-            }
-            return Ok(sent);
+        let h = self.connected(&mut 0, || self.conns.dedicated()).await?;
+        on_conn(&h);
+        let sent = self.send(&h, cmd, within).await;
+        if matches!(sent, Sent::Reply(_) | Sent::Refused(_)) {
+            self.conns.give_back(h);
         }
+        Ok(sent)
     }
 
     /// `LOCK.PERMITRENEW` of every permit of one grant, for the watchdog,
@@ -250,13 +264,9 @@ impl Counted {
         lease: Duration,
     ) -> Result<bool> {
         let lease_ms = protocol::lease_ms(lease)?;
-        let within = self.options.command_timeout.min(lease / 3);
-        let started = Instant::now();
-        let h = tokio::time::timeout(within, self.conns.shared())
-            .await
-            .map_err(|_| LockError::Connection(timeout_error("connect")))?
-            .map_err(LockError::Connection)?;
-        let within = within.saturating_sub(started.elapsed());
+        let (h, within) = self
+            .shared_within(self.options.command_timeout.min(lease / 3))
+            .await?;
         // One connection multiplexes them: they go out together.
         let renewals = ids.iter().map(|id| {
             let cmd = protocol::permit_renew(name, id, lease_ms);
@@ -265,11 +275,7 @@ impl Counted {
         });
         let mut all = true;
         for sent in futures_util::future::join_all(renewals).await {
-            match sent {
-                Sent::Reply(v) => all &= protocol::parse_flag("LOCK.PERMITRENEW", &v)?,
-                Sent::Refused(e) => return Err(LockError::Server(e)),
-                Sent::WrongRole(e) | Sent::Broken(e) => return Err(LockError::Connection(e)),
-            }
+            all &= protocol::parse_flag("LOCK.PERMITRENEW", &sent.reply()?)?;
         }
         Ok(all)
     }
@@ -295,14 +301,9 @@ impl Counted {
     ) -> Result<Outcome> {
         let mut attempts = 0;
         loop {
-            let h = match self.conns.shared().await {
-                Ok(h) => h,
-                Err(e) => {
-                    // Nothing was sent.
-                    self.retry(&mut attempts, e).await?;
-                    continue;
-                }
-            };
+            let h = self
+                .connected(&mut attempts, || self.conns.shared())
+                .await?;
             on_send(&h);
             let failure = match self.send(&h, cmd, Some(within)).await {
                 Sent::Reply(v) => return Ok(Outcome::Reply(v)),

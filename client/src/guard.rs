@@ -2,6 +2,7 @@
 //! the signal that tells its holder when the lock is gone. What the guard
 //! knows of its hold is the client's (`holds.rs`): it asks, never sets.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -33,9 +34,7 @@ use crate::protocol::{self, LockKind};
 /// ```
 #[must_use = "dropping a guard releases the lock at once"]
 pub struct LockGuard {
-    client: LockClient,
-    entry: Arc<Entry>,
-    lost: watch::Receiver<Option<Lost>>,
+    held: Held,
     token: Option<i64>,
     armed: bool,
 }
@@ -43,22 +42,19 @@ pub struct LockGuard {
 impl std::fmt::Debug for LockGuard {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LockGuard")
-            .field("name", &self.entry.name)
-            .field("owner", &self.entry.owner)
-            .field("kind", &self.entry.kind)
+            .field("name", &self.held.entry.name)
+            .field("owner", &self.held.entry.owner)
+            .field("kind", &self.held.entry.kind)
             .field("token", &self.token)
-            .field("lost", &*self.lost.borrow())
+            .field("lost", &*self.held.lost.borrow())
             .finish()
     }
 }
 
 impl LockGuard {
     pub(crate) fn new(client: LockClient, entry: Arc<Entry>, token: Option<i64>) -> LockGuard {
-        let lost = entry.lost_signal();
         LockGuard {
-            client,
-            entry,
-            lost,
+            held: Held::new(client, entry),
             token,
             armed: true,
         }
@@ -66,18 +62,18 @@ impl LockGuard {
 
     /// The lock's name (its key).
     pub fn name(&self) -> &str {
-        &self.entry.name
+        &self.held.entry.name
     }
 
     /// The owner id holding it (the hash field).
     pub fn owner(&self) -> &str {
-        &self.entry.owner
+        &self.held.entry.owner
     }
 
     /// What this is a hold of: a lock, or a read-write lock held for reading
     /// or for writing.
     pub fn kind(&self) -> LockKind {
-        self.entry.kind
+        self.held.entry.kind
     }
 
     /// The fencing token of this grant ([`LockClient::lock_fenced`],
@@ -89,18 +85,14 @@ impl LockGuard {
     /// How many holds this owner has on the lock, as this client counts them
     /// (of this kind: a read-write lock counts reads and writes apart).
     pub fn hold_count(&self) -> u64 {
-        self.entry.state().holds()
+        self.held.entry.state().holds()
     }
 
     /// Whether the lock is known to be lost, and why. A lease that has
     /// passed without a successful renewal counts, even before the watchdog
     /// has run.
     pub fn is_lost(&self) -> Option<Lost> {
-        self.client
-            .inner
-            .holds
-            .expire_if_due(&self.entry, Instant::now());
-        self.lost.borrow().clone()
+        self.held.is_lost()
     }
 
     /// Resolves when the lock is lost, at once if it already is. Never
@@ -112,39 +104,41 @@ impl LockGuard {
     /// lock at its next renewal, at most a third of the lease after the
     /// loss. A lock taken with a lease is lost when that lease has passed.
     pub async fn lost(&self) -> Lost {
-        await_lost(&self.client, &self.entry, &self.lost).await
+        self.held.lost().await
     }
 
     /// A receiver of the lost signal, for code that wants to own it (to move
     /// it into another task, or `select!` on it in a loop): it holds `None`
     /// while the lock is held, then the reason.
     pub fn lost_signal(&self) -> watch::Receiver<Option<Lost>> {
-        self.lost.clone()
+        self.held.lost.clone()
     }
 
     /// Asks the server whether this owner still holds the lock (Redisson's
     /// `isHeldByThread`): whether its field (`<owner>`, or `<owner>:write`
     /// for a write hold) is in the lock's hash.
     pub async fn is_held(&self) -> Result<bool> {
-        let cmd = protocol::is_held(&self.entry.name, &self.entry.field);
-        protocol::parse_flag("HEXISTS", &self.client.simple(&cmd).await?)
+        let Held { client, entry, .. } = &self.held;
+        let cmd = protocol::is_held(&entry.name, &entry.field);
+        client.simple_parsed(&cmd, protocol::parse_flag).await
     }
 
     /// The lease left on the server; None if the lock is free. For a
     /// read-write lock this is the lock's, which lasts as long as the
     /// longest hold of anyone.
     pub async fn remaining_lease(&self) -> Result<Option<Duration>> {
-        self.client.remaining_lease(&self.entry.name).await
+        let Held { client, entry, .. } = &self.held;
+        client.remaining_lease(&entry.name).await
     }
 
     /// Restarts the lease on the server (`LOCK.RENEW`): false if the lock
     /// is no longer held. For multi-locks, whose parts must end together.
     pub(crate) async fn restart_lease(&self, lease: Duration) -> Result<bool> {
+        let Held { client, entry, .. } = &self.held;
         let sent = Instant::now();
-        let counted = &self.client.inner.counted;
-        let renewed = counted.renew(self.entry.holder(), lease).await?;
+        let renewed = client.inner.counted.renew(entry.holder(), lease).await?;
         if renewed {
-            self.entry.state().lease_restarted(sent, lease);
+            entry.state().lease_restarted(sent, lease);
         }
         Ok(renewed)
     }
@@ -154,59 +148,97 @@ impl LockGuard {
     /// whatever was done under it may have overlapped another holder.
     pub async fn unlock(mut self) -> Result<()> {
         self.armed = false;
-        self.client.release(&self.entry).await
+        let Held { client, entry, .. } = &self.held;
+        client.release(entry).await
     }
 }
 
 impl Drop for LockGuard {
     fn drop(&mut self) {
-        if !self.armed {
-            return;
+        if self.armed {
+            self.held
+                .release_in_background(|client, entry| async move { client.release(&entry).await });
         }
-        let client = self.client.clone();
-        let entry = self.entry.clone();
-        // If the runtime is gone the lease frees the lock (no watchdog runs).
-        let runtime = client.inner.runtime.clone();
-        runtime.spawn(async move {
-            let _ = client.release(&entry).await;
-        });
     }
 }
 
-/// Resolves when `entry` (a lock's holds, or a grant of permits) is lost,
-/// at once if it already is: the one wait every guard's `lost()` uses.
-pub(crate) async fn await_lost(
-    client: &LockClient,
-    entry: &Arc<Entry>,
-    lost: &watch::Receiver<Option<Lost>>,
-) -> Lost {
-    let mut rx = lost.clone();
-    loop {
-        client.inner.holds.expire_if_due(entry, Instant::now());
-        if let Some(why) = rx.borrow_and_update().clone() {
-            return why;
+/// What every guard (a lock's hold, a grant of permits) has: its client,
+/// its entry in the client's registry, and the entry's lost signal.
+pub(crate) struct Held {
+    pub(crate) client: LockClient,
+    pub(crate) entry: Arc<Entry>,
+    pub(crate) lost: watch::Receiver<Option<Lost>>,
+}
+
+impl Held {
+    pub(crate) fn new(client: LockClient, entry: Arc<Entry>) -> Held {
+        let lost = entry.lost_signal();
+        Held {
+            client,
+            entry,
+            lost,
         }
-        // Woken by the watchdog, or by the lease's end as last renewed:
-        // then checked above, whatever the watchdog task is doing.
-        let (expires, held) = {
-            let state = entry.state();
-            (state.expires(), state.is_held())
-        };
-        if !held {
-            // Retired without a reason yet: wait for the one coming.
-            if rx.changed().await.is_err() {
-                std::future::pending::<()>().await;
+    }
+
+    /// Whether the entry is known to be lost, and why; a lease that has
+    /// passed without a successful renewal counts.
+    pub(crate) fn is_lost(&self) -> Option<Lost> {
+        self.client
+            .inner
+            .holds
+            .expire_if_due(&self.entry, Instant::now());
+        self.lost.borrow().clone()
+    }
+
+    /// Gives the entry back on the client's runtime (`release` sends it),
+    /// for a guard dropped before it was released. If the runtime is gone
+    /// the lease ends the hold (no watchdog runs).
+    pub(crate) fn release_in_background<F>(&self, release: impl FnOnce(LockClient, Arc<Entry>) -> F)
+    where
+        F: Future<Output = Result<()>> + Send + 'static,
+    {
+        let released = release(self.client.clone(), self.entry.clone());
+        self.client.inner.runtime.spawn(async move {
+            let _ = released.await;
+        });
+    }
+
+    /// Resolves when the entry is lost, at once if it already is: the one
+    /// wait every guard's `lost()` uses.
+    pub(crate) async fn lost(&self) -> Lost {
+        let Held {
+            client,
+            entry,
+            lost,
+        } = self;
+        let mut rx = lost.clone();
+        loop {
+            client.inner.holds.expire_if_due(entry, Instant::now());
+            if let Some(why) = rx.borrow_and_update().clone() {
+                return why;
             }
-            continue;
-        }
-        tokio::select! {
-            changed = rx.changed() => {
-                if changed.is_err() {
-                    // Unreachable while the guard holds the entry.
+            // Woken by the watchdog, or by the lease's end as last renewed:
+            // then checked above, whatever the watchdog task is doing.
+            let (expires, held) = {
+                let state = entry.state();
+                (state.expires(), state.is_held())
+            };
+            if !held {
+                // Retired without a reason yet: wait for the one coming.
+                if rx.changed().await.is_err() {
                     std::future::pending::<()>().await;
                 }
+                continue;
             }
-            () = tokio::time::sleep_until(expires.into()) => {}
+            tokio::select! {
+                changed = rx.changed() => {
+                    if changed.is_err() {
+                        // Unreachable while the guard holds the entry.
+                        std::future::pending::<()>().await;
+                    }
+                }
+                () = tokio::time::sleep_until(expires.into()) => {}
+            }
         }
     }
 }

@@ -61,28 +61,25 @@ impl CountDownLatch {
         }
         let ttl = ttl.map(protocol::ttl_ms).transpose()?;
         let cmd = protocol::latch_set(&self.name, count, ttl);
-        let reply = self.client.once(&cmd, &self.name).await?;
-        protocol::parse_flag("LOCK.LATCHSET", &reply)
+        self.client
+            .once_parsed(&cmd, &self.name, protocol::parse_flag)
+            .await
     }
 
     /// Counts down by one, returning the count after (0: it reached zero,
     /// or there was no latch). Not sent again after a failure in transit
     /// ([`LockError::Unconfirmed`]): a count down must not count twice.
     pub async fn count_down(&self) -> Result<u64> {
-        let reply = self
-            .client
-            .once(&protocol::count_down(&self.name), &self.name)
-            .await?;
-        protocol::parse_count("LOCK.COUNTDOWN", &reply)
+        let cmd = protocol::count_down(&self.name);
+        self.client
+            .once_parsed(&cmd, &self.name, protocol::parse_count)
+            .await
     }
 
     /// The count now (0 when there is no latch).
     pub async fn count(&self) -> Result<u64> {
-        let reply = self
-            .client
-            .simple(&protocol::latch_count(&self.name))
-            .await?;
-        protocol::parse_count("LOCK.LATCHCOUNT", &reply)
+        let cmd = protocol::latch_count(&self.name);
+        self.client.simple_parsed(&cmd, protocol::parse_count).await
     }
 
     /// Waits until the count is zero, at most `timeout` (None: as long as

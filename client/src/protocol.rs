@@ -140,10 +140,34 @@ pub(crate) fn acquire(
     cmd
 }
 
+/// The command's name, its first word (`LOCK.SEMDRAIN`), for errors.
+pub(crate) fn command_name(cmd: &Cmd) -> String {
+    match cmd.args_iter().next() {
+        Some(redis::Arg::Simple(word)) => String::from_utf8_lossy(word).into_owned(),
+        _ => String::new(),
+    }
+}
+
 /// `command key`: the commands on a lock's key alone.
 fn on_key(command: &str, key: &str) -> Cmd {
     let mut cmd = redis::cmd(command);
     cmd.arg(key);
+    cmd
+}
+
+/// `command key arg`: the commands on a key with one argument.
+fn on_key_arg(command: &str, key: &str, arg: impl redis::ToRedisArgs) -> Cmd {
+    let mut cmd = on_key(command, key);
+    cmd.arg(arg);
+    cmd
+}
+
+/// `cmd` followed by `word value` when there is a value: an optional
+/// argument (`PX ttl-ms`, `WAIT wait-ms`, `LEASE lease-ms`).
+fn optional(mut cmd: Cmd, word: &str, value: Option<u64>) -> Cmd {
+    if let Some(value) = value {
+        cmd.arg(word).arg(value);
+    }
     cmd
 }
 
@@ -256,36 +280,26 @@ pub(crate) fn permits(n: u64) -> Result<u64> {
 
 /// `LOCK.SEMSET name permits [PX ttl-ms]`.
 pub(crate) fn sem_set(name: &str, permits: u64, ttl_ms: Option<u64>) -> Cmd {
-    let mut cmd = on_key("LOCK.SEMSET", name);
-    cmd.arg(permits);
-    if let Some(ttl) = ttl_ms {
-        cmd.arg("PX").arg(ttl);
-    }
-    cmd
+    optional(on_key_arg("LOCK.SEMSET", name, permits), "PX", ttl_ms)
 }
 
 /// `LOCK.SEMADD name delta`.
 pub(crate) fn sem_add(name: &str, delta: i64) -> Cmd {
-    let mut cmd = on_key("LOCK.SEMADD", name);
-    cmd.arg(delta);
-    cmd
+    on_key_arg("LOCK.SEMADD", name, delta)
 }
 
 /// `LOCK.SEMACQUIRE name permits [WAIT timeout-ms]` (`WAIT 0`: forever).
 pub(crate) fn sem_acquire(name: &str, permits: u64, wait_ms: Option<u64>) -> Cmd {
-    let mut cmd = on_key("LOCK.SEMACQUIRE", name);
-    cmd.arg(permits);
-    if let Some(wait) = wait_ms {
-        cmd.arg("WAIT").arg(wait);
-    }
-    cmd
+    optional(
+        on_key_arg("LOCK.SEMACQUIRE", name, permits),
+        "WAIT",
+        wait_ms,
+    )
 }
 
 /// `LOCK.SEMRELEASE name permits`.
 pub(crate) fn sem_release(name: &str, permits: u64) -> Cmd {
-    let mut cmd = on_key("LOCK.SEMRELEASE", name);
-    cmd.arg(permits);
-    cmd
+    on_key_arg("LOCK.SEMRELEASE", name, permits)
 }
 
 /// `LOCK.SEMAVAILABLE name`.
@@ -305,15 +319,8 @@ pub(crate) fn permit_acquire(
     lease_ms: Option<u64>,
     wait_ms: Option<u64>,
 ) -> Cmd {
-    let mut cmd = on_key("LOCK.PERMITACQUIRE", name);
-    cmd.arg(permits);
-    if let Some(lease) = lease_ms {
-        cmd.arg("LEASE").arg(lease);
-    }
-    if let Some(wait) = wait_ms {
-        cmd.arg("WAIT").arg(wait);
-    }
-    cmd
+    let cmd = on_key_arg("LOCK.PERMITACQUIRE", name, permits);
+    optional(optional(cmd, "LEASE", lease_ms), "WAIT", wait_ms)
 }
 
 /// `LOCK.PERMITRELEASE name id [id ...]`.
@@ -334,12 +341,7 @@ pub(crate) fn permit_renew(name: &str, id: &str, lease_ms: u64) -> Cmd {
 
 /// `LOCK.LATCHSET name count [PX ttl-ms]`.
 pub(crate) fn latch_set(name: &str, count: u64, ttl_ms: Option<u64>) -> Cmd {
-    let mut cmd = on_key("LOCK.LATCHSET", name);
-    cmd.arg(count);
-    if let Some(ttl) = ttl_ms {
-        cmd.arg("PX").arg(ttl);
-    }
-    cmd
+    optional(on_key_arg("LOCK.LATCHSET", name, count), "PX", ttl_ms)
 }
 
 /// `LOCK.COUNTDOWN name`.
@@ -354,9 +356,7 @@ pub(crate) fn latch_count(name: &str) -> Cmd {
 
 /// `LOCK.AWAIT name timeout-ms` (0: forever).
 pub(crate) fn await_zero(name: &str, timeout_ms: u64) -> Cmd {
-    let mut cmd = on_key("LOCK.AWAIT", name);
-    cmd.arg(timeout_ms);
-    cmd
+    on_key_arg("LOCK.AWAIT", name, timeout_ms)
 }
 
 /// Decodes an integer reply (a count of permits, a latch's count).

@@ -32,7 +32,7 @@ use crate::client::LockClient;
 use crate::conn::Handle;
 use crate::counted::{unconfirmed, Sent};
 use crate::error::{refused, LockError, Result};
-use crate::guard::await_lost;
+use crate::guard::Held;
 use crate::holds::{later, lease_end, Entry, Lost};
 use crate::protocol;
 
@@ -76,10 +76,20 @@ pub struct Semaphore {
 /// }
 /// # Ok(()) }
 /// ```
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct PermitExpirableSemaphore {
-    client: LockClient,
-    name: String,
+    /// The semaphore's count of free permits, which is a plain
+    /// semaphore's (the leased ones live in `{name}:timeout`).
+    free: Semaphore,
+}
+
+impl std::fmt::Debug for PermitExpirableSemaphore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PermitExpirableSemaphore")
+            .field("client", &self.free.client)
+            .field("name", &self.free.name)
+            .finish()
+    }
 }
 
 impl LockClient {
@@ -97,14 +107,25 @@ impl LockClient {
     /// is used.
     pub fn permit_expirable_semaphore(&self, name: impl Into<String>) -> PermitExpirableSemaphore {
         PermitExpirableSemaphore {
-            client: self.clone(),
-            name: name.into(),
+            free: self.semaphore(name),
         }
     }
 
     /// A command that must not run twice, on this client's connections.
     pub(crate) async fn once(&self, cmd: &Cmd, name: &str) -> Result<Value> {
         self.inner.counted.once(cmd, name).await
+    }
+
+    /// [`LockClient::once`], its reply read by `parse` (`parse_flag`,
+    /// `parse_int`, `parse_count`: given the command's name for errors).
+    pub(crate) async fn once_parsed<T>(
+        &self,
+        cmd: &Cmd,
+        name: &str,
+        parse: fn(&str, &Value) -> Result<T>,
+    ) -> Result<T> {
+        let reply = self.once(cmd, name).await?;
+        parse(&protocol::command_name(cmd), &reply)
     }
 
     /// Takes permits, in a task of its own: one try on the shared
@@ -283,31 +304,6 @@ impl Take {
     }
 }
 
-/// The semaphore commands a `Semaphore` and a `PermitExpirableSemaphore`
-/// share (the latter's value is a plain semaphore's).
-async fn set_permits(
-    client: &LockClient,
-    name: &str,
-    permits: u64,
-    ttl: Option<Duration>,
-) -> Result<bool> {
-    let ttl = ttl.map(protocol::ttl_ms).transpose()?;
-    let reply = client
-        .once(&protocol::sem_set(name, permits, ttl), name)
-        .await?;
-    protocol::parse_flag("LOCK.SEMSET", &reply)
-}
-
-async fn add_permits(client: &LockClient, name: &str, delta: i64) -> Result<i64> {
-    let reply = client.once(&protocol::sem_add(name, delta), name).await?;
-    protocol::parse_int("LOCK.SEMADD", &reply)
-}
-
-async fn available_permits(client: &LockClient, name: &str) -> Result<i64> {
-    let reply = client.simple(&protocol::sem_available(name)).await?;
-    protocol::parse_int("LOCK.SEMAVAILABLE", &reply)
-}
-
 impl Semaphore {
     /// The semaphore's name (its key).
     pub fn name(&self) -> &str {
@@ -318,13 +314,20 @@ impl Semaphore {
     /// (Redisson's `trySetPermits`): true if set, false if it existed
     /// (unchanged). With `ttl` the semaphore's key expires after it.
     pub async fn try_set_permits(&self, permits: u64, ttl: Option<Duration>) -> Result<bool> {
-        set_permits(&self.client, &self.name, permits, ttl).await
+        let ttl = ttl.map(protocol::ttl_ms).transpose()?;
+        let cmd = protocol::sem_set(&self.name, permits, ttl);
+        self.client
+            .once_parsed(&cmd, &self.name, protocol::parse_flag)
+            .await
     }
 
     /// Adds `delta` permits (negative: removes them; a missing semaphore
     /// counts as 0) and returns the count after. Waiters are served.
     pub async fn add_permits(&self, delta: i64) -> Result<i64> {
-        add_permits(&self.client, &self.name, delta).await
+        let cmd = protocol::sem_add(&self.name, delta);
+        self.client
+            .once_parsed(&cmd, &self.name, protocol::parse_int)
+            .await
     }
 
     /// Takes `permits` (at least 1), waiting as long as it takes in the
@@ -365,23 +368,24 @@ impl Semaphore {
     pub async fn release(&self, permits: u64) -> Result<i64> {
         let permits = protocol::permits(permits)?;
         let cmd = protocol::sem_release(&self.name, permits);
-        let reply = self.client.once(&cmd, &self.name).await?;
-        protocol::parse_int("LOCK.SEMRELEASE", &reply)
+        self.client
+            .once_parsed(&cmd, &self.name, protocol::parse_int)
+            .await
     }
 
     /// The permits free now (0 when the semaphore does not exist).
     pub async fn available_permits(&self) -> Result<i64> {
-        available_permits(&self.client, &self.name).await
+        let cmd = protocol::sem_available(&self.name);
+        self.client.simple_parsed(&cmd, protocol::parse_int).await
     }
 
     /// Takes every free permit, returning how many (Redisson's
     /// `drainPermits`).
     pub async fn drain_permits(&self) -> Result<u64> {
-        let reply = self
-            .client
-            .once(&protocol::sem_drain(&self.name), &self.name)
-            .await?;
-        protocol::parse_count("LOCK.SEMDRAIN", &reply)
+        let cmd = protocol::sem_drain(&self.name);
+        self.client
+            .once_parsed(&cmd, &self.name, protocol::parse_count)
+            .await
     }
 }
 
@@ -389,24 +393,24 @@ impl PermitExpirableSemaphore {
     /// The semaphore's name (its key; leased permits live in
     /// `{name}:timeout`).
     pub fn name(&self) -> &str {
-        &self.name
+        self.free.name()
     }
 
     /// Sets the number of permits if the semaphore does not exist yet: see
     /// [`Semaphore::try_set_permits`].
     pub async fn try_set_permits(&self, permits: u64, ttl: Option<Duration>) -> Result<bool> {
-        set_permits(&self.client, &self.name, permits, ttl).await
+        self.free.try_set_permits(permits, ttl).await
     }
 
     /// Adds (or with a negative `delta` removes) free permits; the count
     /// after. See [`Semaphore::add_permits`].
     pub async fn add_permits(&self, delta: i64) -> Result<i64> {
-        add_permits(&self.client, &self.name, delta).await
+        self.free.add_permits(delta).await
     }
 
     /// The permits free now; permits whose lease ended are reclaimed first.
     pub async fn available_permits(&self) -> Result<i64> {
-        available_permits(&self.client, &self.name).await
+        self.free.available_permits().await
     }
 
     /// Takes `permits` (at least 1), waiting as long as it takes in the
@@ -449,24 +453,24 @@ impl PermitExpirableSemaphore {
         wait: Wait,
         lease: Option<Duration>,
     ) -> Result<Option<Permits>> {
+        let Semaphore { client, name } = &self.free;
         let permits = protocol::permits(permits)?;
         let watchdog = lease.is_none();
-        let lease = lease.unwrap_or(self.client.options().watchdog_lease);
+        let lease = lease.unwrap_or(client.options().watchdog_lease);
         let lease_ms = protocol::lease_ms(lease)?;
         let take = Take {
-            name: self.name.clone(),
+            name: name.clone(),
             permits,
             lease_ms: Some(lease_ms),
         };
-        let got = self.client.take(take, wait).await?;
+        let got = client.take(take, wait).await?;
         let Some((reply, sent)) = got else {
             return Ok(None);
         };
         let ids = protocol::parse_permit_ids(&reply, permits)?
             .ok_or_else(|| LockError::Protocol("LOCK.PERMITACQUIRE granted nothing".into()))?;
         Ok(Some(
-            self.client
-                .granted_permits(&self.name, ids, sent, lease, watchdog),
+            client.granted_permits(name, ids, sent, lease, watchdog),
         ))
     }
 }
@@ -570,58 +574,49 @@ impl LockClient {
 /// ([`Lost::LeaseExpired`]).
 #[must_use = "dropping the guard gives the permits back at once"]
 pub struct Permits {
-    client: LockClient,
-    entry: Arc<Entry>,
-    lost: watch::Receiver<Option<Lost>>,
+    held: Held,
     armed: bool,
 }
 
 impl std::fmt::Debug for Permits {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Permits")
-            .field("name", &self.entry.name)
+            .field("name", &self.held.entry.name)
             .field("ids", &self.ids())
-            .field("lost", &*self.lost.borrow())
+            .field("lost", &*self.held.lost.borrow())
             .finish()
     }
 }
 
 impl Permits {
     fn new(client: LockClient, entry: Arc<Entry>) -> Permits {
-        let lost = entry.lost_signal();
         Permits {
-            client,
-            entry,
-            lost,
+            held: Held::new(client, entry),
             armed: true,
         }
     }
 
     /// The semaphore's name.
     pub fn name(&self) -> &str {
-        &self.entry.name
+        &self.held.entry.name
     }
 
     /// The permits' ids (32 lowercase hex characters each, as Redisson
     /// writes them).
     pub fn ids(&self) -> &[String] {
-        self.entry.permits.as_deref().unwrap_or_default()
+        self.held.entry.permits.as_deref().unwrap_or_default()
     }
 
     /// Whether the watchdog renews them (no caller-given lease).
     pub fn is_renewed(&self) -> bool {
-        self.entry.state().watchdog().is_some()
+        self.held.entry.state().watchdog().is_some()
     }
 
     /// Whether the permits are known to be lost, and why. A lease that has
     /// passed without a successful renewal counts, even before the
     /// watchdog has run.
     pub fn is_lost(&self) -> Option<Lost> {
-        self.client
-            .inner
-            .holds
-            .expire_if_due(&self.entry, Instant::now());
-        self.lost.borrow().clone()
+        self.held.is_lost()
     }
 
     /// Resolves when the permits are lost, at once if they already are;
@@ -629,12 +624,12 @@ impl Permits {
     /// next renewal (a third of the lease at most); a caller-given lease
     /// is lost when it has passed.
     pub async fn lost(&self) -> Lost {
-        await_lost(&self.client, &self.entry, &self.lost).await
+        self.held.lost().await
     }
 
     /// A receiver of the lost signal: `None` while held, then the reason.
     pub fn lost_signal(&self) -> watch::Receiver<Option<Lost>> {
-        self.lost.clone()
+        self.held.lost.clone()
     }
 
     /// Gives the permits back (`LOCK.PERMITRELEASE`): the head of the
@@ -644,21 +639,17 @@ impl Permits {
     /// same.
     pub async fn release(mut self) -> Result<()> {
         self.armed = false;
-        self.client.release_permits(&self.entry).await
+        let Held { client, entry, .. } = &self.held;
+        client.release_permits(entry).await
     }
 }
 
 impl Drop for Permits {
     fn drop(&mut self) {
-        if !self.armed {
-            return;
+        if self.armed {
+            self.held.release_in_background(|client, entry| async move {
+                client.release_permits(&entry).await
+            });
         }
-        let client = self.client.clone();
-        let entry = self.entry.clone();
-        // If the runtime is gone the lease frees them (no watchdog runs).
-        let runtime = client.inner.runtime.clone();
-        runtime.spawn(async move {
-            let _ = client.release_permits(&entry).await;
-        });
     }
 }

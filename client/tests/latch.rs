@@ -9,15 +9,31 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use redis_lock_client::{blocking, Awaited, LockError, Options};
+use redis_lock_client::{Awaited, CountDownLatch, LockClient, LockError, Options};
 use redis_lock_test_support::semaphore::{latch_queue_becomes, latch_waiters};
 use redis_lock_test_support::*;
-use support::{client_on, Proxy};
+use support::{
+    blocking_client_on, client_on, new_latch, server_with_client, spawn_await_zero, timed, Proxy,
+};
+use tokio::task::JoinHandle;
+
+/// The new latch `name` set to `count`, and a waiter without a timeout
+/// queued on it (in a task of its own: that task).
+async fn with_a_waiter(
+    server: &Server,
+    locks: &LockClient,
+    name: &str,
+    count: u64,
+) -> (CountDownLatch, JoinHandle<Result<Awaited, LockError>>) {
+    let latch = new_latch(locks, name, count).await;
+    let waiter = spawn_await_zero(&latch, None);
+    latch_queue_becomes(server, name, 1).await;
+    (latch, waiter)
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_latch_counts_down_to_zero_and_wakes_every_waiter() {
-    let server = Server::start();
-    let locks = client_on(server.port, Options::default());
+    let (server, locks) = server_with_client(Options::default());
     let other = client_on(server.port, Options::default());
     let latch = locks.count_down_latch("ready");
 
@@ -35,10 +51,7 @@ async fn a_latch_counts_down_to_zero_and_wakes_every_waiter() {
 
     let waiters: Vec<_> = [&locks, &other]
         .into_iter()
-        .map(|client| {
-            let latch = client.count_down_latch("ready");
-            tokio::spawn(async move { latch.await_zero(None).await })
-        })
+        .map(|client| spawn_await_zero(&client.count_down_latch("ready"), None))
         .collect();
     latch_queue_becomes(&server, "ready", 2).await;
     assert_eq!(latch.count_down().await.expect("count down"), 1);
@@ -82,18 +95,11 @@ async fn a_latch_counts_down_to_zero_and_wakes_every_waiter() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wait_times_out_while_the_count_is_above_zero() {
-    let server = Server::start();
-    let locks = client_on(server.port, Options::default());
-    let latch = locks.count_down_latch("slow");
-    latch.try_set_count(1, None).await.expect("set");
+    let (server, locks) = server_with_client(Options::default());
+    let latch = new_latch(&locks, "slow", 1).await;
 
-    let started = Instant::now();
-    let outcome = latch
-        .await_zero(Some(Duration::from_millis(250)))
-        .await
-        .expect("await");
-    let waited = started.elapsed();
-    assert_eq!(outcome, Awaited::TimedOut);
+    let (outcome, waited) = timed(latch.await_zero(Some(Duration::from_millis(250)))).await;
+    assert_eq!(outcome.expect("await"), Awaited::TimedOut);
     assert!(
         waited >= Duration::from_millis(250) && waited < Duration::from_secs(2),
         "waited {waited:?}"
@@ -105,8 +111,7 @@ async fn a_wait_times_out_while_the_count_is_above_zero() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_latch_whose_ttl_ends_tells_its_waiters_it_expired() {
     let _alone = alone();
-    let server = Server::start();
-    let locks = client_on(server.port, Options::default());
+    let (server, locks) = server_with_client(Options::default());
     let latch = locks.count_down_latch("brief");
     assert!(latch
         .try_set_count(3, Some(Duration::from_millis(300)))
@@ -115,28 +120,16 @@ async fn a_latch_whose_ttl_ends_tells_its_waiters_it_expired() {
     let ttl = pttl(&mut server.connection(), "brief");
     assert!((1..=300).contains(&ttl), "PX 300 gave pttl {ttl}");
 
-    let started = Instant::now();
-    let outcome = latch
-        .await_zero(Some(Duration::from_secs(5)))
-        .await
-        .expect("await");
-    let waited = started.elapsed();
-    assert_eq!(outcome, Awaited::Expired);
+    let (outcome, waited) = timed(latch.await_zero(Some(Duration::from_secs(5)))).await;
+    assert_eq!(outcome.expect("await"), Awaited::Expired);
     assert!(waited < Duration::from_secs(2), "told after {waited:?}");
     assert!(!exists(&mut server.connection(), "brief"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deleted_latch_counts_as_zero() {
-    let server = Server::start();
-    let locks = client_on(server.port, Options::default());
-    let latch = locks.count_down_latch("deleted");
-    latch.try_set_count(4, None).await.expect("set");
-    let waiter = tokio::spawn({
-        let latch = latch.clone();
-        async move { latch.await_zero(None).await }
-    });
-    latch_queue_becomes(&server, "deleted", 1).await;
+    let (server, locks) = server_with_client(Options::default());
+    let (_latch, waiter) = with_a_waiter(&server, &locks, "deleted", 4).await;
     run(&mut server.connection(), &["DEL", "deleted"]);
     let outcome = tokio::time::timeout(Duration::from_secs(2), waiter)
         .await
@@ -148,15 +141,8 @@ async fn a_deleted_latch_counts_as_zero() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wait_does_not_stall_the_clients_other_commands_and_can_be_given_up() {
-    let server = Server::start();
-    let locks = client_on(server.port, Options::default());
-    let latch = locks.count_down_latch("gate");
-    latch.try_set_count(1, None).await.expect("set");
-    let waiter = tokio::spawn({
-        let latch = latch.clone();
-        async move { latch.await_zero(None).await }
-    });
-    latch_queue_becomes(&server, "gate", 1).await;
+    let (server, locks) = server_with_client(Options::default());
+    let (latch, waiter) = with_a_waiter(&server, &locks, "gate", 1).await;
     let started = Instant::now();
     assert_eq!(latch.count().await.expect("count"), 1);
     let guard = locks.lock("elsewhere").await.expect("lock");
@@ -176,8 +162,7 @@ async fn a_wait_does_not_stall_the_clients_other_commands_and_can_be_given_up() 
 #[test]
 fn the_blocking_forms_count_down_and_wait() {
     let server = Server::start();
-    let url = format!("redis://127.0.0.1:{}/", server.port);
-    let locks = blocking::LockClient::new(redis::Client::open(url).expect("url")).expect("client");
+    let locks = blocking_client_on(server.port, Options::default());
     let latch = locks.count_down_latch("b-latch");
     assert!(latch.try_set_count(2, None).expect("set"));
     let waiter = {
@@ -214,8 +199,7 @@ async fn a_count_down_whose_reply_was_lost_is_not_counted_twice_and_a_broken_wai
     let server = Server::start();
     let proxy = Proxy::start(server.port);
     let locks = client_on(proxy.port, Options::default());
-    let latch = locks.count_down_latch("cut");
-    latch.try_set_count(3, None).await.expect("set");
+    let latch = new_latch(&locks, "cut", 3).await;
 
     proxy.cut_after("LOCK.COUNTDOWN");
     let err = latch.count_down().await.expect_err("the reply was cut");
@@ -226,10 +210,7 @@ async fn a_count_down_whose_reply_was_lost_is_not_counted_twice_and_a_broken_wai
     assert_eq!(latch.count().await.expect("count"), 2, "counted once");
 
     // A wait whose connection breaks is resumed on a new one.
-    let waiter = tokio::spawn({
-        let latch = latch.clone();
-        async move { latch.await_zero(Some(Duration::from_secs(10))).await }
-    });
+    let waiter = spawn_await_zero(&latch, Some(Duration::from_secs(10)));
     latch_queue_becomes(&server, "cut", 1).await;
     let killed: i64 = redis::cmd("CLIENT")
         .arg("KILL")

@@ -16,7 +16,7 @@ use redis::Value;
 use redis_lock_client::{LockError, Lost, Options};
 use redis_lock_test_support::redisson::{script_acquire, script_unlock, ACQUIRE_HINCRBY};
 use redis_lock_test_support::*;
-use support::{client_on, handed_to, server_with_client};
+use support::{client_on, granted, handed_to, refused, server_with_client};
 
 fn options() -> Options {
     Options::default()
@@ -64,11 +64,7 @@ async fn a_guard_holds_re_enters_and_releases_on_unlock_and_on_drop() {
     );
     // Another owner is excluded.
     let other = locks.as_owner("someone-else");
-    assert!(other
-        .try_lock("order:42", Duration::ZERO, None)
-        .await
-        .expect("try")
-        .is_none());
+    refused(other.try_lock("order:42", Duration::ZERO, None)).await;
 
     second.unlock().await.expect("unlock one hold");
     assert_eq!(
@@ -121,11 +117,7 @@ async fn the_watchdog_keeps_a_lock_for_three_times_its_lease() {
             "held at {:?}",
             started.elapsed()
         );
-        assert!(rival
-            .try_lock("job", Duration::ZERO, Some(Duration::from_secs(1)))
-            .await
-            .expect("try")
-            .is_none());
+        refused(rival.try_lock("job", Duration::ZERO, Some(Duration::from_secs(1)))).await;
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert_eq!(guard.is_lost(), None);
@@ -278,11 +270,11 @@ async fn a_waiter_queues_in_the_server_and_is_handed_the_lock() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lease_given_by_the_caller_is_not_renewed_and_its_end_is_signalled() {
     let (server, locks) = server_with_client(options());
-    let guard = locks
-        .try_lock("lease", Duration::ZERO, Some(Duration::from_millis(400)))
-        .await
-        .expect("try")
-        .expect("free");
+    let guard = granted(
+        locks.try_lock("lease", Duration::ZERO, Some(Duration::from_millis(400))),
+        "free",
+    )
+    .await;
     let ttl = pttl(&mut server.connection(), "lease");
     assert!(ttl > 0 && ttl <= 400, "{ttl}");
     let why = tokio::time::timeout(Duration::from_secs(2), guard.lost())
@@ -386,18 +378,15 @@ async fn library_and_redisson_scripts_exclude_each_other() {
         script_acquire(&mut con, ACQUIRE_HINCRBY, b"shared", "redisson:1", 30_000),
         Value::Nil
     );
-    assert!(locks
-        .try_lock("shared", Duration::from_millis(100), None)
-        .await
-        .expect("try")
-        .is_none());
+    refused(locks.try_lock("shared", Duration::from_millis(100), None)).await;
     // The same owner id as the Redisson thread re-enters.
-    let same = locks
-        .as_owner("redisson:1")
-        .try_lock("shared", Duration::ZERO, None)
-        .await
-        .expect("try")
-        .expect("re-entered");
+    let same = granted(
+        locks
+            .as_owner("redisson:1")
+            .try_lock("shared", Duration::ZERO, None),
+        "re-entered",
+    )
+    .await;
     assert_eq!(
         holders(&mut con, "shared"),
         vec![("redisson:1".to_string(), "2".to_string())]
@@ -423,19 +412,14 @@ async fn force_unlock_and_bad_arguments_are_reported() {
         Err(LockError::InvalidArgument(_))
     ));
     // A wait too long for the clock is a wait without end, not a panic.
-    let guard = locks
-        .as_owner("b")
-        .try_lock("free", Duration::MAX, None)
-        .await
-        .expect("try")
-        .expect("free");
+    let guard = granted(
+        locks.as_owner("b").try_lock("free", Duration::MAX, None),
+        "free",
+    )
+    .await;
     guard.unlock().await.expect("unlock");
     let multi = redis_lock_client::MultiLock::new([(locks.clone(), "free")]).expect("multi");
-    let all = multi
-        .try_lock(Duration::MAX, None)
-        .await
-        .expect("try")
-        .expect("free");
+    let all = granted(multi.try_lock(Duration::MAX, None), "free").await;
     all.unlock().await.expect("unlock");
     set(&mut server.connection(), "not-a-hash", 1);
     match locks.lock("not-a-hash").await {
@@ -475,10 +459,6 @@ async fn leases_over_100_years_are_refused_before_sending_as_the_module_does() {
     );
     assert!(matches!(watchdog, Err(LockError::InvalidArgument(_))));
     // 100 years exactly is a lease like any other.
-    let guard = locks
-        .try_lock("x", Duration::ZERO, Some(century))
-        .await
-        .expect("try")
-        .expect("free");
+    let guard = granted(locks.try_lock("x", Duration::ZERO, Some(century)), "free").await;
     guard.unlock().await.expect("unlock");
 }

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use redis_lock_client::{blocking, LockClient, LockError, Lost, MultiLock, Options};
 use redis_lock_test_support::*;
-use support::{client_on, handed_to};
+use support::{client_on, handed_to, unlock_last};
 
 /// The watchdog lease of these tests: short, so a wait of 1.5 of it is quick.
 const LEASE: Duration = Duration::from_millis(1000);
@@ -70,8 +70,7 @@ async fn a_lock_handed_over_after_waiting_longer_than_the_lease_is_held_and_rene
     let b = waiting.await.expect("task").expect("b locks");
     assert_eq!(b.is_lost(), None, "a fresh grant is not lost");
     stays_held(&server, "x", "b", || b.is_lost()).await;
-    b.unlock().await.expect("b's unlock releases it");
-    assert!(!exists(&mut server.connection(), "x"));
+    unlock_last(b, &mut server.connection()).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -16,7 +16,10 @@ use std::time::{Duration, Instant};
 
 use redis_lock_client::{blocking, LockError, LockKind, Lost, Options};
 use redis_lock_test_support::*;
-use support::{client_on, granted_within, refused_then_waiting, server_with_client, through_proxy};
+use support::{
+    client_on, granted, granted_within, handed_to, refused, refused_then_waiting,
+    server_with_client, through_proxy,
+};
 
 /// The lock's hash as sorted (field, value) text pairs.
 fn fields(con: &mut redis::Connection, key: &str) -> Vec<(String, String)> {
@@ -80,11 +83,11 @@ async fn readers_share_and_a_writer_excludes() {
     );
 
     let a = r1.read_lock("doc").await.expect("r1 reads");
-    let b = r2
-        .try_read_lock("doc", Duration::ZERO, None)
-        .await
-        .expect("try")
-        .expect("r2 reads alongside r1");
+    let b = granted(
+        r2.try_read_lock("doc", Duration::ZERO, None),
+        "r2 reads alongside r1",
+    )
+    .await;
     assert_eq!((a.kind(), b.kind()), (LockKind::Read, LockKind::Read));
     assert_eq!(
         fields(&mut con, "doc"),
@@ -102,19 +105,15 @@ async fn readers_share_and_a_writer_excludes() {
     );
 
     a.unlock().await.expect("r1 releases");
-    assert!(w
-        .try_write_lock("doc", Duration::ZERO, None)
-        .await
-        .expect("try")
-        .is_none());
+    refused(w.try_write_lock("doc", Duration::ZERO, None)).await;
     b.unlock().await.expect("r2 releases");
     assert!(!exists(&mut con, "doc"));
 
-    let writing = w
-        .try_write_lock("doc", Duration::ZERO, None)
-        .await
-        .expect("try")
-        .expect("free: the writer gets it");
+    let writing = granted(
+        w.try_write_lock("doc", Duration::ZERO, None),
+        "free: the writer gets it",
+    )
+    .await;
     assert_eq!(writing.kind(), LockKind::Write);
     assert_eq!(fields(&mut con, "doc"), expect("write", &[("w:write", 1)]));
     assert!(writing.is_held().await.expect("is_held"));
@@ -162,16 +161,8 @@ async fn the_watchdog_keeps_read_and_write_holds_for_three_times_the_lease() {
             "{at:?}"
         );
         let short = Some(Duration::from_secs(1));
-        assert!(rival
-            .try_write_lock("books", Duration::ZERO, short)
-            .await
-            .expect("try")
-            .is_none());
-        assert!(rival
-            .try_read_lock("pens", Duration::ZERO, short)
-            .await
-            .expect("try")
-            .is_none());
+        refused(rival.try_write_lock("books", Duration::ZERO, short)).await;
+        refused(rival.try_read_lock("pens", Duration::ZERO, short)).await;
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert_eq!((reading.is_lost(), writing.is_lost()), (None, None));
@@ -266,12 +257,13 @@ async fn a_forced_read_write_lock_marks_its_read_and_write_guards_lost_quickly()
 
     // A read hold with the caller's lease is lost when that lease ends.
     let lease = Duration::from_millis(300);
-    let leased = locks
-        .as_owner("r")
-        .try_read_lock("doc", Duration::ZERO, Some(lease))
-        .await
-        .expect("try")
-        .expect("free");
+    let leased = granted(
+        locks
+            .as_owner("r")
+            .try_read_lock("doc", Duration::ZERO, Some(lease)),
+        "free",
+    )
+    .await;
     let taken = Instant::now();
     let why = tokio::time::timeout(Duration::from_secs(3), leased.lost())
         .await
@@ -403,12 +395,13 @@ async fn a_writer_downgrades_and_a_readers_upgrade_is_refused() {
     assert!(reading.is_held().await.expect("is_held"));
     assert_eq!(reading.is_lost(), None);
     // Others may read now, not write.
-    let other = locks
-        .as_owner("other")
-        .try_read_lock("doc", Duration::ZERO, None)
-        .await
-        .expect("try")
-        .expect("shared again");
+    let other = granted(
+        locks
+            .as_owner("other")
+            .try_read_lock("doc", Duration::ZERO, None),
+        "shared again",
+    )
+    .await;
     other.unlock().await.expect("unlock");
 
     let refused = owner
@@ -476,11 +469,7 @@ async fn fenced_writes_carry_growing_tokens() {
     for guard in [plain, again, first] {
         guard.unlock().await.expect("unlock");
     }
-    let handed = waiting
-        .await
-        .expect("task")
-        .expect("try")
-        .expect("handed over");
+    let handed = handed_to(waiting).await;
     let t3 = handed.token().expect("a token");
     assert!(t3 > t2, "the hand-off raises the token: {t2} then {t3}");
     handed.unlock().await.expect("unlock");
@@ -501,11 +490,7 @@ async fn reads_and_writes_re_enter_and_free_the_lock_with_the_last_hold() {
     let owner = locks.as_owner("o");
 
     let one = owner.read_lock("doc").await.expect("read");
-    let two = owner
-        .try_read_lock("doc", Duration::ZERO, None)
-        .await
-        .expect("try")
-        .expect("re-enter");
+    let two = granted(owner.try_read_lock("doc", Duration::ZERO, None), "re-enter").await;
     assert_eq!(two.hold_count(), 2);
     assert_eq!(fields(&mut con, "doc"), expect("read", &[("o", 2)]));
     assert!(exists(&mut con, hold_key("doc", "o", 1)) && exists(&mut con, hold_key("doc", "o", 2)));

@@ -14,12 +14,15 @@ mod support;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use redis_lock_client::{blocking, LockError, Lost, Options};
+use redis_lock_client::{LockError, Lost, Options};
 use redis_lock_test_support::semaphore::{
     latch_queue_becomes, sem_info, sem_queue_becomes, sem_waiters,
 };
 use redis_lock_test_support::*;
-use support::{client_on, Proxy};
+use support::{
+    blocking_client_on, client_on, granted, handed_to, new_latch, new_permits, new_semaphore,
+    server_with_client, spawn_await_zero, Proxy,
+};
 
 fn short_watchdog() -> Options {
     Options::default().watchdog_lease(Duration::from_millis(600))
@@ -27,8 +30,7 @@ fn short_watchdog() -> Options {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn permits_are_set_once_taken_and_given_back() {
-    let server = Server::start();
-    let locks = client_on(server.port, Options::default());
+    let (server, locks) = server_with_client(Options::default());
     let pool = locks.semaphore("pool");
 
     assert_eq!(pool.available_permits().await.expect("available"), 0);
@@ -72,10 +74,8 @@ async fn permits_are_set_once_taken_and_given_back() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn waiters_are_served_first_come_first_served_even_a_greedy_head() {
     let _alone = alone();
-    let server = Server::start();
-    let locks = client_on(server.port, Options::default());
-    let pool = locks.semaphore("fifo");
-    assert!(pool.try_set_permits(0, None).await.expect("set"));
+    let (server, locks) = server_with_client(Options::default());
+    let pool = new_semaphore(&locks, "fifo", 0).await;
 
     let (done_tx, mut done) = tokio::sync::mpsc::unbounded_channel();
     let greedy = {
@@ -116,11 +116,9 @@ async fn waiters_are_served_first_come_first_served_even_a_greedy_head() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_release_hands_the_permits_to_the_waiter_at_once() {
     let _alone = alone();
-    let server = Server::start();
-    let locks = client_on(server.port, Options::default());
+    let (server, locks) = server_with_client(Options::default());
     let other = client_on(server.port, Options::default());
-    let pool = locks.semaphore("handover");
-    pool.try_set_permits(0, None).await.expect("set");
+    let pool = new_semaphore(&locks, "handover", 0).await;
 
     let waiter = {
         let pool = other.semaphore("handover");
@@ -142,10 +140,8 @@ async fn a_release_hands_the_permits_to_the_waiter_at_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_timed_wait_ends_without_permits_and_leaves_the_queue() {
-    let server = Server::start();
-    let locks = client_on(server.port, Options::default());
-    let pool = locks.semaphore("timed");
-    pool.try_set_permits(1, None).await.expect("set");
+    let (server, locks) = server_with_client(Options::default());
+    let pool = new_semaphore(&locks, "timed", 1).await;
     assert!(pool.try_acquire(1).await.expect("take the only one"));
 
     let started = Instant::now();
@@ -162,10 +158,8 @@ async fn a_timed_wait_ends_without_permits_and_leaves_the_queue() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wait_without_end_does_not_stall_the_clients_other_commands() {
-    let server = Server::start();
-    let locks = client_on(server.port, Options::default());
-    let pool = locks.semaphore("busy");
-    pool.try_set_permits(0, None).await.expect("set");
+    let (server, locks) = server_with_client(Options::default());
+    let pool = new_semaphore(&locks, "busy", 0).await;
 
     let waiter = {
         let pool = pool.clone();
@@ -190,10 +184,8 @@ async fn a_wait_without_end_does_not_stall_the_clients_other_commands() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wait_given_up_leaves_the_queue_and_takes_nothing() {
     let _alone = alone();
-    let server = Server::start();
-    let locks = client_on(server.port, Options::default());
-    let pool = locks.semaphore("abandoned");
-    pool.try_set_permits(0, None).await.expect("set");
+    let (server, locks) = server_with_client(Options::default());
+    let pool = new_semaphore(&locks, "abandoned", 0).await;
 
     let given_up = tokio::time::timeout(Duration::from_millis(200), pool.acquire(1)).await;
     assert!(given_up.is_err(), "nothing was free");
@@ -209,8 +201,7 @@ async fn a_wait_given_up_leaves_the_queue_and_takes_nothing() {
     assert_eq!(pool.available_permits().await.expect("available"), 1);
 
     // Permits granted to a wait whose caller is leaving are given back.
-    let permits = locks.permit_expirable_semaphore("abandoned-p");
-    permits.try_set_permits(0, None).await.expect("set");
+    let permits = new_permits(&locks, "abandoned-p", 0).await;
     let waiting = tokio::spawn({
         let permits = permits.clone();
         async move { permits.acquire(1, None).await }
@@ -229,18 +220,12 @@ async fn a_wait_given_up_leaves_the_queue_and_takes_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn permits_have_ids_and_a_renewed_lease_and_come_back_on_release() {
-    let server = Server::start();
-    let locks = client_on(server.port, Options::default());
+    let (server, locks) = server_with_client(Options::default());
     let mut con = server.connection();
-    let quota = locks.permit_expirable_semaphore("quota");
-    assert!(quota.try_set_permits(3, None).await.expect("set"));
+    let quota = new_permits(&locks, "quota", 3).await;
 
     let before = server_now_ms(&mut con);
-    let two = quota
-        .try_acquire(2, None)
-        .await
-        .expect("try")
-        .expect("2 of 3 are free");
+    let two = granted(quota.try_acquire(2, None), "2 of 3 are free").await;
     assert_eq!(two.ids().len(), 2);
     assert_ne!(two.ids()[0], two.ids()[1]);
     for id in two.ids() {
@@ -290,10 +275,8 @@ async fn permits_have_ids_and_a_renewed_lease_and_come_back_on_release() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_watchdog_keeps_a_permit_past_its_lease() {
     let _alone = alone();
-    let server = Server::start();
-    let locks = client_on(server.port, short_watchdog());
-    let quota = locks.permit_expirable_semaphore("kept");
-    quota.try_set_permits(1, None).await.expect("set");
+    let (server, locks) = server_with_client(short_watchdog());
+    let quota = new_permits(&locks, "kept", 1).await;
     let permit = quota.acquire(1, None).await.expect("acquire");
 
     // Four leases of 600 ms: the lease would have ended three times over.
@@ -313,15 +296,13 @@ async fn the_watchdog_keeps_a_permit_past_its_lease() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_callers_lease_ends_the_permit_and_the_guard_is_told() {
     let _alone = alone();
-    let server = Server::start();
-    let locks = client_on(server.port, Options::default());
-    let quota = locks.permit_expirable_semaphore("leased");
-    quota.try_set_permits(1, None).await.expect("set");
-    let permit = quota
-        .try_acquire(1, Some(Duration::from_millis(300)))
-        .await
-        .expect("try")
-        .expect("free");
+    let (server, locks) = server_with_client(Options::default());
+    let quota = new_permits(&locks, "leased", 1).await;
+    let permit = granted(
+        quota.try_acquire(1, Some(Duration::from_millis(300))),
+        "free",
+    )
+    .await;
     let why = tokio::time::timeout(Duration::from_secs(3), permit.lost())
         .await
         .expect("told within 3 s");
@@ -343,10 +324,8 @@ async fn a_callers_lease_ends_the_permit_and_the_guard_is_told() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_permit_removed_on_the_server_is_lost_at_the_next_renewal() {
     let _alone = alone();
-    let server = Server::start();
-    let locks = client_on(server.port, short_watchdog());
-    let quota = locks.permit_expirable_semaphore("{removed}");
-    quota.try_set_permits(2, None).await.expect("set");
+    let (server, locks) = server_with_client(short_watchdog());
+    let quota = new_permits(&locks, "{removed}", 2).await;
     let permits = quota.acquire(2, None).await.expect("acquire");
     let gone = permits.ids()[0].clone();
     let kept = permits.ids()[1].clone();
@@ -380,15 +359,13 @@ async fn a_permit_removed_on_the_server_is_lost_at_the_next_renewal() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiter_gets_the_permit_whose_lease_ended() {
     let _alone = alone();
-    let server = Server::start();
-    let locks = client_on(server.port, Options::default());
-    let quota = locks.permit_expirable_semaphore("reclaimed");
-    quota.try_set_permits(1, None).await.expect("set");
-    let first = quota
-        .try_acquire(1, Some(Duration::from_millis(300)))
-        .await
-        .expect("try")
-        .expect("free");
+    let (_server, locks) = server_with_client(Options::default());
+    let quota = new_permits(&locks, "reclaimed", 1).await;
+    let first = granted(
+        quota.try_acquire(1, Some(Duration::from_millis(300))),
+        "free",
+    )
+    .await;
     let started = Instant::now();
     let second = quota
         .try_acquire_for(1, Duration::from_secs(5), None)
@@ -412,12 +389,7 @@ async fn a_waiter_gets_the_permit_whose_lease_ended() {
 #[test]
 fn the_blocking_forms_wait_take_and_give_back() {
     let server = Server::start();
-    let url = format!("redis://127.0.0.1:{}/", server.port);
-    let locks = blocking::LockClient::with_options(
-        redis::Client::open(url).expect("url"),
-        short_watchdog(),
-    )
-    .expect("client");
+    let locks = blocking_client_on(server.port, short_watchdog());
 
     let pool = locks.semaphore("b-pool");
     assert!(pool.try_set_permits(1, None).expect("set"));
@@ -465,8 +437,7 @@ async fn takes_whose_replies_were_lost_are_not_sent_again() {
     let server = Server::start();
     let proxy = Proxy::start(server.port);
     let locks = client_on(proxy.port, Options::default());
-    let pool = locks.semaphore("cut");
-    pool.try_set_permits(3, None).await.expect("set");
+    let pool = new_semaphore(&locks, "cut", 3).await;
 
     proxy.cut_after("LOCK.SEMACQUIRE");
     let err = pool.try_acquire(1).await.expect_err("the reply was cut");
@@ -488,8 +459,7 @@ async fn takes_whose_replies_were_lost_are_not_sent_again() {
 
     // Giving permits back by id is safe to repeat: a release whose reply
     // was lost is sent again, and its "not held" then means it ran.
-    let quota = locks.permit_expirable_semaphore("cut-p");
-    quota.try_set_permits(1, None).await.expect("set");
+    let quota = new_permits(&locks, "cut-p", 1).await;
     let permit = quota.acquire(1, None).await.expect("acquire");
     proxy.cut_after("LOCK.PERMITRELEASE");
     permit.release().await.expect("released despite the cut");
@@ -509,16 +479,14 @@ async fn takes_whose_replies_were_lost_are_not_sent_again() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn permits_granted_as_their_caller_leaves_are_given_back() {
-    let server = Server::start();
-    let locks = client_on(server.port, Options::default());
+    let (server, locks) = server_with_client(Options::default());
     let mut con = server.connection();
     // The grant and the caller's leaving race: whichever wins, the permit
     // is given back at once (by the guard's drop, or by the wait's task),
     // not held for the 30 s watchdog lease nobody renews.
     for round in 0..5 {
         let name = format!("race-{round}");
-        let quota = locks.permit_expirable_semaphore(name.as_str());
-        quota.try_set_permits(0, None).await.expect("set");
+        let quota = new_permits(&locks, &name, 0).await;
         let waiting = tokio::spawn({
             let quota = quota.clone();
             async move { quota.acquire(1, None).await }
@@ -535,8 +503,7 @@ async fn permits_granted_as_their_caller_leaves_are_given_back() {
         // A plain semaphore's permits have no guard: a caller that got
         // them has them, one that left gave them back.
         let name = format!("plain-race-{round}");
-        let pool = locks.semaphore(name.as_str());
-        pool.try_set_permits(0, None).await.expect("set");
+        let pool = new_semaphore(&locks, &name, 0).await;
         let waiting = tokio::spawn({
             let pool = pool.clone();
             async move { pool.acquire(1).await }
@@ -581,8 +548,7 @@ async fn semaphores_permits_and_latches_route_to_their_keys_node_in_a_cluster() 
         } else {
             format!("{{tagged}}:quota:{i}")
         };
-        let quota = locks.permit_expirable_semaphore(name.as_str());
-        quota.try_set_permits(1, None).await.expect("set");
+        let quota = new_permits(&locks, &name, 1).await;
         let permit = quota.acquire(1, None).await.expect("acquire");
         let node = cluster.node_for(&name);
         let info = sem_info(&mut node.connection(), &name).expect("on the key's node");
@@ -612,22 +578,14 @@ async fn semaphores_permits_and_latches_route_to_their_keys_node_in_a_cluster() 
     });
     sem_queue_becomes(cluster.node_for(quota.name()), quota.name(), 1).await;
     permit.release().await.expect("release");
-    let handed = waiting
-        .await
-        .expect("task")
-        .expect("wait")
-        .expect("handed over");
+    let handed = handed_to(waiting).await;
     handed.release().await.expect("release");
     for (_, permit) in permits {
         permit.release().await.expect("release");
     }
 
-    let latch = locks.count_down_latch("gate");
-    latch.try_set_count(1, None).await.expect("set");
-    let waiter = tokio::spawn({
-        let latch = latch.clone();
-        async move { latch.await_zero(Some(Duration::from_secs(10))).await }
-    });
+    let latch = new_latch(&locks, "gate", 1).await;
+    let waiter = spawn_await_zero(&latch, Some(Duration::from_secs(10)));
     latch_queue_becomes(cluster.node_for("gate"), "gate", 1).await;
     assert_eq!(latch.count_down().await.expect("count down"), 0);
     assert_eq!(

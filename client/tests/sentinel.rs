@@ -13,7 +13,7 @@ use redis::Value;
 use redis_lock_client::{LockClient, LockError, LockGuard, Lost, Options};
 use redis_lock_test_support::sentinel::{SentinelConfig, Sentinels};
 use redis_lock_test_support::*;
-use support::granted_within;
+use support::{granted_within, unlock_last};
 use tokio::task::JoinHandle;
 
 fn run(server: &Server, args: &[&str]) {
@@ -167,8 +167,7 @@ async fn a_failover_moves_renewals_and_waits_to_the_new_master_and_reports_lost_
     assert!(ttl > 0 && ttl <= 10_000, "{ttl}");
 
     let got = handed_to_the_waiter(promoted, kept, waiting).await;
-    got.unlock().await.expect("unlock");
-    assert!(!exists(&mut promoted.connection(), "kept"));
+    unlock_last(got, &mut promoted.connection()).await;
 }
 
 /// `SENTINEL FAILOVER`: the old master lives on as a replica. A wait there

@@ -12,8 +12,11 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use redis_lock_client::{LockClient, LockError, Options};
-use redis_lock_test_support::Server;
+use redis_lock_client::{
+    blocking, Awaited, CountDownLatch, LockClient, LockError, LockGuard, Options,
+    PermitExpirableSemaphore, Semaphore,
+};
+use redis_lock_test_support::{exists, Server};
 use tokio::task::JoinHandle;
 
 /// A client on `127.0.0.1:port` with `options`.
@@ -21,6 +24,13 @@ pub fn client_on(port: u16, options: Options) -> LockClient {
     let url = format!("redis://127.0.0.1:{port}/");
     LockClient::with_options(redis::Client::open(url).expect("a valid URL"), options)
         .expect("created inside a runtime")
+}
+
+/// A blocking client on `127.0.0.1:port` with `options`.
+pub fn blocking_client_on(port: u16, options: Options) -> blocking::LockClient {
+    let url = format!("redis://127.0.0.1:{port}/");
+    blocking::LockClient::with_options(redis::Client::open(url).expect("a valid URL"), options)
+        .expect("a blocking client")
 }
 
 /// A server of its own, and a client on it with `options`.
@@ -298,4 +308,68 @@ pub async fn handed_to<G, E: std::fmt::Debug>(waiting: JoinHandle<Result<Option<
         .expect("the waiting task ends")
         .expect("the wait answers without an error")
         .expect("the wait is granted")
+}
+
+/// Awaits `future`: its output, and how long it took.
+pub async fn timed<T>(future: impl Future<Output = T>) -> (T, Duration) {
+    let started = Instant::now();
+    let output = future.await;
+    (output, started.elapsed())
+}
+
+/// The answer of a `try_` form that must be a grant (`what` says why): its
+/// guard.
+pub async fn granted<G, E: std::fmt::Debug>(
+    trying: impl Future<Output = Result<Option<G>, E>>,
+    what: &str,
+) -> G {
+    trying.await.expect("try").expect(what)
+}
+
+/// The answer of a `try_` form that must be a refusal: still taken.
+pub async fn refused<G, E: std::fmt::Debug>(trying: impl Future<Output = Result<Option<G>, E>>) {
+    assert!(trying.await.expect("try").is_none(), "still taken");
+}
+
+/// Unlocks `guard`, the last hold of its lock: then the lock's key is gone
+/// (`con`: a connection to the server that had it).
+pub async fn unlock_last(guard: LockGuard, con: &mut redis::Connection) {
+    let name = guard.name().to_string();
+    guard.unlock().await.expect("unlock");
+    assert!(!exists(con, &name), "{name} is free after its last hold");
+}
+
+/// The semaphore `name`, new: set to `permits`.
+pub async fn new_semaphore(locks: &LockClient, name: &str, permits: u64) -> Semaphore {
+    let semaphore = locks.semaphore(name);
+    let set = semaphore.try_set_permits(permits, None).await;
+    assert!(set.expect("set"), "{name} is new");
+    semaphore
+}
+
+/// The permit-expirable semaphore `name`, new: set to `permits`.
+pub async fn new_permits(locks: &LockClient, name: &str, permits: u64) -> PermitExpirableSemaphore {
+    let semaphore = locks.permit_expirable_semaphore(name);
+    let set = semaphore.try_set_permits(permits, None).await;
+    assert!(set.expect("set"), "{name} is new");
+    semaphore
+}
+
+/// `latch.await_zero(timeout)` in a task of its own: that task.
+pub fn spawn_await_zero(
+    latch: &CountDownLatch,
+    timeout: Option<Duration>,
+) -> JoinHandle<Result<Awaited, LockError>> {
+    let latch = latch.clone();
+    tokio::spawn(async move { latch.await_zero(timeout).await })
+}
+
+/// The count-down latch `name`, new: set to `count`.
+pub async fn new_latch(locks: &LockClient, name: &str, count: u64) -> CountDownLatch {
+    let latch = locks.count_down_latch(name);
+    assert!(
+        latch.try_set_count(count, None).await.expect("set"),
+        "{name} is new"
+    );
+    latch
 }
