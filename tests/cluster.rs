@@ -155,14 +155,7 @@ fn read_write_locks_keep_every_key_in_the_locks_slot() {
             exists(&mut direct, &hold),
             "{key}: its hold key {hold} is on its node"
         );
-        let mut slot = |k: &str| -> i64 {
-            redis::cmd("CLUSTER")
-                .arg("KEYSLOT")
-                .arg(k)
-                .query(&mut direct)
-                .expect("KEYSLOT")
-        };
-        assert_eq!(slot(&hold), slot(key), "{key}");
+        assert_eq!(cluster.slot(&hold), cluster.slot(key), "{key}");
         let mut writer = RawClient::connect(node.port);
         writer.send(&["LOCK.WACQUIRE", key, "w", "30000", "WAIT", "5000"]);
         poll_until(Duration::from_secs(5), "the writer queues", || {
@@ -192,14 +185,7 @@ fn semaphores_and_latches_keep_every_key_in_their_slot_and_wait_on_their_node() 
             1,
             "{key}: its set is on its node"
         );
-        let mut slot = |k: &str| -> i64 {
-            redis::cmd("CLUSTER")
-                .arg("KEYSLOT")
-                .arg(k)
-                .query(&mut direct)
-                .expect("KEYSLOT")
-        };
-        assert_eq!(slot(&permits_key(key)), slot(key), "{key}");
+        assert_eq!(cluster.slot(&permits_key(key)), cluster.slot(key), "{key}");
         let mut waiter = RawClient::connect(node.port);
         waiter.send(&["LOCK.SEMACQUIRE", key, "1", "WAIT", "5000"]);
         poll_until(Duration::from_secs(5), "the waiter queues", || {

@@ -644,10 +644,13 @@ fn acl_key_patterns_apply_to_the_lock_key() {
     let mut app = server.connection_as("app", &["~app:*", "+lock.racquire", "+lock.rrelease"]);
     assert_eq!(racquire(&mut app, "app:doc", "o", 5_000), Value::Nil);
     assert_eq!(rrelease(&mut app, "app:doc", "o"), Value::Int(1));
-    let denied = call(&mut app, &["LOCK.RACQUIRE", "other:doc", "o", "5000"]).unwrap_err();
-    assert!(denied.starts_with("NOPERM"), "{denied}");
-    let denied = call(&mut app, &["LOCK.WACQUIRE", "app:doc", "o", "5000"]).unwrap_err();
-    assert!(denied.starts_with("NOPERM"), "{denied}");
+    assert_refused(
+        &mut app,
+        &[
+            (&["LOCK.RACQUIRE", "other:doc", "o", "5000"], "NOPERM"),
+            (&["LOCK.WACQUIRE", "app:doc", "o", "5000"], "NOPERM"),
+        ],
+    );
     assert!(!exists(&mut admin, "other:doc"));
 }
 

@@ -77,14 +77,19 @@ impl Cluster {
             .expect("cluster connection")
     }
 
-    /// The node serving `key`'s slot.
-    pub fn node_for(&self, key: &str) -> &Server {
-        let mut con = self.nodes[0].connection();
-        let slot: i64 = redis::cmd("CLUSTER")
+    /// The slot of `key`.
+    pub fn slot(&self, key: &str) -> i64 {
+        redis::cmd("CLUSTER")
             .arg("KEYSLOT")
             .arg(key)
-            .query(&mut con)
-            .expect("KEYSLOT");
+            .query(&mut self.nodes[0].connection())
+            .expect("KEYSLOT")
+    }
+
+    /// The node serving `key`'s slot.
+    pub fn node_for(&self, key: &str) -> &Server {
+        let slot = self.slot(key);
+        let mut con = self.nodes[0].connection();
         let ranges: Vec<Value> = redis::cmd("CLUSTER")
             .arg("SLOTS")
             .query(&mut con)
