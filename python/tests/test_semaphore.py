@@ -275,8 +275,7 @@ def test_lost_when_the_member_is_removed_behind_the_guard(r: redis.Redis) -> Non
     sem = locks.permit_semaphore("pm:zrem")
     sem.try_set_permits(2)
     told: list[LostReason] = []
-    permits = sem.acquire(2)
-    permits.add_lost_callback(told.append)
+    permits = sem.acquire(2, on_lost=told.append)
     gone = permits.ids[0]
     assert r.zrem("{pm:zrem}:timeout", member(gone)) == 1
     # Told at the next renewal (every lease/3).
@@ -297,10 +296,14 @@ def test_lost_when_released_by_id_from_another_connection(r: redis.Redis, server
     sem = locks.permit_semaphore("pm:byid")
     sem.try_set_permits(2)
     permits = sem.acquire(2)
+    # A callback may read the guard (it is not called under its mutex).
+    seen: list[LostReason | None] = []
+    permits.add_lost_callback(lambda why: seen.append(permits.lost_reason))
     other = server.client()
     try:
         assert LockClient(other).permit_semaphore("pm:byid").release(permits.ids[1]) == 1
         assert permits.lost.wait(2.0)
+        assert wait_until(lambda: seen == [LostReason(LostReason.NOT_HELD)], 1.0)
         assert permits.lost_ids == [permits.ids[1]]
         with pytest.raises(PermitsNotHeld) as e:
             permits.release()

@@ -187,21 +187,32 @@ class PermitExpirableSemaphore(_SemaphoreBase):
     watchdog; ``lost`` is set then).
     """
 
-    def acquire(self, permits: int = 1, lease: Number | None = None) -> Permits:
+    def acquire(
+        self,
+        permits: int = 1,
+        lease: Number | None = None,
+        *,
+        on_lost: _core.LostCallback | None = None,
+    ) -> Permits:
         """Takes ``permits``, waiting as long as it takes (server-side FIFO,
         on a connection of its own)."""
-        guard = self._acquire(permits, lease, 0, None, True)
+        guard = self._acquire(permits, lease, 0, None, True, on_lost)
         if guard is None:
             raise ProtocolViolation("LOCK.PERMITACQUIRE ... WAIT 0 answered nil")
         return guard
 
     def try_acquire(
-        self, permits: int = 1, lease: Number | None = None, wait: Number | None = None
+        self,
+        permits: int = 1,
+        lease: Number | None = None,
+        wait: Number | None = None,
+        *,
+        on_lost: _core.LostCallback | None = None,
     ) -> Permits | None:
         """Takes ``permits`` if free within ``wait`` s (None or 0: one
         attempt). None when not."""
         ms, within, blocks = _wait_plan(wait)
-        return self._acquire(permits, lease, ms, within, blocks)
+        return self._acquire(permits, lease, ms, within, blocks, on_lost)
 
     def release(self, *ids: str) -> int:
         """Releases permits by id (taken by anyone): how many.
@@ -216,6 +227,7 @@ class PermitExpirableSemaphore(_SemaphoreBase):
         wait: int | None,
         within: float | None,
         blocks: bool,
+        on_lost: _core.LostCallback | None,
     ) -> Permits | None:
         c = self._client
         watchdog = lease is None
@@ -239,6 +251,8 @@ class PermitExpirableSemaphore(_SemaphoreBase):
             except Exception:
                 expires = [asked] * len(ids)  # unknown: renewed at once
         guard = Permits(c, self.name, ids)
+        if on_lost is not None:
+            guard._callbacks.append(on_lost)
         guard._entries = c._hold_permits(self.name, ids, expires, late, watchdog, _weak(guard))
         return guard
 
@@ -254,16 +268,20 @@ class _PermitsBase:
         self._reasons: dict[str, LostReason] = {}
         self._callbacks: list[_core.LostCallback] = []
 
-    def _note_lost(self, pid: str, why: LostReason) -> bool:
+    def _note_lost(self, pid: str, why: LostReason) -> list[_core.LostCallback]:
+        """Records a loss; the callbacks to call (outside any mutex) when it
+        is the first."""
         first = not self._reasons
         self._reasons.setdefault(pid, why)
-        if first:
-            for cb in self._callbacks:
-                try:
-                    cb(why)
-                except Exception:
-                    pass
-        return first
+        return list(self._callbacks) if first else []
+
+    @staticmethod
+    def _call(callbacks: list[_core.LostCallback], why: LostReason) -> None:
+        for cb in callbacks:
+            try:
+                cb(why)
+            except Exception:
+                pass
 
     def _on_lost(self, pid: str, why: LostReason) -> None:
         raise NotImplementedError
@@ -293,8 +311,9 @@ class Permits(_PermitsBase):
 
     def _on_lost(self, pid: str, why: LostReason) -> None:
         with self._mutex:
-            self._note_lost(pid, why)
+            callbacks = self._note_lost(pid, why)
         self._lost.set()
+        self._call(callbacks, why)
 
     def _expire_if_due(self) -> None:
         for e in self._entries:
@@ -463,19 +482,30 @@ class AsyncPermitExpirableSemaphore(_AsyncSemaphoreBase):
     ``AsyncLockClient.permit_semaphore(name)``; ``async with await
     sem.acquire() as permits:``."""
 
-    async def acquire(self, permits: int = 1, lease: Number | None = None) -> AsyncPermits:
+    async def acquire(
+        self,
+        permits: int = 1,
+        lease: Number | None = None,
+        *,
+        on_lost: _core.LostCallback | None = None,
+    ) -> AsyncPermits:
         """Takes ``permits``, waiting as long as it takes."""
-        guard = await self._acquire(permits, lease, 0, None, True)
+        guard = await self._acquire(permits, lease, 0, None, True, on_lost)
         if guard is None:
             raise ProtocolViolation("LOCK.PERMITACQUIRE ... WAIT 0 answered nil")
         return guard
 
     async def try_acquire(
-        self, permits: int = 1, lease: Number | None = None, wait: Number | None = None
+        self,
+        permits: int = 1,
+        lease: Number | None = None,
+        wait: Number | None = None,
+        *,
+        on_lost: _core.LostCallback | None = None,
     ) -> AsyncPermits | None:
         """Takes ``permits`` if free within ``wait`` s (None or 0: one attempt)."""
         ms, within, blocks = _wait_plan(wait)
-        return await self._acquire(permits, lease, ms, within, blocks)
+        return await self._acquire(permits, lease, ms, within, blocks, on_lost)
 
     async def release(self, *ids: str) -> int:
         """Releases permits by id: how many (see :meth:`PermitExpirableSemaphore.release`)."""
@@ -489,6 +519,7 @@ class AsyncPermitExpirableSemaphore(_AsyncSemaphoreBase):
         wait: int | None,
         within: float | None,
         blocks: bool,
+        on_lost: _core.LostCallback | None,
     ) -> AsyncPermits | None:
         c = self._client
         watchdog = lease is None
@@ -511,6 +542,8 @@ class AsyncPermitExpirableSemaphore(_AsyncSemaphoreBase):
             except Exception:
                 expires = [asked] * len(ids)
         guard = AsyncPermits(c, self.name, ids)
+        if on_lost is not None:
+            guard._callbacks.append(on_lost)
         guard._entries = c._hold_permits(self.name, ids, expires, late, watchdog, _weak(guard))
         return guard
 
@@ -526,8 +559,9 @@ class AsyncPermits(_PermitsBase):
         self._lost = asyncio.Event()
 
     def _on_lost(self, pid: str, why: LostReason) -> None:
-        self._note_lost(pid, why)
+        callbacks = self._note_lost(pid, why)
         self._lost.set()
+        self._call(callbacks, why)
 
     def _expire_if_due(self) -> None:
         for e in self._entries:
