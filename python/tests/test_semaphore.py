@@ -255,6 +255,36 @@ def test_watchdog_keeps_a_permit_past_its_lease(r: redis.Redis) -> None:
     assert sem.available_permits() == 1
 
 
+def test_a_lease_granted_after_a_long_wait_runs_from_the_grant(r: redis.Redis) -> None:
+    sem = LockClient(r).permit_semaphore("pm:late")
+    sem.try_set_permits(1)
+    first = sem.acquire()
+    threading.Timer(1.0, first.release).start()
+    started = time.monotonic()
+    # Granted after ~1 s, longer than its lease: measured on the server,
+    # not counted from the request (which would call it lost at once).
+    late = sem.try_acquire(lease=0.6, wait=5)
+    granted = time.monotonic()
+    assert late is not None
+    assert granted - started >= 0.9
+    assert not late.lost.is_set()
+    assert late.lost.wait(3.0)
+    assert time.monotonic() - granted >= 0.4
+    assert late.lost_reason == LostReason(LostReason.LEASE_EXPIRED)
+
+
+def test_a_watchdog_permit_granted_after_a_long_wait_is_kept(r: redis.Redis) -> None:
+    locks = LockClient(r, watchdog_lease=0.6)
+    sem = locks.permit_semaphore("pm:latedog")
+    sem.try_set_permits(1)
+    first = sem.acquire()
+    threading.Timer(1.0, first.release).start()
+    with sem.acquire() as late:
+        time.sleep(1.2)  # two leases
+        assert not late.lost.is_set()
+        assert r.zscore("{pm:latedog}:timeout", member(late.ids[0])) is not None
+
+
 def test_a_caller_lease_ends_and_lost_is_set(r: redis.Redis) -> None:
     sem = LockClient(r).permit_semaphore("pm:lease")
     sem.try_set_permits(1)

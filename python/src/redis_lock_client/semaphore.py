@@ -249,7 +249,7 @@ class PermitExpirableSemaphore(_SemaphoreBase):
                 )
                 expires = [None if x is None else asked + x for x in left]
             except Exception:
-                expires = [asked] * len(ids)  # unknown: renewed at once
+                expires = [asked] * len(ids)  # unknown: ending now, the safe side
         guard = Permits(c, self.name, ids)
         if on_lost is not None:
             guard._callbacks.append(on_lost)
@@ -540,7 +540,7 @@ class AsyncPermitExpirableSemaphore(_AsyncSemaphoreBase):
                 )
                 expires = [None if x is None else asked + x for x in left]
             except Exception:
-                expires = [asked] * len(ids)
+                expires = [asked] * len(ids)  # unknown: ending now, the safe side
         guard = AsyncPermits(c, self.name, ids)
         if on_lost is not None:
             guard._callbacks.append(on_lost)
