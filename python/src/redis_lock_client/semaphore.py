@@ -167,7 +167,7 @@ class Semaphore(_SemaphoreBase):
 
     def release(self, permits: int = 1) -> int:
         """Gives ``permits`` back (they go to the head of the queue at once);
-        the count after."""
+        the count after the release, before waiters took their share."""
         args = _core.sem_release_args(self.name, permits)
         return _int(args[0], self._client._once(self.name, args))
 
@@ -472,7 +472,8 @@ class AsyncSemaphore(_AsyncSemaphoreBase):
         return _flag(args[0], await self._client._once(self.name, args, blocks, within))
 
     async def release(self, permits: int = 1) -> int:
-        """Gives ``permits`` back; the count after."""
+        """Gives ``permits`` back; the count after the release, before
+        waiters took their share."""
         args = _core.sem_release_args(self.name, permits)
         return _int(args[0], await self._client._once(self.name, args))
 
