@@ -17,12 +17,19 @@ Three lines::
 * :class:`ModuleLock`: redis-py's ``Lock`` interface on the module,
   ``r.lock("name", lock_class=ModuleLock)``; :class:`AsyncModuleLock` for
   ``redis.asyncio``.
+* Semaphores and a latch (Redisson's ``RSemaphore``,
+  ``RPermitExpirableSemaphore``, ``RCountDownLatch``):
+  ``locks.semaphore(name)`` (:class:`Semaphore`),
+  ``locks.permit_semaphore(name)`` (:class:`PermitExpirableSemaphore`, whose
+  :class:`Permits` the watchdog keeps), ``locks.count_down_latch(name)``
+  (:class:`CountDownLatch`, ``wait_zero`` -> :class:`LatchResult`); ``Async*``
+  for asyncio.
 * :class:`MultiLock` and :class:`RedLock` over several locks or servers
   (:class:`AsyncMultiLock` and :class:`AsyncRedLock` for asyncio).
 """
 
 from ._async import AsyncLockClient, AsyncLockGuard
-from ._core import LostReason, Options
+from ._core import LatchResult, LostReason, Options
 from ._sync import LockClient, LockGuard
 from .compat import AsyncModuleLock, ModuleLock
 from .errors import (
@@ -31,11 +38,14 @@ from .errors import (
     LockError,
     NotHeld,
     NotSynced,
+    OutcomeUnknown,
+    PermitsNotHeld,
     ProtocolViolation,
     ServerError,
     Uncertain,
     UpgradeRefused,
 )
+from .latch import AsyncCountDownLatch, CountDownLatch
 from .multi import (
     AsyncMultiGuard,
     AsyncMultiLock,
@@ -46,17 +56,31 @@ from .multi import (
     RedLock,
     RedLockGuard,
 )
+from .semaphore import (
+    AsyncPermitExpirableSemaphore,
+    AsyncPermits,
+    AsyncSemaphore,
+    PermitExpirableSemaphore,
+    Permits,
+    Semaphore,
+)
 
 __all__ = [
+    "AsyncCountDownLatch",
     "AsyncLockClient",
     "AsyncLockGuard",
     "AsyncModuleLock",
     "AsyncMultiGuard",
     "AsyncMultiLock",
+    "AsyncPermitExpirableSemaphore",
+    "AsyncPermits",
     "AsyncRedLock",
     "AsyncRedLockGuard",
+    "AsyncSemaphore",
     "ConnectionLost",
+    "CountDownLatch",
     "HoldCountMismatch",
+    "LatchResult",
     "LockClient",
     "LockError",
     "LockGuard",
@@ -67,9 +91,14 @@ __all__ = [
     "NotHeld",
     "NotSynced",
     "Options",
+    "OutcomeUnknown",
+    "PermitExpirableSemaphore",
+    "Permits",
+    "PermitsNotHeld",
     "ProtocolViolation",
     "RedLock",
     "RedLockGuard",
+    "Semaphore",
     "ServerError",
     "Uncertain",
     "UpgradeRefused",

@@ -23,24 +23,39 @@ import asyncio
 import itertools
 import math
 import weakref
+from collections.abc import Callable
 from types import TracebackType
 from typing import Any
 
 from redis import exceptions as rex
 
 from . import _core
-from ._core import LOCK, READ, WRITE, EntryState, Kind, LostCallback, LostReason, Number, Options
+from ._core import (
+    LOCK,
+    PERMIT,
+    READ,
+    WRITE,
+    EntryState,
+    Kind,
+    LostCallback,
+    LostReason,
+    Number,
+    Options,
+)
 from .errors import (
     ConnectionLost,
     HoldCountMismatch,
     LockError,
     NotHeld,
+    OutcomeUnknown,
     ProtocolViolation,
     ServerError,
     Uncertain,
     describe,
     refused,
 )
+from .latch import AsyncCountDownLatch
+from .semaphore import AsyncPermitExpirableSemaphore, AsyncSemaphore
 
 # A wait without end: longer than any process lives (math.inf is redis-py 6+).
 _FOREVER = 1e9
@@ -355,6 +370,21 @@ class AsyncLockClient:
         """``LOCK.INFO``: state, owners, ttl_ms, deadline_ms, waiters, token."""
         return _core.pairs(await self._simple(name, ["LOCK.INFO", name]))
 
+    # -- semaphores and latches (Redisson's RSemaphore,
+    # RPermitExpirableSemaphore, RCountDownLatch) ---------------------------
+
+    def semaphore(self, name: str) -> AsyncSemaphore:
+        """The semaphore ``name`` (``LOCK.SEM*``)."""
+        return AsyncSemaphore(self, name)
+
+    def permit_semaphore(self, name: str) -> AsyncPermitExpirableSemaphore:
+        """The semaphore ``name`` with leased permits (``LOCK.PERMIT*``)."""
+        return AsyncPermitExpirableSemaphore(self, name)
+
+    def count_down_latch(self, name: str) -> AsyncCountDownLatch:
+        """The count-down latch ``name`` (``LOCK.LATCH*``, ``LOCK.AWAIT``)."""
+        return AsyncCountDownLatch(self, name)
+
     # -- connections ------------------------------------------------------
 
     async def _node(self, name: str) -> Any:
@@ -453,6 +483,102 @@ class AsyncLockClient:
                 await self._put(node, conn)
                 failure = e
         raise ConnectionLost(describe(failure)) from failure
+
+    async def _once(
+        self, name: str, args: list[Any], blocks: bool = False, within: float | None = None
+    ) -> Any:
+        """A command that changes a count (a semaphore's, a latch's), so it
+        is never resent once it may have run: retried only while it could
+        not be sent. ``blocks``: it waits server-side (``WAIT`` / ``AWAIT``)
+        up to ``within`` s (None: forever), on its connection held out of
+        the pool for the wait, the reply awaited ``wait_margin`` longer.
+        :class:`OutcomeUnknown` when the connection fails once it was sent;
+        a cancelled wait closes its connection (the server drops the waiter)."""
+        o = self._options
+        failure: BaseException | None = None
+        for attempt in range(o.retries + 1):
+            if attempt:
+                await asyncio.sleep(o.retry_interval)
+            node = await self._node(name)
+            try:
+                conn = await self._get(node)
+            except TRANSPORT as e:
+                failure = e
+                continue
+            try:
+                await conn.connect()  # nothing sent yet: a failure here is retried
+            except TRANSPORT as e:
+                await conn.disconnect()
+                await self._put(node, conn)
+                failure = e
+                continue
+            try:
+                if not blocks:
+                    reply = await self._exec(conn, args, o.command_timeout)
+                else:
+                    await conn.send_command(*args)
+                    limit = _FOREVER if within is None else within + o.wait_margin
+                    reply = await conn.read_response(timeout=limit)
+                await self._put(node, conn)
+                return reply
+            except rex.ResponseError as e:
+                if wrong_role(e):  # refused: nothing ran
+                    await conn.disconnect()
+                    await self._put(node, conn)
+                    await self._moved()
+                    failure = e
+                    continue
+                await self._put(node, conn)
+                raise ServerError(str(e)) from e
+            except TRANSPORT as e:
+                await conn.disconnect()
+                await self._put(node, conn)
+                raise OutcomeUnknown(name, str(args[0]), describe(e)) from e
+            except BaseException:
+                await asyncio.shield(self._drop(node, conn))
+                raise
+        raise ConnectionLost(describe(failure)) from failure
+
+    async def _drop(self, node: Any, conn: Any) -> None:
+        try:
+            await conn.disconnect()
+        finally:
+            await self._put(node, conn)
+
+    def _hold_permits(
+        self,
+        name: str,
+        ids: list[str],
+        expires: list[float | None],
+        renew_now: bool,
+        watchdog: bool,
+        on_lost: Callable[[str, LostReason], None],
+    ) -> list[_Entry]:
+        """Records granted leased permits, one entry per id (see the
+        thread-based client's)."""
+        now = _core.monotonic()
+        entries = []
+        gone = []
+        due = math.inf
+        for pid, end in zip(ids, expires):
+            entry = self._entry(name, pid, PERMIT)
+            _core.grant_times(
+                entry.state,
+                now if end is None else end,
+                renew_now,
+                self._options.watchdog_lease if watchdog else None,
+                now,
+            )
+            entry.state.callbacks.append(_core.permit_lost_callback(on_lost, pid))
+            st = entry.state
+            due = min(due, min(st.expires, st.next_renewal) if watchdog else st.expires)
+            entries.append(entry)
+            if end is None:
+                gone.append(entry)
+        for entry in gone:
+            self._mark_lost(entry, LostReason(LostReason.NOT_HELD))
+        self._start_watchdog(due)
+        return entries
 
     # -- hold counts ------------------------------------------------------
 

@@ -6,6 +6,7 @@ Nothing here does I/O.
 
 from __future__ import annotations
 
+import enum
 import inspect
 import itertools
 import threading
@@ -370,3 +371,206 @@ def retry_after(lease: float) -> float:
 
 def monotonic() -> float:
     return time.monotonic()
+
+
+# ---------------------------------------------------------------------------
+# Semaphores, leased permits and the count-down latch (Redisson's
+# RSemaphore, RPermitExpirableSemaphore and RCountDownLatch layouts)
+# ---------------------------------------------------------------------------
+
+# A leased permit is a "hold" whose owner is its id: the watchdog renews it
+# with ``LOCK.PERMITRENEW name id lease-ms`` (1 renewed, 0 not held), the
+# same shape as a lock's renewal.
+PERMIT = Kind(
+    "permit",
+    "LOCK.PERMITACQUIRE",
+    "LOCK.PERMITRELEASE",
+    "LOCK.PERMITRENEW",
+    release_lease=False,
+    fenceable=False,
+)
+
+
+def positive(n: int, what: str) -> int:
+    """A count the module requires to be >= 1 (checked here, so a bad
+    argument never reaches the wire)."""
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"{what} must be a positive integer: {n!r}")
+    return n
+
+
+def ttl_ms(ttl: Number) -> int:
+    """A key's time to live (s) in whole ms, at least 1."""
+    ms = int(ttl * 1000)
+    if ms < 1:
+        raise ValueError(f"a ttl must be at least 1 ms: {ttl!r} s")
+    return ms
+
+
+def timeout_key(name: str) -> str:
+    """Redisson's ``suffixName(name, "timeout")``: the sorted set of leased
+    permits."""
+    return f"{name}:timeout" if "{" in name else f"{{{name}}}:timeout"
+
+
+def sem_set_args(name: str, permits: int, ttl: Number | None) -> list[Any]:
+    if isinstance(permits, bool) or not isinstance(permits, int) or permits < 0:
+        raise ValueError(f"permits must be a non-negative integer: {permits!r}")
+    args: list[Any] = ["LOCK.SEMSET", name, permits]
+    if ttl is not None:
+        args += ["PX", ttl_ms(ttl)]
+    return args
+
+
+def sem_add_args(name: str, delta: int) -> list[Any]:
+    if isinstance(delta, bool) or not isinstance(delta, int):
+        raise ValueError(f"delta must be an integer: {delta!r}")
+    return ["LOCK.SEMADD", name, delta]
+
+
+def sem_acquire_args(name: str, permits: int, wait: int | None) -> list[Any]:
+    """``wait``: None no WAIT (one attempt), 0 forever, else ms."""
+    args: list[Any] = ["LOCK.SEMACQUIRE", name, positive(permits, "permits")]
+    if wait is not None:
+        args += ["WAIT", wait]
+    return args
+
+
+def sem_release_args(name: str, permits: int) -> list[Any]:
+    return ["LOCK.SEMRELEASE", name, positive(permits, "permits")]
+
+
+def permit_acquire_args(name: str, permits: int, lease: int, wait: int | None) -> list[Any]:
+    """Always with a ``LEASE``: a grant whose reply is lost frees itself."""
+    args: list[Any] = ["LOCK.PERMITACQUIRE", name, positive(permits, "permits"), "LEASE", lease]
+    if wait is not None:
+        args += ["WAIT", wait]
+    return args
+
+
+def permit_release_args(name: str, ids: list[str]) -> list[Any]:
+    if not ids:
+        raise ValueError("no permit ids to release")
+    return ["LOCK.PERMITRELEASE", name, *ids]
+
+
+def latch_set_args(name: str, count: int, ttl: Number | None) -> list[Any]:
+    args: list[Any] = ["LOCK.LATCHSET", name, positive(count, "count")]
+    if ttl is not None:
+        args += ["PX", ttl_ms(ttl)]
+    return args
+
+
+def await_args(name: str, timeout: Number | None) -> list[Any]:
+    """``LOCK.AWAIT``: None waits forever (0 ms)."""
+    return ["LOCK.AWAIT", name, 0 if timeout is None else wait_ms(timeout)]
+
+
+def integer(command: str, reply: Any) -> int:
+    if isinstance(reply, bool) or not isinstance(reply, int):
+        raise ProtocolError(f"{command} answered {reply!r}")
+    return reply
+
+
+def flag(command: str, reply: Any) -> bool:
+    """A 1 / 0 reply."""
+    if reply not in (0, 1) or isinstance(reply, bool):
+        raise ProtocolError(f"{command} answered {reply!r}")
+    return bool(reply == 1)
+
+
+def permit_ids(reply: Any, permits: int) -> list[str] | None:
+    """``LOCK.PERMITACQUIRE``'s reply: ``permits`` ids (32 lowercase hex
+    characters), or None when not granted."""
+    if reply is None:
+        return None
+    if isinstance(reply, (list, tuple)) and len(reply) == permits:
+        ids = [str(text(i)) for i in reply]
+        if all(len(i) == 32 and all(c in "0123456789abcdef" for c in i) for i in ids):
+            return ids
+    raise ProtocolError(f"LOCK.PERMITACQUIRE answered {reply!r}")
+
+
+def not_held_id(error: str) -> str | None:
+    """The id in ``ERR permit <hex> is not held (...)``, else None."""
+    words = error.split()
+    if "permit" in words and "not" in words and "held" in words:
+        i = words.index("permit")
+        if i + 1 < len(words) and len(words[i + 1]) == 32:
+            return words[i + 1].lower()
+    return None
+
+
+def rows(v: Any) -> list[Any]:
+    """A RESP3 map or a RESP2 flat list of ``[key, value]`` as pairs."""
+    if isinstance(v, dict):
+        return [[k, x] for k, x in v.items()]
+    if isinstance(v, (list, tuple)):
+        if all(isinstance(x, (list, tuple)) and len(x) == 2 for x in v):
+            return [list(x) for x in v]
+        return [[v[i], v[i + 1]] for i in range(0, len(v) - 1, 2)]
+    return []
+
+
+def sem_info(reply: Any) -> dict[str, Any] | None:
+    """``LOCK.SEMINFO``: ``available``, ``ttl_ms``, ``permits`` (a list of
+    ``(id, deadline unix ms or -1)``), ``waiters`` (a list of dicts:
+    ``wants``, ``permits``, ``waited_ms``, ``timeout_ms``); None when the
+    module answers nil (the key is missing and nobody waits)."""
+    if reply is None:
+        return None
+    fields = pairs(reply)
+    if "available" not in fields:
+        raise ProtocolError(f"LOCK.SEMINFO answered {reply!r}")
+    out: dict[str, Any] = {k: text(v) for k, v in fields.items()}
+    out["permits"] = [(str(text(i)), int(d)) for i, d in rows(fields.get("permits") or [])]
+    out["waiters"] = [_waiter(w) for w in fields.get("waiters") or []]
+    return out
+
+
+def latch_info(reply: Any) -> dict[str, Any]:
+    """``LOCK.LATCHINFO``: ``count``, ``ttl_ms``, ``waiters`` (dicts
+    ``waited_ms``, ``timeout_ms``)."""
+    fields = pairs(reply)
+    if "count" not in fields:
+        raise ProtocolError(f"LOCK.LATCHINFO answered {reply!r}")
+    out: dict[str, Any] = {k: text(v) for k, v in fields.items()}
+    out["waiters"] = [_waiter(w) for w in fields.get("waiters") or []]
+    return out
+
+
+def _waiter(w: Any) -> dict[str, Any]:
+    return {k: text(v) for k, v in pairs(w).items()}
+
+
+class LatchResult(str, enum.Enum):
+    """How a wait on a count-down latch ended (``LOCK.AWAIT``'s 1 / 0 / -1)."""
+
+    REACHED = "reached"
+    """The count reached zero (or the latch was missing or deleted)."""
+    TIMED_OUT = "timed_out"
+    """The timeout passed first."""
+    EXPIRED = "expired"
+    """The latch's own ttl ended while waiting (``try_set_count(n, ttl)``)."""
+
+    def __bool__(self) -> bool:
+        return self is LatchResult.REACHED
+
+
+def latch_result(reply: Any) -> LatchResult:
+    if reply == 1:
+        return LatchResult.REACHED
+    if reply == 0:
+        return LatchResult.TIMED_OUT
+    if reply == -1:
+        return LatchResult.EXPIRED
+    raise ProtocolError(f"LOCK.AWAIT answered {reply!r}")
+
+
+def permit_lost_callback(on_lost: Callable[[str, LostReason], None], pid: str) -> LostCallback:
+    """An entry's loss callback that names its permit to the guard's."""
+
+    def callback(why: LostReason) -> None:
+        on_lost(pid, why)
+
+    return callback

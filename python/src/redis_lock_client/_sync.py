@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 import threading
 import time
+from collections.abc import Callable
 from types import TracebackType
 from typing import Any
 
@@ -25,18 +26,32 @@ import redis
 from redis import exceptions as rex
 
 from . import _core
-from ._core import LOCK, READ, WRITE, EntryState, Kind, LostCallback, LostReason, Number, Options
+from ._core import (
+    LOCK,
+    PERMIT,
+    READ,
+    WRITE,
+    EntryState,
+    Kind,
+    LostCallback,
+    LostReason,
+    Number,
+    Options,
+)
 from .errors import (
     ConnectionLost,
     HoldCountMismatch,
     LockError,
     NotHeld,
+    OutcomeUnknown,
     ProtocolViolation,
     ServerError,
     Uncertain,
     describe,
     refused,
 )
+from .latch import CountDownLatch
+from .semaphore import PermitExpirableSemaphore, Semaphore
 
 # How long the watchdog stays with nothing to watch before it ends (s).
 WATCHDOG_IDLE = 10.0
@@ -307,6 +322,22 @@ class LockClient:
         """``LOCK.INFO``: state, owners, ttl_ms, deadline_ms, waiters, token."""
         return _core.pairs(self._simple(name, ["LOCK.INFO", name]))
 
+    # -- semaphores and latches (Redisson's RSemaphore,
+    # RPermitExpirableSemaphore, RCountDownLatch) ---------------------------
+
+    def semaphore(self, name: str) -> Semaphore:
+        """The semaphore ``name`` (``LOCK.SEM*``)."""
+        return Semaphore(self, name)
+
+    def permit_semaphore(self, name: str) -> PermitExpirableSemaphore:
+        """The semaphore ``name`` with leased permits (``LOCK.PERMIT*``),
+        each with an id; the watchdog renews those taken without a lease."""
+        return PermitExpirableSemaphore(self, name)
+
+    def count_down_latch(self, name: str) -> CountDownLatch:
+        """The count-down latch ``name`` (``LOCK.LATCH*``, ``LOCK.AWAIT``)."""
+        return CountDownLatch(self, name)
+
     # -- connections ------------------------------------------------------
 
     def _node(self, name: str) -> Any:
@@ -410,6 +441,106 @@ class LockClient:
                 self._put(node, conn)
                 failure = e
         raise ConnectionLost(describe(failure)) from failure
+
+    def _once(
+        self, name: str, args: list[Any], blocks: bool = False, within: float | None = None
+    ) -> Any:
+        """A command that changes a count (a semaphore's, a latch's), so it
+        is never resent once it may have run: retried only while it could
+        not be sent. ``blocks``: it waits server-side (``WAIT`` / ``AWAIT``)
+        up to ``within`` s (None: forever), on its connection held out of
+        the pool for the wait, the reply awaited ``wait_margin`` longer.
+        :class:`OutcomeUnknown` when the connection fails once it was sent."""
+        o = self._options
+        failure: BaseException | None = None
+        for attempt in range(o.retries + 1):
+            if attempt:
+                time.sleep(o.retry_interval)
+            node = self._node(name)
+            try:
+                conn = self._get(node)
+            except TRANSPORT as e:
+                failure = e
+                continue
+            try:
+                conn.connect()  # nothing sent yet: a failure here is retried
+            except TRANSPORT as e:
+                conn.disconnect()
+                self._put(node, conn)
+                failure = e
+                continue
+            try:
+                if not blocks:
+                    reply = self._exec(conn, args, o.command_timeout)
+                else:
+                    conn.send_command(*args)
+                    limit = None if within is None else _core.monotonic() + within + o.wait_margin
+                    # Polled a second at a time: the thread stays interruptible.
+                    while not conn.can_read(
+                        1.0 if limit is None else max(0.0, min(1.0, limit - _core.monotonic()))
+                    ):
+                        if limit is not None and _core.monotonic() >= limit:
+                            raise rex.TimeoutError(f"no reply to {args[0]} ... in time")
+                    reply = conn.read_response()
+                self._put(node, conn)
+                return reply
+            except rex.ResponseError as e:
+                if wrong_role(e):  # refused: nothing ran
+                    conn.disconnect()
+                    self._put(node, conn)
+                    self._moved()
+                    failure = e
+                    continue
+                self._put(node, conn)
+                raise ServerError(str(e)) from e
+            except TRANSPORT as e:
+                conn.disconnect()
+                self._put(node, conn)
+                raise OutcomeUnknown(name, str(args[0]), describe(e)) from e
+            except BaseException:
+                # Interrupted: the server drops a waiter when it reads the close.
+                conn.disconnect()
+                self._put(node, conn)
+                raise
+        raise ConnectionLost(describe(failure)) from failure
+
+    def _hold_permits(
+        self,
+        name: str,
+        ids: list[str],
+        expires: list[float | None],
+        renew_now: bool,
+        watchdog: bool,
+        on_lost: Callable[[str, LostReason], None],
+    ) -> list[_Entry]:
+        """Records granted leased permits, one entry per id (its owner is
+        the id), each ending at ``expires`` (monotonic; None: gone already):
+        the watchdog renews those taken without a lease with
+        ``LOCK.PERMITRENEW`` and reports the end of those with one."""
+        now = _core.monotonic()
+        entries = []
+        gone = []
+        due = math.inf
+        for pid, end in zip(ids, expires):
+            entry = self._entry(name, pid, PERMIT)
+            with entry.mutex:
+                _core.grant_times(
+                    entry.state,
+                    now if end is None else end,
+                    renew_now,
+                    self._options.watchdog_lease if watchdog else None,
+                    now,
+                )
+                entry.state.callbacks.append(_core.permit_lost_callback(on_lost, pid))
+                st = entry.state
+                due = min(due, min(st.expires, st.next_renewal) if watchdog else st.expires)
+            entries.append(entry)
+            if end is None:
+                gone.append(entry)
+        for entry in gone:
+            self._mark_lost(entry, LostReason(LostReason.NOT_HELD))
+        self._start_watchdog(due)
+        return entries
 
     # -- hold counts ------------------------------------------------------
 

@@ -117,6 +117,38 @@ def refused(name: str, e: BaseException) -> LockError:
     return ServerError(text)
 
 
+class OutcomeUnknown(Uncertain):
+    """A semaphore or latch command (which changes a count, and so is not
+    resent) lost its connection after it was sent: whether it ran is
+    unknown. For an acquire: permits may have been taken that no caller
+    holds (a leased permit frees itself at its lease's end; a plain
+    semaphore's permit stays taken until someone releases it)."""
+
+    def __init__(self, name: str, command: str, detail: str) -> None:
+        LockError.__init__(
+            self,
+            f"{command} on {name!r}: the connection failed after the command was sent, "
+            f"so whether it ran is unknown ({detail})",
+        )
+        self.name = name
+        self.command = command
+
+
+class PermitsNotHeld(NotHeld):
+    """Release of leased permits of which some were no longer held (their
+    lease ended, or they were released by id elsewhere). The others were
+    released; ``ids`` are the ones that were gone."""
+
+    def __init__(self, name: str, ids: Sequence[str]) -> None:
+        LockError.__init__(
+            self,
+            f"semaphore {name!r}: permits {list(ids)} were no longer held "
+            "(their lease ended or they were released elsewhere)",
+        )
+        self.name = name
+        self.ids = list(ids)
+
+
 class ProtocolViolation(LockError):
     """The server answered something the ``LOCK.*`` contract does not allow
     (is the module loaded?)."""
