@@ -179,10 +179,12 @@ pub fn release(value: Option<i64>, permits: i64) -> Result<SemDecision<i64>, Ref
     add_permits(value, permits)
 }
 
-/// `LOCK.SEMDRAIN`: takes every available permit. Reply: how many.
+/// `LOCK.SEMDRAIN`: takes every available permit, leaving 0 (a value below
+/// zero, left by `LOCK.SEMADD`, is set to 0 too, as Redisson's
+/// `drainPermits`). Reply: the value it found (0 when missing).
 pub fn drain(value: Option<i64>) -> SemDecision<i64> {
     match value {
-        Some(v) if v > 0 => SemDecision {
+        Some(v) if v != 0 => SemDecision {
             value: Some(0),
             ..SemDecision::nothing(v)
         },
@@ -398,7 +400,9 @@ mod tests {
         assert_eq!(drain(Some(3)).value, Some(0));
         assert_eq!(drain(Some(3)).reply, 3);
         assert_eq!(drain(None), SemDecision::nothing(0));
-        assert_eq!(drain(Some(-1)), SemDecision::nothing(0));
+        assert_eq!(drain(Some(0)), SemDecision::nothing(0));
+        let negative = drain(Some(-2));
+        assert_eq!((negative.value, negative.reply), (Some(0), -2), "as Redisson's");
     }
 
     #[test]

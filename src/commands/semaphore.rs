@@ -18,7 +18,8 @@
 //!   took its share).
 //! * `LOCK.SEMAVAILABLE key`: the permits free now, counting leased
 //!   permits whose deadline passed (read-only; 0 when missing).
-//! * `LOCK.SEMDRAIN key`: takes every free permit. Reply: how many.
+//! * `LOCK.SEMDRAIN key`: takes every free permit. Reply: the count found
+//!   (it becomes 0; a count below zero too, as Redisson's `drainPermits`).
 //!
 //! Leased permits (`commands/permit.rs`) share the value: every command
 //! here but `SEMAVAILABLE` first takes back those whose deadline passed.
