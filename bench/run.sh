@@ -62,6 +62,12 @@ mkdir -p .cache/bench
 # shellcheck disable=SC2086
 "$venv/bin/python" bench/sem_bench.py ${SEM_BENCH_ARGS:-} | tee .cache/bench/semaphore.md
 
+# The count-down latch: 32 waiters let go by one count-down, and a latch
+# expiring under a waiter, the module against Redisson's RCountDownLatch
+# protocol (bench/latch_bench.py; LATCH_BENCH_ARGS passes options).
+# shellcheck disable=SC2086
+"$venv/bin/python" bench/latch_bench.py ${LATCH_BENCH_ARGS:-} | tee .cache/bench/latch.md
+
 # The Rust client library's overhead over raw LOCK.* commands, measured side
 # by side in one run against a server of its own (client/examples/overhead.rs).
 # CLIENT_BENCH_ARGS passes options to it, e.g. "--rounds 9 --seconds 2".

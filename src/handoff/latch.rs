@@ -3,9 +3,9 @@
 //!
 //! * `LOCK.COUNTDOWN` to zero deletes the latch, publishes `0` and answers
 //!   every waiter `1`, **in that same event** ([`Opened`]).
-//! * A latch deleted behind the module's back (`DEL`, Redisson's `delete`,
-//!   which is how Redisson opens a latch too) is noticed through keyspace
-//!   notifications and opens the same way, from the queue's timer.
+//! * A latch deleted behind the module's back (`DEL`, Redisson's `delete`;
+//!   Redisson's `countDown` deletes it at zero too) is noticed through
+//!   keyspace notifications and opens the same way, from the queue's timer.
 //! * A latch set with an expiry (`LOCK.LATCHSET ... PX`) is watched: the
 //!   queue's one timer is due just after its deadline, even while nobody
 //!   waits. When it finds the latch gone past its deadline, it publishes
