@@ -402,7 +402,11 @@ mod tests {
         assert_eq!(drain(None), SemDecision::nothing(0));
         assert_eq!(drain(Some(0)), SemDecision::nothing(0));
         let negative = drain(Some(-2));
-        assert_eq!((negative.value, negative.reply), (Some(0), -2), "as Redisson's");
+        assert_eq!(
+            (negative.value, negative.reply),
+            (Some(0), -2),
+            "as Redisson's"
+        );
     }
 
     #[test]
