@@ -189,6 +189,19 @@ pub const SYNTAX_PERMIT_ACQUIRE: Refusal = Refusal::fixed(
 );
 pub const SYNTAX_SET_TTL: Refusal = Refusal::fixed("ERR syntax error: the option is PX ttl-ms");
 
+/// A semaphore whose leased-permit set `{name}:timeout` would be in another
+/// cluster slot than `name`.
+pub fn permits_elsewhere(name: &[u8], why: &str) -> Refusal {
+    Refusal(
+        format!(
+            "ERR leased permits need their set in the semaphore's cluster slot, and key '{}' \
+             {why}: use a key without braces or with a non-empty hash tag such as '{{pool}}:db'",
+            shown(name)
+        )
+        .into(),
+    )
+}
+
 /// `LOCK.PERMITRELEASE` of an id that is not a live permit.
 pub fn permit_not_held(id_hex: &[u8]) -> Refusal {
     Refusal(
@@ -249,6 +262,7 @@ pub const CATALOGUE: &[&str] = &[
     "ERR syntax error: the options are LEASE lease-ms and WAIT timeout-ms",
     "ERR syntax error: the option is PX ttl-ms",
     "ERR permit ",
+    "ERR leased permits need their set in the semaphore's cluster slot, and key '",
 ];
 
 #[cfg(test)]
@@ -305,6 +319,7 @@ mod tests {
             SYNTAX_PERMIT_ACQUIRE,
             SYNTAX_SET_TTL,
             permit_not_held(b"00"),
+            permits_elsewhere(b"a{b", "has a '{' without a closing '}'"),
         ];
         assert_eq!(samples.len(), CATALOGUE.len());
         for (sample, start) in samples.iter().zip(CATALOGUE) {

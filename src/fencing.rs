@@ -130,17 +130,7 @@ pub const NODES: i64 = 1 << NODE_BITS;
 /// counter in another slot, as would the empty key: refused, even outside a cluster, so a key that
 /// works on one server works on a cluster too.
 pub fn counter_key(lock: &[u8], name: &mut Vec<u8>) -> Result<(), Refusal> {
-    let valid_tag = match lock.iter().position(|&b| b == b'{') {
-        // `{}` would be an empty hash tag.
-        None if lock.is_empty() => return Err(refused(lock, "is empty")),
-        None if !lock.contains(&b'}') => false,
-        None => return Err(refused(lock, "has a '}' without a '{'")),
-        Some(open) => match lock[open + 1..].iter().position(|&b| b == b'}') {
-            Some(len) if len > 0 => true,
-            Some(_) => return Err(refused(lock, "has an empty hash tag '{}'")),
-            None => return Err(refused(lock, "has a '{' without a closing '}'")),
-        },
-    };
+    let valid_tag = hash_tag_kept(lock).map_err(|why| refused(lock, why))?;
     name.clear();
     name.extend_from_slice(COUNTER_PREFIX);
     name.push(b':');
@@ -152,6 +142,25 @@ pub fn counter_key(lock: &[u8], name: &mut Vec<u8>) -> Result<(), Refusal> {
         name.push(b'}');
     }
     Ok(())
+}
+
+/// Whether a key named from `key` by Redisson's rules (`prefixName`,
+/// `suffixName`) lands in `key`'s cluster slot: `Ok(true)` when `key` has a
+/// valid hash tag (kept as it is), `Ok(false)` when it has no braces at all
+/// (they are added around it), and otherwise why not (a `{` without a
+/// closing `}`, an empty `{}`, a `}` without `{`, the empty key).
+pub fn hash_tag_kept(key: &[u8]) -> Result<bool, &'static str> {
+    match key.iter().position(|&b| b == b'{') {
+        // `{}` would be an empty hash tag.
+        None if key.is_empty() => Err("is empty"),
+        None if !key.contains(&b'}') => Ok(false),
+        None => Err("has a '}' without a '{'"),
+        Some(open) => match key[open + 1..].iter().position(|&b| b == b'}') {
+            Some(len) if len > 0 => Ok(true),
+            Some(_) => Err("has an empty hash tag '{}'"),
+            None => Err("has a '{' without a closing '}'"),
+        },
+    }
 }
 
 fn refused(lock: &[u8], why: &str) -> Refusal {

@@ -14,6 +14,7 @@
 //! | a lease changed | `ZADD {name}:timeout at id` |
 
 use crate::errors::{self, Refusal};
+use crate::fencing;
 use crate::ffi::key::{Key, KeyKind};
 use crate::ffi::{Ctx, OwnedStr, RStr};
 use crate::rwlock_key::hold_prefix;
@@ -29,6 +30,16 @@ pub fn permits_key_name(name: &[u8]) -> Vec<u8> {
     let mut key = hold_prefix(name);
     key.extend_from_slice(b":timeout");
     key
+}
+
+/// Refuses a semaphore name whose leased-permit set would be in another
+/// cluster slot (Redisson's `suffixName` keeps the slot only for a name
+/// without braces or with a valid hash tag). Refused on every server, so a
+/// name that works on one works on a cluster too.
+pub fn check_permits_slot(name: RStr) -> Result<(), Refusal> {
+    fencing::hash_tag_kept(name.as_bytes())
+        .map(|_| ())
+        .map_err(|why| errors::permits_elsewhere(name.as_bytes(), why))
 }
 
 /// The semaphores whose leased-permit set `key` may be: `name` for

@@ -322,6 +322,14 @@ fn bad_input_is_refused_and_changes_nothing() {
             "ERR permits must be at most 10000",
         ),
         (
+            &["LOCK.PERMITACQUIRE", "a{b", "1"],
+            "ERR leased permits need their set in the semaphore's cluster slot",
+        ),
+        (
+            &["LOCK.PERMITACQUIRE", "a}b", "1"],
+            "ERR leased permits need their set",
+        ),
+        (
             &["LOCK.PERMITACQUIRE", "s", "1", "LEASE", "0"],
             "ERR lease-ms",
         ),

@@ -24,7 +24,9 @@
 //!   (`permits` or `leased`), `permits`, `waited_ms`, `timeout_ms`).
 //!
 //! Errors: wrong arity; bad `permits`, `lease-ms`, `WAIT`, id; `WRONGTYPE`;
-//! a value that is not an integer. Nothing changes.
+//! a value that is not an integer; (`LOCK.PERMITACQUIRE`) a name whose set
+//! would be in another cluster slot (braces that are not a valid hash tag).
+//! Nothing changes.
 //!
 //! Effects (replicated): `SET key n KEEPTTL`, `ZADD {key}:timeout deadline
 //! id...` (and `PEXPIREAT {key}:timeout` when `key` has an expiry, as
@@ -42,7 +44,7 @@ use crate::handoff::{
     semaphore::{carry_out_sem, lease_deadline, new_ids, wait},
 };
 use crate::semaphore::{self, id_hex, parse_id_hex, shown_deadline, PermitId};
-use crate::semaphore_key::{SemaphoreKeys, SemaphoreNames};
+use crate::semaphore_key::{check_permits_slot, SemaphoreKeys, SemaphoreNames};
 
 /// `LOCK.PERMITACQUIRE`, as registered.
 pub struct PermitAcquire;
@@ -103,6 +105,7 @@ impl Command for PermitAcquire {
 
     fn run(ctx: Ctx, argv: &[RStr]) -> CommandResult {
         let cmd = AcquireArgs::parse_with(argv, true)?;
+        check_permits_slot(cmd.key)?;
         let now = ctx.now_ms();
         if cmd.lease_ms > 0 {
             args::deadline(now, cmd.lease_ms, config::max_lease_ms())?;
