@@ -339,7 +339,7 @@ impl Semaphore {
     }
 
     /// [`crate::Semaphore::drain_permits`].
-    pub fn drain_permits(&self) -> Result<u64> {
+    pub fn drain_permits(&self) -> Result<i64> {
         self.runtime.block_on(self.inner.drain_permits())
     }
 }

@@ -379,12 +379,13 @@ impl Semaphore {
         self.client.simple_parsed(&cmd, protocol::parse_int).await
     }
 
-    /// Takes every free permit, returning how many (Redisson's
-    /// `drainPermits`).
-    pub async fn drain_permits(&self) -> Result<u64> {
+    /// Takes every free permit, returning the count it found, which becomes
+    /// 0 (Redisson's `drainPermits`: a count below zero, left by a negative
+    /// [`add_permits`](Self::add_permits), is returned and set to 0 too).
+    pub async fn drain_permits(&self) -> Result<i64> {
         let cmd = protocol::sem_drain(&self.name);
         self.client
-            .once_parsed(&cmd, &self.name, protocol::parse_count)
+            .once_parsed(&cmd, &self.name, protocol::parse_int)
             .await
     }
 }
