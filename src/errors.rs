@@ -192,10 +192,25 @@ pub const SYNTAX_SET_TTL: Refusal = Refusal::fixed("ERR syntax error: the option
 /// A semaphore whose leased-permit set `{name}:timeout` would be in another
 /// cluster slot than `name`.
 pub fn permits_elsewhere(name: &[u8], why: &str) -> Refusal {
+    keys_elsewhere(
+        "leased permits need their set in the semaphore's",
+        name,
+        why,
+    )
+}
+
+/// A read-write lock whose read holds' keys (`{name}:<owner>:rwlock_timeout:<n>`)
+/// would be in another cluster slot than `name`.
+pub fn read_holds_elsewhere(name: &[u8], why: &str) -> Refusal {
+    keys_elsewhere("read holds need their keys in the lock's", name, why)
+}
+
+/// Keys Redisson names from `name` that would leave its cluster slot.
+fn keys_elsewhere(needs: &str, name: &[u8], why: &str) -> Refusal {
     Refusal(
         format!(
-            "ERR leased permits need their set in the semaphore's cluster slot, and key '{}' \
-             {why}: use a key without braces or with a non-empty hash tag such as '{{pool}}:db'",
+            "ERR {needs} cluster slot, and key '{}' {why}: use a key without braces or with \
+             a non-empty hash tag such as '{{pool}}:db'",
             shown(name)
         )
         .into(),
@@ -263,6 +278,7 @@ pub const CATALOGUE: &[&str] = &[
     "ERR syntax error: the option is PX ttl-ms",
     "ERR permit ",
     "ERR leased permits need their set in the semaphore's cluster slot, and key '",
+    "ERR read holds need their keys in the lock's cluster slot, and key '",
 ];
 
 #[cfg(test)]
@@ -320,6 +336,7 @@ mod tests {
             SYNTAX_SET_TTL,
             permit_not_held(b"00"),
             permits_elsewhere(b"a{b", "has a '{' without a closing '}'"),
+            read_holds_elsewhere(b"a{}b", "has an empty hash tag '{}'"),
         ];
         assert_eq!(samples.len(), CATALOGUE.len());
         for (sample, start) in samples.iter().zip(CATALOGUE) {

@@ -584,12 +584,17 @@ fn bad_input_is_refused_naming_the_argument_and_changes_nothing() {
         (&["LOCK.RWRENEW", "doc", "r"], "'lock.rwrenew'"),
         (&["LOCK.RACQUIRE", "str", "r", "10"], "WRONGTYPE"),
         (&["LOCK.RRELEASE", "str", "r"], "WRONGTYPE"),
+        (
+            &["LOCK.RACQUIRE", "a{b", "r", "10"],
+            "read holds need their keys in the lock's cluster slot",
+        ),
     ];
     for (args, needle) in cases {
         let err = call(&mut con, args).unwrap_err();
         assert!(err.contains(needle), "{args:?}: {err}");
     }
     assert_eq!(fields(&mut con, "doc"), before);
+    assert!(!exists(&mut con, "a{b"));
     // A reader's count that someone overwrote.
     run(&mut con, &["HSET", "doc", "r", "x"]);
     let err = call(&mut con, &["LOCK.RACQUIRE", "doc", "r", "10"]).unwrap_err();

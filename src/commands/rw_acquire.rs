@@ -26,9 +26,10 @@
 //! `[-1, token]` / `[remaining-lease, -1]`, as `LOCK.ACQUIRE ... TOKEN`.
 //!
 //! Errors: wrong arity; bad `lease-ms`, `owner`, `WAIT`; an unknown or
-//! repeated option (`TOKEN` on a read); `WRONGTYPE` for a key that is not a
-//! hash; a hold count that is not an integer or would overflow; a reader
-//! asking to write. Nothing changes.
+//! repeated option (`TOKEN` on a read); (read) a key whose hold keys would
+//! be in another cluster slot (braces that are not a valid hash tag);
+//! `WRONGTYPE` for a key that is not a hash; a hold count that is not an
+//! integer or would overflow; a reader asking to write. Nothing changes.
 //!
 //! Effects (replicated): read: `HSET key mode read`, `HSET key owner <n>`,
 //! `SET <hold n> 1 PXAT <deadline>`, `PEXPIREAT key <deadline>`; write:
@@ -44,7 +45,7 @@ use crate::grant_policy::Ask;
 use crate::lock_key::LockKey;
 use crate::rwlock::{self, RwAcquired, RwMode};
 use crate::rwlock_key::RwLockKey;
-use crate::{handoff, replies, stats};
+use crate::{fencing, handoff, replies, stats};
 
 /// `LOCK.RACQUIRE`, as registered.
 pub struct LockRAcquire;
@@ -110,6 +111,12 @@ fn run(ctx: Ctx, cmd: Acquire<RStr>, mode: RwMode) -> CommandResult {
     let now = ctx.now_ms();
     let expire_at =
         acquire::check_before_opening(now, cmd.key, cmd.lease_ms, cmd.wait_ms, cmd.token)?;
+    if mode == RwMode::Read {
+        // Each read hold is a key named by Redisson's `suffixName`: in the
+        // lock's slot only for a name without braces or with a valid tag.
+        fencing::hash_tag_kept(cmd.key.as_bytes())
+            .map_err(|why| errors::read_holds_elsewhere(cmd.key.as_bytes(), why))?;
+    }
     let lock = LockKey::open_write(ctx, cmd.key)?;
     // The queue first: a lock freed behind its back goes to the head, and
     // a newcomer that holds nothing queues behind whoever still waits.
