@@ -215,13 +215,10 @@ fn semaphores_and_latches_keep_every_key_in_their_slot_and_wait_on_their_node() 
 
 fn waiter_count(con: &mut redis::Connection, key: &str) -> usize {
     let info = run(con, &["LOCK.INFO", key]);
-    map_pairs(&info)
-        .into_iter()
-        .find(|(k, _)| as_string(k).as_deref() == Some("waiters"))
-        .map_or(0, |(_, v)| match v {
-            Value::Array(items) => items.len(),
-            _ => 0,
-        })
+    find_field(&info, "waiters").map_or(0, |v| match v {
+        Value::Array(items) => items.len(),
+        _ => 0,
+    })
 }
 
 /// A lock's token counter lives in the lock's slot, on its node, for keys

@@ -219,13 +219,7 @@ fn command_docs_describe_every_command() {
         };
         let names: Vec<String> = arguments
             .iter()
-            .map(|a| {
-                map_pairs(a)
-                    .into_iter()
-                    .find(|(k, _)| as_string(k).as_deref() == Some("name"))
-                    .and_then(|(_, v)| as_string(&v))
-                    .unwrap()
-            })
+            .map(|a| find_field(a, "name").and_then(|v| as_string(&v)).unwrap())
             .collect();
         assert_eq!(names, args, "{name} argument names");
     }

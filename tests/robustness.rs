@@ -839,10 +839,7 @@ fn random_argument_lists_never_break_the_server() {
             .query(&mut con)
             .expect("LOCK.INFO and EXISTS in MULTI/EXEC");
         // A lock's 6 fields or a read-write lock's 9: the state either way.
-        let state = map_pairs(&info)
-            .into_iter()
-            .find(|(k, _)| as_string(k).as_deref() == Some("state"))
-            .and_then(|(_, v)| as_string(&v));
+        let state = find_field(&info, "state").and_then(|v| as_string(&v));
         assert_eq!(
             state.as_deref() == Some("held"),
             existed == 1,

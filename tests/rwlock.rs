@@ -59,11 +59,7 @@ fn info(con: &mut Connection, key: &str) -> Vec<(String, Value)> {
 }
 
 fn info_field(con: &mut Connection, key: &str, name: &str) -> Value {
-    info(con, key)
-        .into_iter()
-        .find(|(k, _)| k == name)
-        .map(|(_, v)| v)
-        .unwrap_or_else(|| panic!("LOCK.INFO {key} has no {name}"))
+    field_of(&run(con, &["LOCK.INFO", key]), name)
 }
 
 /// The queue, as `(owner, wants)`.
@@ -75,12 +71,9 @@ fn rw_waiters(server: &Server, key: &str) -> Vec<(String, String)> {
     waiters
         .iter()
         .map(|w| {
-            let pairs = map_pairs(w);
             let get = |name: &str| {
-                pairs
-                    .iter()
-                    .find(|(k, _)| as_string(k).as_deref() == Some(name))
-                    .and_then(|(_, v)| as_string(v))
+                find_field(w, name)
+                    .and_then(|v| as_string(&v))
                     .unwrap_or_default()
             };
             (get("owner"), get("wants"))

@@ -65,10 +65,8 @@ fn waiters(con: &mut Connection, info_cmd: &str, name: &str) -> usize {
     if v == Value::Nil {
         return 0;
     }
-    map_pairs(&v)
-        .into_iter()
-        .find(|(k, _)| as_string(k).as_deref() == Some("waiters"))
-        .map(|(_, w)| match w {
+    find_field(&v, "waiters")
+        .map(|w| match w {
             Value::Array(items) => items.len(),
             Value::Set(items) => items.len(),
             other => panic!("{info_cmd} waiters: {other:?}"),

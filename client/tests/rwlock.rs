@@ -49,10 +49,8 @@ fn waiters(server: &Server, key: &str) -> Vec<String> {
             other => panic!("waiters: {other:?}"),
         })
         .map(|w| {
-            map_pairs(&w)
-                .into_iter()
-                .find(|(k, _)| as_string(k).as_deref() == Some("owner"))
-                .and_then(|(_, owner)| as_string(&owner))
+            find_field(&w, "owner")
+                .and_then(|owner| as_string(&owner))
                 .expect("a waiter's owner")
         })
         .collect()

@@ -7,7 +7,7 @@ use std::time::Duration;
 use redis::{ConnectionLike, ToRedisArgs, Value};
 
 use crate::commands::{cmd1, query};
-use crate::reply::{as_bytes, as_string, map_pairs};
+use crate::reply::{as_bytes, as_string, find_field, map_pairs};
 use crate::server::Server;
 use crate::timing::eventually;
 
@@ -76,10 +76,7 @@ impl LockInfo {
 
     /// Field `name` (`owner`, `waited_ms`, `timeout_ms`...) of the `i`th waiter.
     pub fn waiter_field(&self, i: usize, name: &str) -> Value {
-        map_pairs(&self.waiters[i])
-            .into_iter()
-            .find(|(k, _)| as_string(k).as_deref() == Some(name))
-            .map(|(_, v)| v)
+        find_field(&self.waiters[i], name)
             .unwrap_or_else(|| panic!("waiter {i} has no {name}: {:?}", self.waiters[i]))
     }
 

@@ -7,7 +7,7 @@ use redis::{ConnectionLike, Value};
 
 use crate::commands::{command, query};
 use crate::raw::RawClient;
-use crate::reply::{as_string, map_pairs};
+use crate::reply::{as_string, find_field};
 use crate::server::Server;
 use crate::timing::poll_until;
 
@@ -57,24 +57,14 @@ pub fn permits_taken(con: &mut impl ConnectionLike, name: &str) -> i64 {
 /// `LOCK.LATCHINFO`'s, as `("latch", 0)`.
 pub fn queued(con: &mut impl ConnectionLike, command_name: &str, name: &str) -> Vec<(String, i64)> {
     let info: Value = query(con, &command(&[command_name, name]));
-    let waiters = map_pairs(&info)
-        .into_iter()
-        .find(|(k, _)| as_string(k).as_deref() == Some("waiters"))
-        .map(|(_, v)| v)
-        .unwrap_or(Value::Array(Vec::new()));
+    let waiters = find_field(&info, "waiters").unwrap_or(Value::Array(Vec::new()));
     let Value::Array(waiters) = waiters else {
         panic!("waiters is not an array: {waiters:?}")
     };
     waiters
         .iter()
         .map(|w| {
-            let fields = map_pairs(w);
-            let field = |name: &str| {
-                fields
-                    .iter()
-                    .find(|(k, _)| as_string(k).as_deref() == Some(name))
-                    .map(|(_, v)| v.clone())
-            };
+            let field = |name: &str| find_field(w, name);
             let wants = field("wants")
                 .and_then(|v| as_string(&v))
                 .unwrap_or_else(|| "latch".into());

@@ -83,11 +83,15 @@ pub fn map_pairs(v: &Value) -> Vec<(Value, Value)> {
 }
 
 /// The value of `field` in a map reply (a RESP3 map or a RESP2 flat
-/// array); the test fails when there is none.
-pub fn field_of(v: &Value, field: &str) -> Value {
+/// array), if it has one.
+pub fn find_field(v: &Value, field: &str) -> Option<Value> {
     map_pairs(v)
         .into_iter()
         .find(|(k, _)| as_string(k).as_deref() == Some(field))
         .map(|(_, v)| v)
-        .unwrap_or_else(|| panic!("no field {field} in {v:?}"))
+}
+
+/// The value of `field` in a map reply; the test fails when there is none.
+pub fn field_of(v: &Value, field: &str) -> Value {
+    find_field(v, field).unwrap_or_else(|| panic!("no field {field} in {v:?}"))
 }
