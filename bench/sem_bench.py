@@ -266,7 +266,9 @@ def redisson_waiter(r, port):
             sub.read_response()
 
 
-def dead_holder_once(contender, server):
+def killed_holder(contender, server):
+    """A semaphore of one permit, taken with a lease by a process that is
+    then SIGKILLed: (an admin client, the dead permit's deadline)."""
     admin = redis.Redis(port=server.port, **CONN)
     admin.delete(SEM, TIMEOUTS)
     if contender == "module":
@@ -280,6 +282,11 @@ def dead_holder_once(contender, server):
     os.kill(p.pid, signal.SIGKILL)
     p.join()
     deadline = float(admin.zscore(TIMEOUTS, member))
+    return admin, deadline
+
+
+def dead_holder_once(contender, server):
+    admin, deadline = killed_holder(contender, server)
     r = redis.Redis(port=server.port, single_connection_client=True, **CONN)
     if contender == "module":
         ids = r.execute_command("LOCK.PERMITACQUIRE", SEM, 1, "LEASE", WAITER_LEASE_MS, "WAIT", WAITER_WAIT_MS)
@@ -296,19 +303,7 @@ def dead_holder_once(contender, server):
 def no_caller_once(contender, server):
     """The holder dies and nobody asks: (value, leases) 100 ms after the
     deadline, then after one more call (availablePermits / SEMAVAILABLE)."""
-    admin = redis.Redis(port=server.port, **CONN)
-    admin.delete(SEM, TIMEOUTS)
-    if contender == "module":
-        assert admin.execute_command("LOCK.SEMSET", SEM, 1) == 1
-    else:
-        admin.eval(_script("sem-try-set-permits.lua"), 2, SEM, CHANNEL, 1, "PUBLISH")
-    parent, child = mp.Pipe(duplex=False)
-    p = mp.Process(target=holder, args=(contender, server.port, child))
-    p.start()
-    member = parent.recv()
-    os.kill(p.pid, signal.SIGKILL)
-    p.join()
-    deadline = float(admin.zscore(TIMEOUTS, member))
+    admin, deadline = killed_holder(contender, server)
     time.sleep(max(0.0, (deadline + 100 - now_ms()) / 1000.0))
     before = (int(admin.get(SEM) or 0), admin.zcard(TIMEOUTS))
     if contender == "module":
