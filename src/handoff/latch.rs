@@ -107,14 +107,7 @@ pub fn settle(ctx: Ctx, latch: &ValueKey) {
 /// Blocks the calling client until `latch` opens, expires, or `timeout_ms`
 /// passes.
 pub fn wait(ctx: Ctx, latch: &ValueKey, timeout_ms: i64) {
-    let wants = Wants {
-        owner: b"",
-        lease_ms: 0,
-        timeout_ms,
-        token: false,
-        sync: None,
-        ask: Ask::Latch,
-    };
+    let wants = Wants::ownerless(Ask::Latch, 0, timeout_ms);
     wait_in_queue(ctx, latch.name().as_bytes(), wants);
     watch(ctx, latch);
 }

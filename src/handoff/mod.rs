@@ -144,8 +144,23 @@ pub struct Wants<'a> {
     pub token: bool,
     /// The grant is answered only once replicas acknowledged it.
     pub sync: Option<SyncSpec>,
-    /// The lock, or a read-write lock's read or write hold.
+    /// The lock, or a read-write lock's read or write hold, permits, a latch.
     pub ask: Ask,
+}
+
+impl Wants<'static> {
+    /// What a semaphore's or latch's waiter asks for: no owner (permits
+    /// and latches have none), no token, no replica acknowledgements.
+    pub fn ownerless(ask: Ask, lease_ms: i64, timeout_ms: i64) -> Wants<'static> {
+        Wants {
+            owner: b"",
+            lease_ms,
+            timeout_ms,
+            token: false,
+            sync: None,
+            ask,
+        }
+    }
 }
 
 /// Blocks the calling client until it is granted `lock` or its timeout passes.

@@ -95,14 +95,7 @@ pub fn settle(ctx: Ctx, sem: &SemaphoreKeys) -> Result<bool, Refusal> {
 /// Blocks the calling client until it is granted `ask` (permits, leased
 /// for `lease_ms` from the grant when `leased`) or `timeout_ms` passes.
 pub fn wait(ctx: Ctx, sem: &SemaphoreKeys, ask: Ask, lease_ms: i64, timeout_ms: i64) {
-    let wants = Wants {
-        owner: b"",
-        lease_ms,
-        timeout_ms,
-        token: false,
-        sync: None,
-        ask,
-    };
+    let wants = Wants::ownerless(ask, lease_ms, timeout_ms);
     wait_in_queue(ctx, sem.name().as_bytes(), wants);
 }
 
