@@ -20,7 +20,7 @@
 //! looked at one by one (their keys expire on their own).
 
 use crate::errors::Refusal;
-use crate::ffi::key::{Key, KeyKind};
+use crate::ffi::key::{Key, KeyKind, Mode};
 use crate::ffi::{with_decimal, Ctx, OwnedStr, RStr};
 use crate::lock_key::LockKey;
 use crate::rwlock::{parse_count, Effect, Field, OtherHolds, RwMode, RwView, Shape};
@@ -188,7 +188,7 @@ impl<'k, 'a> RwLockKey<'k, 'a> {
     /// The deadline of a hold key, `None` when it is gone.
     fn hold_deadline(&self, key: &[u8]) -> Option<i64> {
         let name = OwnedStr::new(key);
-        let hold = Key::open(self.ctx, name.borrow(), false);
+        let hold = Key::open(self.ctx, name.borrow(), Mode::Read);
         match hold.kind() {
             KeyKind::Empty => None,
             // A hold without expiry (someone else wrote it) lives forever.
@@ -311,7 +311,7 @@ impl<'k, 'a> RwLockKey<'k, 'a> {
                 }
                 Effect::SetHold { n, at } => {
                     let hold = OwnedStr::new(&hold_key(name.as_bytes(), owner.as_bytes(), n));
-                    let key = Key::open(ctx, hold.borrow(), true);
+                    let key = Key::open(ctx, hold.borrow(), Mode::Write);
                     with_decimal(1, |one| {
                         key.string_set(one);
                         key.set_abs_expire_ms(at);
@@ -325,7 +325,7 @@ impl<'k, 'a> RwLockKey<'k, 'a> {
                 Effect::RenewHolds { count, at } => {
                     for n in 1..=count.min(MAX_HOLDS_SCANNED) {
                         let hold = OwnedStr::new(&hold_key(name.as_bytes(), owner.as_bytes(), n));
-                        let key = Key::open(ctx, hold.borrow(), true);
+                        let key = Key::open(ctx, hold.borrow(), Mode::Write);
                         if key.kind() != KeyKind::Empty {
                             key.set_abs_expire_ms(at);
                             ctx.replicate_pexpireat(hold.borrow(), at);
@@ -359,7 +359,7 @@ impl<'k, 'a> RwLockKey<'k, 'a> {
 
     fn delete_hold(&self, key: &[u8]) {
         let hold = OwnedStr::new(key);
-        let opened = Key::open(self.ctx, hold.borrow(), true);
+        let opened = Key::open(self.ctx, hold.borrow(), Mode::Write);
         if opened.kind() != KeyKind::Empty {
             opened.delete();
             self.ctx.replicate_del(hold.borrow());

@@ -15,7 +15,7 @@
 
 use crate::errors::{self, Refusal};
 use crate::fencing;
-use crate::ffi::key::{Key, KeyKind};
+use crate::ffi::key::{Key, KeyKind, Mode};
 use crate::ffi::{Ctx, OwnedStr, RStr};
 use crate::rwlock_key::hold_prefix;
 use crate::semaphore::{parse_value, PermitId, SemDecision};
@@ -90,10 +90,10 @@ impl<'a> SemaphoreKeys<'a> {
     pub fn open(
         ctx: Ctx<'a>,
         names: &'a SemaphoreNames<'a>,
-        write: bool,
+        mode: Mode,
     ) -> Result<SemaphoreKeys<'a>, Refusal> {
-        let value = ValueKey::open(ctx, names.value, write)?;
-        let permits = Key::open(ctx, names.permits.borrow(), write);
+        let value = ValueKey::open(ctx, names.value, mode)?;
+        let permits = Key::open(ctx, names.permits.borrow(), mode);
         match permits.kind() {
             KeyKind::Empty | KeyKind::SortedSet => Ok(SemaphoreKeys { value, permits }),
             _ => Err(errors::WRONGTYPE),

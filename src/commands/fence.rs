@@ -36,6 +36,7 @@ use crate::counter_key::{self, CounterKey};
 use crate::errors::{self, Refusal};
 use crate::fencing::{self, Expiry, Fence};
 use crate::ffi::command::{ArgDoc, ArgKind, Command, CommandResult, CommandSpec, KeyFlags};
+use crate::ffi::key::Mode;
 use crate::ffi::{Ctx, RStr};
 use crate::stats;
 
@@ -84,7 +85,7 @@ impl Command for LockFence {
         if counter_key::has_counter(ctx, cmd.key) {
             return Err(errors::fence_on_lock_key(cmd.key.as_bytes()));
         }
-        let mut fence = CounterKey::open_write(ctx, cmd.key)?;
+        let mut fence = CounterKey::open(ctx, cmd.key, Mode::Write)?;
         match fencing::fence(fence.value(), cmd.token) {
             Fence::Stale { seen } => {
                 stats::FENCES_REFUSED.incr();

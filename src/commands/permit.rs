@@ -37,6 +37,7 @@ use crate::commands::semaphore::{self as sem_cmd, open_settled, AcquireArgs, WAI
 use crate::config;
 use crate::errors::Refusal;
 use crate::ffi::command::{ArgDoc, ArgKind, Command, CommandResult, CommandSpec, KeyFlags};
+use crate::ffi::key::Mode;
 use crate::ffi::{Ctx, RStr};
 use crate::grant_policy::Ask;
 use crate::handoff::{
@@ -209,7 +210,7 @@ impl Command for SemInfo {
         const SHOWN: usize = 1_000;
         let cmd = args::KeyOnly::parse(SemInfo::SPEC.name(), argv)?;
         let names = SemaphoreNames::of(cmd.key);
-        let sem = SemaphoreKeys::open(ctx, &names, false)?;
+        let sem = SemaphoreKeys::open(ctx, &names, Mode::Read)?;
         let available = sem_cmd::available(ctx, &sem)?;
         let now = ctx.now_ms();
         let permits: Vec<(Vec<u8>, i64)> = sem

@@ -120,15 +120,16 @@ mod tests {
 
     use crate::args::testing::{argv, assert_refused};
 
-    fn parse(args: &[&'static str]) -> Result<Release<&'static [u8]>, Refusal> {
-        Release::parse(&argv(args))
-    }
-
     #[test]
     fn parses_with_and_without_a_lease() {
-        assert_eq!(parse(&["LOCK.RELEASE", "k", "o"]).unwrap().lease_ms, None);
         assert_eq!(
-            parse(&["LOCK.RELEASE", "k", "o", "60000"])
+            Release::parse(&argv(&["LOCK.RELEASE", "k", "o"]))
+                .unwrap()
+                .lease_ms,
+            None
+        );
+        assert_eq!(
+            Release::parse(&argv(&["LOCK.RELEASE", "k", "o", "60000"]))
                 .unwrap()
                 .lease_ms,
             Some(60_000),

@@ -85,14 +85,10 @@ mod tests {
 
     use crate::args::testing::{argv, assert_refused};
 
-    fn parse(args: &[&'static str]) -> Result<Renew<&'static [u8]>, Refusal> {
-        Renew::parse(&argv(args))
-    }
-
     #[test]
     fn parses_and_refuses_naming_the_argument() {
         assert_eq!(
-            parse(&["LOCK.RENEW", "k", "o", "10000"]),
+            Renew::parse(&argv(&["LOCK.RENEW", "k", "o", "10000"])),
             Ok(Renew {
                 key: &b"k"[..],
                 owner: &b"o"[..],

@@ -34,6 +34,7 @@
 use crate::args::{self, Arg};
 use crate::errors::{self, Refusal};
 use crate::ffi::command::{ArgDoc, ArgKind, Command, CommandResult, CommandSpec, KeyFlags};
+use crate::ffi::key::Mode;
 use crate::ffi::{Ctx, RStr};
 use crate::grant_policy::Ask;
 use crate::handoff::semaphore::{carry_out_sem, settle, wait};
@@ -193,7 +194,7 @@ pub fn open_settled<'a>(
     ctx: Ctx<'a>,
     names: &'a SemaphoreNames<'a>,
 ) -> Result<(SemaphoreKeys<'a>, bool), Refusal> {
-    let sem = SemaphoreKeys::open(ctx, names, true)?;
+    let sem = SemaphoreKeys::open(ctx, names, Mode::Write)?;
     let queued = settle(ctx, &sem)?;
     Ok((sem, queued))
 }
@@ -349,7 +350,7 @@ impl Command for SemAvailable {
     fn run(ctx: Ctx, argv: &[RStr]) -> CommandResult {
         let cmd = args::KeyOnly::parse(SemAvailable::SPEC.name(), argv)?;
         let names = SemaphoreNames::of(cmd.key);
-        let sem = SemaphoreKeys::open(ctx, &names, false)?;
+        let sem = SemaphoreKeys::open(ctx, &names, Mode::Read)?;
         ctx.reply_integer(available(ctx, &sem)?);
         Ok(())
     }

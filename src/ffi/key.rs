@@ -21,6 +21,15 @@ pub enum KeyKind {
     Other,
 }
 
+/// How a key is opened. Open for writing only what the call may change:
+/// a key opened for writing is created on write, and a read-only open of a
+/// missing key costs nothing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    Read,
+    Write,
+}
+
 /// An open key; closed when dropped.
 pub struct Key<'a> {
     ctx: Ctx<'a>,
@@ -31,11 +40,10 @@ pub struct Key<'a> {
 
 impl<'a> Key<'a> {
     /// Opens `name` in the selected database, for writing or only reading.
-    pub fn open(ctx: Ctx<'a>, name: RStr<'a>, write: bool) -> Key<'a> {
-        let mode = if write {
-            raw::REDISMODULE_READ | raw::REDISMODULE_WRITE
-        } else {
-            raw::REDISMODULE_READ
+    pub fn open(ctx: Ctx<'a>, name: RStr<'a>, mode: Mode) -> Key<'a> {
+        let mode = match mode {
+            Mode::Write => raw::REDISMODULE_READ | raw::REDISMODULE_WRITE,
+            Mode::Read => raw::REDISMODULE_READ,
         };
         // SAFETY: a valid context and string; the key is closed on drop.
         let ptr = unsafe { api!(RedisModule_OpenKey)(ctx.as_ptr(), name.as_ptr(), mode as c_int) };

@@ -22,6 +22,7 @@ use super::timers::watch_until;
 use super::{queues, queues_then_stop_timers, wait_in_queue, Wants};
 use crate::events;
 use crate::ffi::blocking::{self, Wake};
+use crate::ffi::key::Mode;
 use crate::ffi::{Ctx, OwnedStr};
 use crate::grant_policy::{Ask, Kind, Opened};
 use crate::latch::{self, LatchDecision, LatchWrite, NEW_COUNT_MESSAGE, ZERO_MESSAGE};
@@ -130,7 +131,7 @@ fn watch(ctx: Ctx, latch: &ValueKey) {
 /// (writes are not held back): carries out what happened to it.
 pub(super) fn look(ctx: Ctx, key: &[u8]) {
     let name = OwnedStr::new(key);
-    let opened_as_latch = match ValueKey::open(ctx, name.borrow(), true) {
+    let opened_as_latch = match ValueKey::open(ctx, name.borrow(), Mode::Write) {
         Ok(latch) => {
             settle(ctx, &latch);
             true

@@ -26,6 +26,7 @@ use super::{queues, queues_then_stop_timers, wait_in_queue, waiting_clients, Wan
 use crate::errors::{self, Refusal};
 use crate::events;
 use crate::ffi::blocking::{self, BlockedClient, Wake};
+use crate::ffi::key::Mode;
 use crate::ffi::{random_bytes, Ctx, OwnedStr};
 use crate::grant_policy::{Ask, Kind, Permits};
 use crate::semaphore::{self, id_hex, IdSource, PermitId, SemDecision, Took, NON_EXPIRING};
@@ -205,7 +206,7 @@ fn watch_from(ctx: Ctx, sem: &SemaphoreKeys, at: Option<i64>) {
 pub(super) fn look(ctx: Ctx, key: &[u8]) {
     let name = OwnedStr::new(key);
     let names = SemaphoreNames::of(name.borrow());
-    let Ok(sem) = SemaphoreKeys::open(ctx, &names, true) else {
+    let Ok(sem) = SemaphoreKeys::open(ctx, &names, Mode::Write) else {
         // Another type now: nothing to reclaim; waiters time out.
         queues_then_stop_timers(ctx, |q| q.unwatch(ctx.selected_db(), key));
         return;
