@@ -43,6 +43,7 @@
 //! with `TOKEN`, `SET redisson_lock_token:{key} <token> PXAT <deadline>` too.
 
 use crate::args::{self, Arg};
+use crate::commands::arg_docs::{KEY, LEASE, OWNER, WAIT};
 use crate::counter_key::{self, NextToken};
 use crate::errors::{self, Refusal};
 use crate::ffi::command::{ArgDoc, ArgKind, Command, CommandResult, CommandSpec, KeyFlags};
@@ -141,12 +142,10 @@ impl<'a, A: Arg<'a>> Acquire<A> {
 /// `key owner lease-ms [WAIT timeout-ms] [TOKEN] [SYNC numreplicas
 /// timeout-ms]`. The read-write lock's acquires take the first five.
 pub const ARGS: &[ArgDoc] = &[
-    ArgDoc::new(c"key", ArgKind::Key),
-    ArgDoc::new(c"owner", ArgKind::String),
-    ArgDoc::new(c"lease-ms", ArgKind::Integer),
-    ArgDoc::new(c"timeout-ms", ArgKind::Integer)
-        .token(c"WAIT")
-        .optional(),
+    KEY,
+    OWNER,
+    LEASE,
+    WAIT,
     ArgDoc::new(c"token", ArgKind::PureToken)
         .token(c"TOKEN")
         .optional(),

@@ -32,6 +32,7 @@
 //! if it has one), only when the token is higher than the fence's.
 
 use crate::args;
+use crate::commands::arg_docs::KEY;
 use crate::counter_key::{self, CounterKey};
 use crate::errors::{self, Refusal};
 use crate::fencing::{self, Expiry, Fence};
@@ -74,10 +75,7 @@ impl Command for LockFence {
             c"Refuses a fencing token older than the highest one the key has seen, else records it",
         complexity: c"O(1)",
         arity: 3,
-        args: &[
-            ArgDoc::new(c"key", ArgKind::Key),
-            ArgDoc::new(c"token", ArgKind::Integer),
-        ],
+        args: &[KEY, ArgDoc::new(c"token", ArgKind::Integer)],
     };
 
     fn run(ctx: Ctx, argv: &[RStr]) -> CommandResult {

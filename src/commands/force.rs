@@ -11,7 +11,8 @@
 //! Effects (replicated): `DEL key`.
 
 use crate::args::KeyOnly;
-use crate::ffi::command::{ArgDoc, ArgKind, Command, CommandResult, CommandSpec, KeyFlags};
+use crate::commands::arg_docs::KEY;
+use crate::ffi::command::{Command, CommandResult, CommandSpec, KeyFlags};
 use crate::ffi::{Ctx, RStr};
 use crate::handoff;
 use crate::lock::{self, Forced};
@@ -32,7 +33,7 @@ impl Command for LockForce {
         summary: c"Deletes a lock whoever holds it",
         complexity: c"O(1)",
         arity: 2,
-        args: &[ArgDoc::new(c"key", ArgKind::Key)],
+        args: &[KEY],
     };
 
     fn run(ctx: Ctx, argv: &[RStr]) -> CommandResult {

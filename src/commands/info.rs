@@ -18,8 +18,9 @@
 //! Errors: wrong arity; `WRONGTYPE`.
 
 use crate::args::KeyOnly;
+use crate::commands::arg_docs::KEY;
 use crate::counter_key::{self, CounterKey};
-use crate::ffi::command::{ArgDoc, ArgKind, Command, CommandResult, CommandSpec, KeyFlags};
+use crate::ffi::command::{Command, CommandResult, CommandSpec, KeyFlags};
 use crate::ffi::key::Mode;
 use crate::ffi::{Ctx, RStr};
 use crate::handoff;
@@ -40,7 +41,7 @@ impl Command for LockInfo {
         summary: c"Shows a lock's owners, hold counts, lease and waiters",
         complexity: c"O(N) where N is the number of owners and waiters",
         arity: 2,
-        args: &[ArgDoc::new(c"key", ArgKind::Key)],
+        args: &[KEY],
     };
 
     fn run(ctx: Ctx, argv: &[RStr]) -> CommandResult {

@@ -25,6 +25,7 @@
 //! `SET key n KEEPTTL` (`COUNTDOWN`), `DEL key` (at zero).
 
 use crate::args::{self, Arg};
+use crate::commands::arg_docs::{KEY, PX_TTL};
 use crate::commands::semaphore::parse_set;
 use crate::errors::{self, Refusal};
 use crate::ffi::command::{ArgDoc, ArgKind, Command, CommandResult, CommandSpec, KeyFlags};
@@ -47,8 +48,6 @@ pub struct LatchCount;
 pub struct Await;
 /// `LOCK.LATCHINFO`, as registered.
 pub struct LatchInfo;
-
-const KEY: ArgDoc = ArgDoc::new(c"key", ArgKind::Key);
 
 /// A latch's count to set: a positive integer.
 fn count(raw: &[u8]) -> Result<i64, Refusal> {
@@ -89,9 +88,7 @@ impl Command for LatchSet {
         args: &[
             KEY,
             ArgDoc::new(c"count", ArgKind::Integer),
-            ArgDoc::new(c"ttl-ms", ArgKind::Integer)
-                .token(c"PX")
-                .optional(),
+            PX_TTL,
         ],
     };
 

@@ -7,6 +7,7 @@
 //! becomes effects.
 
 pub mod acquire;
+pub mod arg_docs;
 pub mod fence;
 pub mod force;
 pub mod info;

@@ -33,10 +33,11 @@
 //! Redisson does), `ZREM {key}:timeout id...`.
 
 use crate::args::{self, Arg};
-use crate::commands::semaphore::{self as sem_cmd, open_settled, AcquireArgs, WAIT};
+use crate::commands::arg_docs::{KEY, LEASE, PERMITS, PERMIT_ID, WAIT};
+use crate::commands::semaphore::{self as sem_cmd, open_settled, AcquireArgs};
 use crate::config;
 use crate::errors::Refusal;
-use crate::ffi::command::{ArgDoc, ArgKind, Command, CommandResult, CommandSpec, KeyFlags};
+use crate::ffi::command::{Command, CommandResult, CommandSpec, KeyFlags};
 use crate::ffi::key::Mode;
 use crate::ffi::{Ctx, RStr};
 use crate::grant_policy::Ask;
@@ -55,9 +56,6 @@ pub struct PermitRelease;
 pub struct PermitRenew;
 /// `LOCK.SEMINFO`, as registered.
 pub struct SemInfo;
-
-const KEY: ArgDoc = ArgDoc::new(c"key", ArgKind::Key);
-const ID: ArgDoc = ArgDoc::new(c"id", ArgKind::String);
 
 /// `LOCK.PERMITRELEASE key id [id ...]`.
 pub fn parse_release<'a, A: Arg<'a>>(argv: &[A]) -> Result<(A, Vec<PermitId>), Refusal> {
@@ -94,14 +92,7 @@ impl Command for PermitAcquire {
             c"Takes permits with a lease (each with an id) of a fair semaphore, optionally waiting",
         complexity: c"O(N log M) where N is the number of permits and M the permits taken",
         arity: -3,
-        args: &[
-            KEY,
-            ArgDoc::new(c"permits", ArgKind::Integer),
-            ArgDoc::new(c"lease-ms", ArgKind::Integer)
-                .token(c"LEASE")
-                .optional(),
-            WAIT,
-        ],
+        args: &[KEY, PERMITS, LEASE.token(c"LEASE").optional(), WAIT],
     };
 
     fn run(ctx: Ctx, argv: &[RStr]) -> CommandResult {
@@ -148,7 +139,7 @@ impl Command for PermitRelease {
         summary: c"Gives leased permits back by id; the first waiters are served at once",
         complexity: c"O(N log M) where N is the number of ids and M the permits taken",
         arity: -3,
-        args: &[KEY, ID.multiple()],
+        args: &[KEY, PERMIT_ID.multiple()],
     };
 
     fn run(ctx: Ctx, argv: &[RStr]) -> CommandResult {
@@ -172,7 +163,7 @@ impl Command for PermitRenew {
         summary: c"Gives a leased permit a new lease (a watchdog's call)",
         complexity: c"O(log N) where N is the number of permits taken",
         arity: 4,
-        args: &[KEY, ID, ArgDoc::new(c"lease-ms", ArgKind::Integer)],
+        args: &[KEY, PERMIT_ID, LEASE],
     };
 
     fn run(ctx: Ctx, argv: &[RStr]) -> CommandResult {

@@ -22,8 +22,9 @@
 //! or `DEL key`.
 
 use crate::args::{self, Arg};
+use crate::commands::arg_docs::{KEY, LEASE, OWNER};
 use crate::errors::Refusal;
-use crate::ffi::command::{ArgDoc, ArgKind, Command, CommandResult, CommandSpec, KeyFlags};
+use crate::ffi::command::{ArgDoc, Command, CommandResult, CommandSpec, KeyFlags};
 use crate::ffi::{Ctx, RStr};
 use crate::lock::{self, Released};
 use crate::lock_key::LockKey;
@@ -78,11 +79,7 @@ impl<A> Release<A> {
 }
 
 /// `key owner lease-ms` (optional): shared with the read-write lock's command.
-pub const ARGS: &[ArgDoc] = &[
-    ArgDoc::new(c"key", ArgKind::Key),
-    ArgDoc::new(c"owner", ArgKind::String),
-    ArgDoc::new(c"lease-ms", ArgKind::Integer).optional(),
-];
+pub const ARGS: &[ArgDoc] = &[KEY, OWNER, LEASE.optional()];
 
 impl Command for LockRelease {
     /// No `deny-oom`: a lock can always be released. Key `RW delete`: it

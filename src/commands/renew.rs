@@ -11,8 +11,9 @@
 //! Effects (replicated): `PEXPIREAT key <deadline>`.
 
 use crate::args::{self, Arg};
+use crate::commands::arg_docs::{KEY, LEASE, OWNER};
 use crate::errors::Refusal;
-use crate::ffi::command::{ArgDoc, ArgKind, Command, CommandResult, CommandSpec, KeyFlags};
+use crate::ffi::command::{ArgDoc, Command, CommandResult, CommandSpec, KeyFlags};
 use crate::ffi::{Ctx, RStr};
 use crate::lock_key::LockKey;
 use crate::{config, handoff, lock};
@@ -50,11 +51,7 @@ impl<'a, A: Arg<'a>> Renew<A> {
 }
 
 /// `key owner lease-ms`: shared with the read-write lock's command.
-pub const ARGS: &[ArgDoc] = &[
-    ArgDoc::new(c"key", ArgKind::Key),
-    ArgDoc::new(c"owner", ArgKind::String),
-    ArgDoc::new(c"lease-ms", ArgKind::Integer),
-];
+pub const ARGS: &[ArgDoc] = &[KEY, OWNER, LEASE];
 
 impl Command for LockRenew {
     /// Key `RW update`: it resets the expiry and answers 1/0 (as `PEXPIRE`).

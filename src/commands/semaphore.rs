@@ -32,6 +32,7 @@
 //! `SEMSET ... PX`), and for reclaimed permits `ZREM {key}:timeout id...`.
 
 use crate::args::{self, Arg};
+use crate::commands::arg_docs::{KEY, PERMITS, PX_TTL, WAIT};
 use crate::errors::{self, Refusal};
 use crate::ffi::command::{ArgDoc, ArgKind, Command, CommandResult, CommandSpec, KeyFlags};
 use crate::ffi::key::Mode;
@@ -54,12 +55,6 @@ pub struct SemRelease;
 pub struct SemAvailable;
 /// `LOCK.SEMDRAIN`, as registered.
 pub struct SemDrain;
-
-const KEY: ArgDoc = ArgDoc::new(c"key", ArgKind::Key);
-const PERMITS: ArgDoc = ArgDoc::new(c"permits", ArgKind::Integer);
-pub const WAIT: ArgDoc = ArgDoc::new(c"timeout-ms", ArgKind::Integer)
-    .token(c"WAIT")
-    .optional();
 
 /// A count of permits to take or give: a positive integer.
 pub fn permits(raw: &[u8]) -> Result<i64, Refusal> {
@@ -229,13 +224,7 @@ impl Command for SemSet {
         summary: c"Sets a Redisson-compatible semaphore's permits if it does not exist",
         complexity: c"O(1)",
         arity: -3,
-        args: &[
-            KEY,
-            PERMITS,
-            ArgDoc::new(c"ttl-ms", ArgKind::Integer)
-                .token(c"PX")
-                .optional(),
-        ],
+        args: &[KEY, PERMITS, PX_TTL],
     };
 
     fn run(ctx: Ctx, argv: &[RStr]) -> CommandResult {
