@@ -102,4 +102,16 @@ mod tests {
             ],
         );
     }
+
+    /// `LOCK.RWRENEW` shares the parser; its errors name it.
+    #[test]
+    fn parse_for_names_the_calling_command() {
+        let parse = |args: &[&'static str]| Renew::parse_for("lock.rwrenew", &argv(args));
+        let r = parse(&["LOCK.RWRENEW", "k", "o", "30000"]).unwrap();
+        assert_eq!(r.lease_ms, 30_000);
+        let err = parse(&["LOCK.RWRENEW", "k", "o"]).unwrap_err();
+        assert!(err.contains("'lock.rwrenew'"));
+        let err = parse(&["LOCK.RWRENEW", "k", "o", "-5"]).unwrap_err();
+        assert!(err.contains("lease-ms"));
+    }
 }

@@ -56,21 +56,3 @@ impl Command for LockRwRenew {
         Ok(())
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    use crate::args::testing::argv;
-
-    #[test]
-    fn parses_and_refuses_naming_the_argument() {
-        let parse = |args: &[&'static str]| Renew::parse_for(LockRwRenew::SPEC.name(), &argv(args));
-        let r = parse(&["LOCK.RWRENEW", "k", "o", "30000"]).unwrap();
-        assert_eq!(r.lease_ms, 30_000);
-        let err = parse(&["LOCK.RWRENEW", "k", "o"]).unwrap_err();
-        assert!(err.contains("'lock.rwrenew'"));
-        let err = parse(&["LOCK.RWRENEW", "k", "o", "-5"]).unwrap_err();
-        assert!(err.contains("lease-ms"));
-    }
-}

@@ -5,7 +5,7 @@
 use std::os::raw::{c_int, c_void};
 use std::ptr::NonNull;
 
-use super::{api, guarded, raw, Ctx, OK};
+use super::{api, in_callback, raw, Ctx, OK};
 use crate::errors::Refusal;
 
 /// A blocked client's handle: valid from [`block`] until it is unblocked
@@ -101,14 +101,12 @@ extern "C" fn on_reply<H: WaitHandler>(
     _argc: c_int,
 ) -> c_int {
     // SAFETY: Redis passes the reply callback's context.
-    if let Some(ctx) = unsafe { Ctx::from_raw(ctx) } {
-        guarded(&ctx, "a wait reply", || {
-            // SAFETY: the reply callback's context; the box is freed after it.
-            if let Some(wake) = unsafe { woken(&ctx) } {
-                H::reply(ctx, wake);
-            }
-        });
-    }
+    in_callback(unsafe { Ctx::from_raw(ctx) }, "a wait reply", |ctx| {
+        // SAFETY: the reply callback's context; the box is freed after it.
+        if let Some(wake) = unsafe { woken(&ctx) } {
+            H::reply(ctx, wake);
+        }
+    });
     OK
 }
 
@@ -117,21 +115,19 @@ extern "C" fn on_timeout<H: WaitHandler>(
     _argv: *mut *mut raw::RedisModuleString,
     _argc: c_int,
 ) -> c_int {
-    // SAFETY: Redis passes the timeout callback's context and the command's argv.
-    if let Some(ctx) = unsafe { Ctx::from_raw(ctx) } {
-        guarded(&ctx, "a wait timeout", || {
-            // SAFETY: the timeout callback's valid context; Redis returns the
-            // blocked client's handle (or NULL), which is only compared and
-            // passed back to Redis, never dereferenced here.
-            let handle = unsafe { api!(RedisModule_GetBlockedClientHandle)(ctx.as_ptr()) };
-            let Some(client) = NonNull::new(handle).map(BlockedClient) else {
-                return;
-            };
-            // SAFETY: the timeout callback's context.
-            let wake = unsafe { woken(&ctx) };
-            H::timed_out(ctx, client, wake);
-        });
-    }
+    // SAFETY: Redis passes the timeout callback's context.
+    in_callback(unsafe { Ctx::from_raw(ctx) }, "a wait timeout", |ctx| {
+        // SAFETY: the timeout callback's valid context; Redis returns the
+        // blocked client's handle (or NULL), which is only compared and
+        // passed back to Redis, never dereferenced here.
+        let handle = unsafe { api!(RedisModule_GetBlockedClientHandle)(ctx.as_ptr()) };
+        let Some(client) = NonNull::new(handle).map(BlockedClient) else {
+            return;
+        };
+        // SAFETY: the timeout callback's context.
+        let wake = unsafe { woken(&ctx) };
+        H::timed_out(ctx, client, wake);
+    });
     OK
 }
 
@@ -140,11 +136,10 @@ extern "C" fn on_disconnect<H: WaitHandler>(
     bc: *mut raw::RedisModuleBlockedClient,
 ) {
     // SAFETY: Redis passes a context and the disconnecting client's handle.
-    if let Some(ctx) = unsafe { Ctx::from_raw(ctx) } {
-        guarded(&ctx, "a waiter disconnect", || {
-            if let Some(client) = NonNull::new(bc).map(BlockedClient) {
-                H::disconnected(ctx, client);
-            }
-        });
-    }
+    let ctx = unsafe { Ctx::from_raw(ctx) };
+    in_callback(ctx, "a waiter disconnect", |ctx| {
+        if let Some(client) = NonNull::new(bc).map(BlockedClient) {
+            H::disconnected(ctx, client);
+        }
+    });
 }

@@ -4,7 +4,7 @@ use std::ffi::CStr;
 use std::os::raw::{c_char, c_int, c_void};
 
 use super::context::NotifyClass;
-use super::{api, guarded, raw, Ctx, RStr, OK};
+use super::{api, in_callback, raw, Ctx, RStr, OK};
 
 /// Hears keyspace notifications (whatever `notify-keyspace-events` says:
 /// module subscribers get every event of the classes they asked for).
@@ -35,18 +35,20 @@ extern "C" fn on_keyspace<L: KeyspaceListener>(
     key: *mut raw::RedisModuleString,
 ) -> c_int {
     // SAFETY: Redis passes a context, a C string event name and the key.
-    if let (Some(ctx), Some(key)) = unsafe { (Ctx::from_raw(ctx), RStr::from_raw(key)) } {
-        guarded(&ctx, "a keyspace notification", || {
-            let event = if event.is_null() {
-                &[][..]
-            } else {
-                // SAFETY: a non-null event name, a NUL-terminated C string
-                // Redis keeps alive during the notification.
-                unsafe { CStr::from_ptr(event) }.to_bytes()
-            };
-            L::notified(ctx, event, key);
-        });
-    }
+    let (ctx, key) = unsafe { (Ctx::from_raw(ctx), RStr::from_raw(key)) };
+    in_callback(ctx, "a keyspace notification", |ctx| {
+        let Some(key) = key else {
+            return;
+        };
+        let event = if event.is_null() {
+            &[][..]
+        } else {
+            // SAFETY: a non-null event name, a NUL-terminated C string
+            // Redis keeps alive during the notification.
+            unsafe { CStr::from_ptr(event) }.to_bytes()
+        };
+        L::notified(ctx, event, key);
+    });
     OK
 }
 
@@ -110,59 +112,60 @@ extern "C" fn on_server_event<L: ServerEventListener>(
     data: *mut c_void,
 ) {
     // SAFETY: Redis passes a context, the event, and its documented data.
-    let Some(ctx) = (unsafe { Ctx::from_raw(ctx) }) else {
-        return;
-    };
-    guarded(&ctx, "a server event", || match event.id {
-        raw::REDISMODULE_EVENT_FLUSHDB if sub == raw::REDISMODULE_SUBEVENT_FLUSHDB_END => {
-            if data.is_null() {
-                return;
+    in_callback(
+        unsafe { Ctx::from_raw(ctx) },
+        "a server event",
+        |ctx| match event.id {
+            raw::REDISMODULE_EVENT_FLUSHDB if sub == raw::REDISMODULE_SUBEVENT_FLUSHDB_END => {
+                if data.is_null() {
+                    return;
+                }
+                // SAFETY: FLUSHDB events carry a RedisModuleFlushInfoV1.
+                let info = unsafe { &*(data as *const raw::RedisModuleFlushInfoV1) };
+                let db = (info.dbnum >= 0).then_some(info.dbnum);
+                L::on_server_event(ctx, ServerEvent::Flushed { db });
             }
-            // SAFETY: FLUSHDB events carry a RedisModuleFlushInfoV1.
-            let info = unsafe { &*(data as *const raw::RedisModuleFlushInfoV1) };
-            let db = (info.dbnum >= 0).then_some(info.dbnum);
-            L::on_server_event(ctx, ServerEvent::Flushed { db });
-        }
-        raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED
-            if sub == raw::REDISMODULE_EVENT_REPLROLECHANGED_NOW_REPLICA =>
-        {
-            L::on_server_event(ctx, ServerEvent::BecameReplica);
-        }
-        raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED
-            if sub == raw::REDISMODULE_EVENT_REPLROLECHANGED_NOW_MASTER =>
-        {
-            L::on_server_event(ctx, ServerEvent::BecameMaster);
-        }
-        raw::REDISMODULE_EVENT_CONFIG if sub == raw::REDISMODULE_SUBEVENT_CONFIG_CHANGE => {
-            if data.is_null() {
-                return;
+            raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED
+                if sub == raw::REDISMODULE_EVENT_REPLROLECHANGED_NOW_REPLICA =>
+            {
+                L::on_server_event(ctx, ServerEvent::BecameReplica);
             }
-            // SAFETY: config-change events carry a RedisModuleConfigChangeV1
-            // whose `config_names` holds `num_changes` C strings.
-            let change = unsafe { &*(data as *const raw::RedisModuleConfigChangeV1) };
-            if change.config_names.is_null() {
-                return;
+            raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED
+                if sub == raw::REDISMODULE_EVENT_REPLROLECHANGED_NOW_MASTER =>
+            {
+                L::on_server_event(ctx, ServerEvent::BecameMaster);
             }
-            // SAFETY: `config_names` is non-null and holds `num_changes`
-            // pointers, alive for the duration of the event.
-            let names: Vec<&[u8]> = unsafe {
-                std::slice::from_raw_parts(change.config_names, change.num_changes as usize)
+            raw::REDISMODULE_EVENT_CONFIG if sub == raw::REDISMODULE_SUBEVENT_CONFIG_CHANGE => {
+                if data.is_null() {
+                    return;
+                }
+                // SAFETY: config-change events carry a RedisModuleConfigChangeV1
+                // whose `config_names` holds `num_changes` C strings.
+                let change = unsafe { &*(data as *const raw::RedisModuleConfigChangeV1) };
+                if change.config_names.is_null() {
+                    return;
+                }
+                // SAFETY: `config_names` is non-null and holds `num_changes`
+                // pointers, alive for the duration of the event.
+                let names: Vec<&[u8]> = unsafe {
+                    std::slice::from_raw_parts(change.config_names, change.num_changes as usize)
+                }
+                .iter()
+                .filter(|name| !name.is_null())
+                .map(|&name| {
+                    // SAFETY: a non-null config name, a NUL-terminated C string
+                    // alive for the duration of the event.
+                    unsafe { CStr::from_ptr(name) }.to_bytes()
+                })
+                .collect();
+                L::on_server_event(ctx, ServerEvent::ConfigChanged { names: &names });
             }
-            .iter()
-            .filter(|name| !name.is_null())
-            .map(|&name| {
-                // SAFETY: a non-null config name, a NUL-terminated C string
-                // alive for the duration of the event.
-                unsafe { CStr::from_ptr(name) }.to_bytes()
-            })
-            .collect();
-            L::on_server_event(ctx, ServerEvent::ConfigChanged { names: &names });
-        }
-        raw::REDISMODULE_EVENT_REPL_ASYNC_LOAD
-            if sub == raw::REDISMODULE_SUBEVENT_REPL_ASYNC_LOAD_COMPLETED =>
-        {
-            L::on_server_event(ctx, ServerEvent::SwappedIn);
-        }
-        _ => {}
-    });
+            raw::REDISMODULE_EVENT_REPL_ASYNC_LOAD
+                if sub == raw::REDISMODULE_SUBEVENT_REPL_ASYNC_LOAD_COMPLETED =>
+            {
+                L::on_server_event(ctx, ServerEvent::SwappedIn);
+            }
+            _ => {}
+        },
+    );
 }

@@ -81,6 +81,15 @@ pub(crate) fn guarded(ctx: &Ctx, what: &str, body: impl FnOnce()) {
     }
 }
 
+/// How each callback the module gives Redis (timers, notifications, server
+/// events, waits) runs its `body`: with the context Redis passed (nothing
+/// when it passed none), [`guarded`].
+pub(crate) fn in_callback(ctx: Option<Ctx>, what: &str, body: impl FnOnce(Ctx)) {
+    if let Some(ctx) = ctx {
+        guarded(&ctx, what, || body(ctx));
+    }
+}
+
 /// `N` random bytes from Redis's own generator (permit ids).
 pub fn random_bytes<const N: usize>() -> [u8; N] {
     let mut bytes = [0u8; N];

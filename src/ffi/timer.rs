@@ -8,7 +8,7 @@
 use std::marker::PhantomData;
 use std::os::raw::c_void;
 
-use super::{api, guarded, raw, Ctx, OK};
+use super::{api, in_callback, raw, Ctx, OK};
 
 /// Work a timer does when it fires.
 pub trait TimerJob: Sized + 'static {
@@ -72,7 +72,7 @@ extern "C" fn fire_timer<J: TimerJob>(ctx: *mut raw::RedisModuleCtx, data: *mut 
     // SAFETY: `data` is the box `start::<J>` made; a timer fires once.
     let job = *unsafe { Box::from_raw(data.cast::<J>()) };
     // SAFETY: Redis passes the timer callback's context.
-    if let Some(ctx) = unsafe { Ctx::from_raw(ctx) } {
-        guarded(&ctx, "a lock timer", || job.fire(ctx));
-    }
+    in_callback(unsafe { Ctx::from_raw(ctx) }, "a lock timer", |ctx| {
+        job.fire(ctx)
+    });
 }
