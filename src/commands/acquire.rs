@@ -49,10 +49,11 @@ use crate::errors::{self, Refusal};
 use crate::ffi::command::{ArgDoc, ArgKind, Command, CommandResult, CommandSpec, KeyFlags};
 use crate::ffi::{Ctx, RStr};
 use crate::grant_policy::Ask;
+use crate::handoff::{self, Wants};
 use crate::lock::{self, Acquired};
 use crate::lock_key::LockKey;
 use crate::replica_sync::SyncSpec;
-use crate::{config, handoff, replies};
+use crate::{config, replies};
 
 /// `LOCK.ACQUIRE`, as registered.
 pub struct LockAcquire;
@@ -90,6 +91,19 @@ impl<'a, A: Arg<'a>> Acquire<A> {
             syntax: errors::SYNTAX_ACQUIRE,
         };
         Self::parse_with(options, argv)
+    }
+
+    /// The waiter this acquire becomes when it must wait `timeout_ms` for
+    /// `ask` (the lock, or a read-write lock's read or write hold).
+    pub fn waiter(&self, timeout_ms: i64, sync: Option<SyncSpec>, ask: Ask) -> Wants<'a> {
+        Wants {
+            owner: self.owner.bytes(),
+            lease_ms: self.lease_ms,
+            timeout_ms,
+            token: self.token,
+            sync,
+            ask,
+        }
     }
 
     /// `command key owner lease-ms [options]` for any acquire command (the
@@ -224,15 +238,7 @@ impl Command for LockAcquire {
             }
             Acquired::Busy => match cmd.wait_ms {
                 Some(timeout_ms) if ctx.can_block() => {
-                    let waiter = handoff::Wants {
-                        owner: cmd.owner.as_bytes(),
-                        lease_ms: cmd.lease_ms,
-                        timeout_ms,
-                        token: cmd.token,
-                        sync,
-                        ask: Ask::Lock,
-                    };
-                    handoff::wait(ctx, &key, waiter);
+                    handoff::wait(ctx, &key, cmd.waiter(timeout_ms, sync, Ask::Lock));
                 }
                 _ => replies::busy(ctx, key.ttl_ms(), cmd.token),
             },

@@ -142,18 +142,11 @@ fn run(ctx: Ctx, cmd: Acquire<RStr>, mode: RwMode) -> CommandResult {
         }
         RwAcquired::Busy(ttl) => match cmd.wait_ms {
             Some(timeout_ms) if ctx.can_block() => {
-                let wants = handoff::Wants {
-                    owner: cmd.owner.as_bytes(),
-                    lease_ms: cmd.lease_ms,
-                    timeout_ms,
-                    token: cmd.token,
-                    sync: None,
-                    ask: match mode {
-                        RwMode::Read => Ask::Read,
-                        RwMode::Write => Ask::Write,
-                    },
+                let ask = match mode {
+                    RwMode::Read => Ask::Read,
+                    RwMode::Write => Ask::Write,
                 };
-                handoff::wait(ctx, &lock, wants);
+                handoff::wait(ctx, &lock, cmd.waiter(timeout_ms, None, ask));
             }
             _ => replies::busy(ctx, ttl, cmd.token),
         },
