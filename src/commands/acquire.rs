@@ -46,7 +46,7 @@ use crate::args::{self, Arg};
 use crate::commands::arg_docs::{KEY, LEASE, OWNER, WAIT};
 use crate::counter_key::{self, NextToken};
 use crate::errors::{self, Refusal};
-use crate::ffi::command::{ArgDoc, ArgKind, Command, CommandResult, CommandSpec, KeyFlags};
+use crate::ffi::command::{Access, ArgDoc, ArgKind, Command, CommandResult, CommandSpec, KeyFlags};
 use crate::ffi::{Ctx, RStr};
 use crate::grant_policy::Ask;
 use crate::handoff::{self, Wants};
@@ -197,8 +197,7 @@ impl Command for LockAcquire {
     /// access`) and counts a hold up (as `HINCRBY`).
     const SPEC: CommandSpec = CommandSpec {
         name: c"lock.acquire",
-        flags: c"write deny-oom fast",
-        acl_categories: c"write fast",
+        access: Access::GrowFast,
         key: KeyFlags::READ_UPDATE,
         summary:
             c"Acquires or re-enters a Redisson-compatible lock, optionally waiting in a fair queue",

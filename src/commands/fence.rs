@@ -36,7 +36,7 @@ use crate::commands::arg_docs::KEY;
 use crate::counter_key::{self, CounterKey};
 use crate::errors::{self, Refusal};
 use crate::fencing::{self, Expiry, Fence};
-use crate::ffi::command::{ArgDoc, ArgKind, Command, CommandResult, CommandSpec, KeyFlags};
+use crate::ffi::command::{Access, ArgDoc, ArgKind, Command, CommandResult, CommandSpec, KeyFlags};
 use crate::ffi::key::Mode;
 use crate::ffi::{Ctx, RStr};
 use crate::stats;
@@ -68,8 +68,7 @@ impl Command for LockFence {
     /// token and raises it (as `INCR`).
     const SPEC: CommandSpec = CommandSpec {
         name: c"lock.fence",
-        flags: c"write deny-oom fast",
-        acl_categories: c"write fast",
+        access: Access::GrowFast,
         key: KeyFlags::READ_UPDATE,
         summary:
             c"Refuses a fencing token older than the highest one the key has seen, else records it",

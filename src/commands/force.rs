@@ -12,7 +12,7 @@
 
 use crate::args::KeyOnly;
 use crate::commands::arg_docs::KEY;
-use crate::ffi::command::{Command, CommandResult, CommandSpec, KeyFlags};
+use crate::ffi::command::{Access, Command, CommandResult, CommandSpec, KeyFlags};
 use crate::ffi::{Ctx, RStr};
 use crate::handoff;
 use crate::lock::{self, Forced};
@@ -27,8 +27,7 @@ impl Command for LockForce {
     /// Key `RM delete`: it deletes the key (as `DEL`).
     const SPEC: CommandSpec = CommandSpec {
         name: c"lock.force",
-        flags: c"write fast",
-        acl_categories: c"write fast",
+        access: Access::WriteFast,
         key: KeyFlags::DELETE_KEY,
         summary: c"Deletes a lock whoever holds it",
         complexity: c"O(1)",

@@ -20,7 +20,7 @@
 use crate::args::KeyOnly;
 use crate::commands::arg_docs::KEY;
 use crate::counter_key::{self, CounterKey};
-use crate::ffi::command::{Command, CommandResult, CommandSpec, KeyFlags};
+use crate::ffi::command::{Access, Command, CommandResult, CommandSpec, KeyFlags};
 use crate::ffi::key::Mode;
 use crate::ffi::{Ctx, RStr};
 use crate::handoff;
@@ -35,8 +35,7 @@ impl Command for LockInfo {
     /// `readonly`; key `RO access`: it shows the hash (as `HGETALL`).
     const SPEC: CommandSpec = CommandSpec {
         name: c"lock.info",
-        flags: c"readonly",
-        acl_categories: c"read",
+        access: Access::Read,
         key: KeyFlags::READ,
         summary: c"Shows a lock's owners, hold counts, lease and waiters",
         complexity: c"O(N) where N is the number of owners and waiters",

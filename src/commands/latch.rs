@@ -28,7 +28,7 @@ use crate::args::{self, Arg};
 use crate::commands::arg_docs::{KEY, PX_TTL};
 use crate::commands::semaphore::parse_set;
 use crate::errors::{self, Refusal};
-use crate::ffi::command::{ArgDoc, ArgKind, Command, CommandResult, CommandSpec, KeyFlags};
+use crate::ffi::command::{Access, ArgDoc, ArgKind, Command, CommandResult, CommandSpec, KeyFlags};
 use crate::ffi::key::Mode;
 use crate::ffi::{Ctx, RStr};
 use crate::handoff::{
@@ -79,8 +79,7 @@ fn open_settled<'a>(ctx: Ctx<'a>, key: RStr<'a>, mode: Mode) -> Result<ValueKey<
 impl Command for LatchSet {
     const SPEC: CommandSpec = CommandSpec {
         name: c"lock.latchset",
-        flags: c"write deny-oom fast",
-        acl_categories: c"write fast",
+        access: Access::GrowFast,
         key: KeyFlags::READ_UPDATE,
         summary: c"Sets a Redisson-compatible count-down latch's count if it does not exist, optionally with an expiry",
         complexity: c"O(1)",
@@ -107,8 +106,7 @@ impl Command for LatchSet {
 impl Command for CountDown {
     const SPEC: CommandSpec = CommandSpec {
         name: c"lock.countdown",
-        flags: c"write fast",
-        acl_categories: c"write fast",
+        access: Access::WriteFast,
         key: KeyFlags::READ_UPDATE,
         summary: c"Counts a latch down; at zero every waiter is let go",
         complexity: c"O(N) where N is the number of waiters let go",
@@ -129,8 +127,7 @@ impl Command for CountDown {
 impl Command for LatchCount {
     const SPEC: CommandSpec = CommandSpec {
         name: c"lock.latchcount",
-        flags: c"readonly fast",
-        acl_categories: c"read fast",
+        access: Access::ReadFast,
         key: KeyFlags::READ,
         summary: c"Answers a latch's count",
         complexity: c"O(1)",
@@ -149,8 +146,7 @@ impl Command for LatchCount {
 impl Command for Await {
     const SPEC: CommandSpec = CommandSpec {
         name: c"lock.await",
-        flags: c"readonly",
-        acl_categories: c"read",
+        access: Access::Read,
         key: KeyFlags::READ,
         summary: c"Waits server-side until a latch reaches zero, times out, or expires",
         complexity: c"O(1)",
@@ -176,8 +172,7 @@ impl Command for Await {
 impl Command for LatchInfo {
     const SPEC: CommandSpec = CommandSpec {
         name: c"lock.latchinfo",
-        flags: c"readonly",
-        acl_categories: c"read",
+        access: Access::Read,
         key: KeyFlags::READ,
         summary: c"Shows a latch's count, expiry and waiters",
         complexity: c"O(N) where N is the number of waiters",

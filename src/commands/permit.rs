@@ -37,7 +37,7 @@ use crate::commands::arg_docs::{KEY, LEASE, PERMITS, PERMIT_ID, WAIT};
 use crate::commands::semaphore::{self as sem_cmd, open_settled, AcquireArgs};
 use crate::config;
 use crate::errors::Refusal;
-use crate::ffi::command::{Command, CommandResult, CommandSpec, KeyFlags};
+use crate::ffi::command::{Access, Command, CommandResult, CommandSpec, KeyFlags};
 use crate::ffi::key::Mode;
 use crate::ffi::{Ctx, RStr};
 use crate::grant_policy::Ask;
@@ -85,8 +85,7 @@ pub fn parse_renew<'a, A: Arg<'a>>(argv: &[A]) -> Result<(A, PermitId, i64), Ref
 impl Command for PermitAcquire {
     const SPEC: CommandSpec = CommandSpec {
         name: c"lock.permitacquire",
-        flags: c"write deny-oom fast",
-        acl_categories: c"write fast",
+        access: Access::GrowFast,
         key: KeyFlags::READ_UPDATE,
         summary:
             c"Takes permits with a lease (each with an id) of a fair semaphore, optionally waiting",
@@ -133,8 +132,7 @@ impl Command for PermitAcquire {
 impl Command for PermitRelease {
     const SPEC: CommandSpec = CommandSpec {
         name: c"lock.permitrelease",
-        flags: c"write fast",
-        acl_categories: c"write fast",
+        access: Access::WriteFast,
         key: KeyFlags::READ_UPDATE,
         summary: c"Gives leased permits back by id; the first waiters are served at once",
         complexity: c"O(N log M) where N is the number of ids and M the permits taken",
@@ -157,8 +155,7 @@ impl Command for PermitRelease {
 impl Command for PermitRenew {
     const SPEC: CommandSpec = CommandSpec {
         name: c"lock.permitrenew",
-        flags: c"write fast",
-        acl_categories: c"write fast",
+        access: Access::WriteFast,
         key: KeyFlags::UPDATE,
         summary: c"Gives a leased permit a new lease (a watchdog's call)",
         complexity: c"O(log N) where N is the number of permits taken",
@@ -187,8 +184,7 @@ impl Command for PermitRenew {
 impl Command for SemInfo {
     const SPEC: CommandSpec = CommandSpec {
         name: c"lock.seminfo",
-        flags: c"readonly",
-        acl_categories: c"read",
+        access: Access::Read,
         key: KeyFlags::READ,
         summary:
             c"Shows a semaphore's free permits, leased permits with their deadlines, and waiters",

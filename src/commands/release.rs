@@ -24,7 +24,7 @@
 use crate::args::{self, Arg};
 use crate::commands::arg_docs::{KEY, LEASE, OWNER};
 use crate::errors::Refusal;
-use crate::ffi::command::{ArgDoc, Command, CommandResult, CommandSpec, KeyFlags};
+use crate::ffi::command::{Access, ArgDoc, Command, CommandResult, CommandSpec, KeyFlags};
 use crate::ffi::{Ctx, RStr};
 use crate::lock::{self, Released};
 use crate::lock_key::LockKey;
@@ -87,8 +87,7 @@ impl Command for LockRelease {
     /// reveals no content.
     const SPEC: CommandSpec = CommandSpec {
         name: c"lock.release",
-        flags: c"write fast",
-        acl_categories: c"write fast",
+        access: Access::WriteFast,
         key: KeyFlags::REMOVE_PART,
         summary:
             c"Releases one hold of a lock; the last hold frees it and hands it to the next waiter",

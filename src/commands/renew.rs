@@ -13,7 +13,7 @@
 use crate::args::{self, Arg};
 use crate::commands::arg_docs::{KEY, LEASE, OWNER};
 use crate::errors::Refusal;
-use crate::ffi::command::{ArgDoc, Command, CommandResult, CommandSpec, KeyFlags};
+use crate::ffi::command::{Access, ArgDoc, Command, CommandResult, CommandSpec, KeyFlags};
 use crate::ffi::{Ctx, RStr};
 use crate::lock_key::LockKey;
 use crate::{config, handoff, lock};
@@ -57,8 +57,7 @@ impl Command for LockRenew {
     /// Key `RW update`: it resets the expiry and answers 1/0 (as `PEXPIRE`).
     const SPEC: CommandSpec = CommandSpec {
         name: c"lock.renew",
-        flags: c"write fast",
-        acl_categories: c"write fast",
+        access: Access::WriteFast,
         key: KeyFlags::UPDATE,
         summary: c"Resets the lease of a lock the owner holds (watchdog renewal)",
         complexity: c"O(1)",

@@ -39,7 +39,7 @@ use crate::args::Arg;
 use crate::commands::acquire::{self, Acquire};
 use crate::counter_key::{self, NextToken};
 use crate::errors::{self, Refusal};
-use crate::ffi::command::{ArgDoc, Command, CommandResult, CommandSpec, KeyFlags};
+use crate::ffi::command::{Access, ArgDoc, Command, CommandResult, CommandSpec, KeyFlags};
 use crate::ffi::{Ctx, RStr};
 use crate::grant_policy::Ask;
 use crate::lock_key::LockKey;
@@ -75,8 +75,7 @@ impl Command for LockRAcquire {
     /// As `LOCK.ACQUIRE`: `write deny-oom fast`, key `RW access update`.
     const SPEC: CommandSpec = CommandSpec {
         name: c"lock.racquire",
-        flags: c"write deny-oom fast",
-        acl_categories: c"write fast",
+        access: Access::GrowFast,
         key: KeyFlags::READ_UPDATE,
         summary: c"Takes a read hold of a fair, Redisson-compatible read-write lock",
         complexity: c"O(1)",
@@ -93,8 +92,7 @@ impl Command for LockWAcquire {
     /// As `LOCK.ACQUIRE`: `write deny-oom fast`, key `RW access update`.
     const SPEC: CommandSpec = CommandSpec {
         name: c"lock.wacquire",
-        flags: c"write deny-oom fast",
-        acl_categories: c"write fast",
+        access: Access::GrowFast,
         key: KeyFlags::READ_UPDATE,
         summary: c"Takes the write hold of a fair, Redisson-compatible read-write lock",
         complexity: c"O(1)",

@@ -23,7 +23,7 @@
 //! count that is not an integer. Nothing changes.
 
 use crate::commands::release::{self, Release};
-use crate::ffi::command::{Command, CommandResult, CommandSpec, KeyFlags};
+use crate::ffi::command::{Access, Command, CommandResult, CommandSpec, KeyFlags};
 use crate::ffi::{Ctx, RStr};
 use crate::handoff;
 use crate::lock_key::LockKey;
@@ -39,8 +39,7 @@ impl Command for LockRRelease {
     /// As `LOCK.RELEASE`: `write fast`, key `RW delete`.
     const SPEC: CommandSpec = CommandSpec {
         name: c"lock.rrelease",
-        flags: c"write fast",
-        acl_categories: c"write fast",
+        access: Access::WriteFast,
         key: KeyFlags::REMOVE_PART,
         summary:
             c"Releases one read hold of a read-write lock; waiting writers or readers are served",
@@ -69,8 +68,7 @@ impl Command for LockWRelease {
     /// As `LOCK.RELEASE`: `write fast`, key `RW delete`.
     const SPEC: CommandSpec = CommandSpec {
         name: c"lock.wrelease",
-        flags: c"write fast",
-        acl_categories: c"write fast",
+        access: Access::WriteFast,
         key: KeyFlags::REMOVE_PART,
         summary:
             c"Releases one write hold of a read-write lock; waiting readers or a writer are served",

@@ -20,7 +20,7 @@
 
 use crate::args;
 use crate::commands::renew::{self, Renew};
-use crate::ffi::command::{Command, CommandResult, CommandSpec, KeyFlags};
+use crate::ffi::command::{Access, Command, CommandResult, CommandSpec, KeyFlags};
 use crate::ffi::{Ctx, RStr};
 use crate::lock_key::LockKey;
 use crate::rwlock;
@@ -34,8 +34,7 @@ impl Command for LockRwRenew {
     /// As `LOCK.RENEW`: `write fast`, key `RW update`.
     const SPEC: CommandSpec = CommandSpec {
         name: c"lock.rwrenew",
-        flags: c"write fast",
-        acl_categories: c"write fast",
+        access: Access::WriteFast,
         key: KeyFlags::UPDATE,
         summary: c"Renews every hold an owner has on a read-write lock (a watchdog's call)",
         complexity: c"O(N) where N is the number of read holds of the lock",

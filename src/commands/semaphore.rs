@@ -34,7 +34,7 @@
 use crate::args::{self, Arg};
 use crate::commands::arg_docs::{KEY, PERMITS, PX_TTL, WAIT};
 use crate::errors::{self, Refusal};
-use crate::ffi::command::{ArgDoc, ArgKind, Command, CommandResult, CommandSpec, KeyFlags};
+use crate::ffi::command::{Access, ArgDoc, ArgKind, Command, CommandResult, CommandSpec, KeyFlags};
 use crate::ffi::key::Mode;
 use crate::ffi::{Ctx, RStr};
 use crate::grant_policy::Ask;
@@ -218,8 +218,7 @@ impl From<Took> for i64 {
 impl Command for SemSet {
     const SPEC: CommandSpec = CommandSpec {
         name: c"lock.semset",
-        flags: c"write deny-oom fast",
-        acl_categories: c"write fast",
+        access: Access::GrowFast,
         key: KeyFlags::READ_UPDATE,
         summary: c"Sets a Redisson-compatible semaphore's permits if it does not exist",
         complexity: c"O(1)",
@@ -254,8 +253,7 @@ fn non_negative(raw: &[u8]) -> Result<i64, Refusal> {
 impl Command for SemAdd {
     const SPEC: CommandSpec = CommandSpec {
         name: c"lock.semadd",
-        flags: c"write deny-oom fast",
-        acl_categories: c"write fast",
+        access: Access::GrowFast,
         key: KeyFlags::READ_UPDATE,
         summary: c"Adds permits to (or, negative, removes them from) a semaphore",
         complexity: c"O(N) where N is the number of waiters served",
@@ -274,8 +272,7 @@ impl Command for SemAdd {
 impl Command for SemAcquire {
     const SPEC: CommandSpec = CommandSpec {
         name: c"lock.semacquire",
-        flags: c"write deny-oom fast",
-        acl_categories: c"write fast",
+        access: Access::GrowFast,
         key: KeyFlags::READ_UPDATE,
         summary: c"Takes permits of a fair, Redisson-compatible semaphore, optionally waiting",
         complexity: c"O(1)",
@@ -309,8 +306,7 @@ impl Command for SemAcquire {
 impl Command for SemRelease {
     const SPEC: CommandSpec = CommandSpec {
         name: c"lock.semrelease",
-        flags: c"write fast",
-        acl_categories: c"write fast",
+        access: Access::WriteFast,
         key: KeyFlags::READ_UPDATE,
         summary: c"Gives permits back to a semaphore; the first waiters are served at once",
         complexity: c"O(N) where N is the number of waiters served",
@@ -327,8 +323,7 @@ impl Command for SemRelease {
 impl Command for SemAvailable {
     const SPEC: CommandSpec = CommandSpec {
         name: c"lock.semavailable",
-        flags: c"readonly fast",
-        acl_categories: c"read fast",
+        access: Access::ReadFast,
         key: KeyFlags::READ,
         summary: c"Answers how many permits of a semaphore are free",
         complexity: c"O(log N) where N is the number of leased permits",
@@ -355,8 +350,7 @@ pub fn available(ctx: Ctx, sem: &SemaphoreKeys) -> Result<i64, Refusal> {
 impl Command for SemDrain {
     const SPEC: CommandSpec = CommandSpec {
         name: c"lock.semdrain",
-        flags: c"write fast",
-        acl_categories: c"write fast",
+        access: Access::WriteFast,
         key: KeyFlags::READ_UPDATE,
         summary: c"Takes every free permit of a semaphore",
         complexity: c"O(1)",

@@ -75,6 +75,44 @@ impl ArgDoc {
     }
 }
 
+/// What a command is to Redis: its flags and, following from them, its ACL
+/// categories besides `@lock` (`readonly` gives `@read`, `write` gives
+/// `@write`, `fast` gives `@fast`, as Redis derives them for its own
+/// commands), so that the two can never disagree.
+#[derive(Clone, Copy)]
+pub enum Access {
+    /// `readonly`: reads the key, with work that grows with its content.
+    Read,
+    /// `readonly fast`.
+    ReadFast,
+    /// `write fast`: changes or removes, never adds much memory.
+    WriteFast,
+    /// `write deny-oom fast`: may add data, so refused when Redis is out of
+    /// memory (as `SET` is).
+    GrowFast,
+}
+
+impl Access {
+    /// The command flags Redis is given.
+    pub const fn flags(self) -> &'static CStr {
+        match self {
+            Access::Read => c"readonly",
+            Access::ReadFast => c"readonly fast",
+            Access::WriteFast => c"write fast",
+            Access::GrowFast => c"write deny-oom fast",
+        }
+    }
+
+    /// The ACL categories besides `@lock`.
+    pub const fn acl_categories(self) -> &'static CStr {
+        match self {
+            Access::Read => c"read",
+            Access::ReadFast => c"read fast",
+            Access::WriteFast | Access::GrowFast => c"write fast",
+        }
+    }
+}
+
 /// A key spec's flags (`REDISMODULE_CMD_KEY_*`): one of `RO`/`RW`/`OW`/`RM`,
 /// plus `ACCESS` when the reply reveals data of the key and at most one of
 /// `INSERT`/`UPDATE`/`DELETE`. ACLs grant a key spec with `ACCESS` to `%R~`
@@ -108,10 +146,8 @@ impl KeyFlags {
 pub struct CommandSpec {
     /// `lock.acquire`...
     pub name: &'static CStr,
-    /// Command flags: `write deny-oom fast`...
-    pub flags: &'static CStr,
-    /// ACL categories besides `@lock`: `write fast`...
-    pub acl_categories: &'static CStr,
+    /// Command flags, and the ACL categories that follow from them.
+    pub access: Access,
     /// What the command does to its one key, argument 1.
     pub key: KeyFlags,
     pub summary: &'static CStr,
@@ -209,7 +245,7 @@ pub fn register(ctx: Ctx, commands: &[Registration]) -> Result<(), String> {
                 ctx.as_ptr(),
                 spec.name.as_ptr(),
                 *entry,
-                spec.flags.as_ptr(),
+                spec.access.flags().as_ptr(),
                 1,
                 1,
                 1,
@@ -225,7 +261,7 @@ pub fn register(ctx: Ctx, commands: &[Registration]) -> Result<(), String> {
             return Err(format!("could not find command {name} just created"));
         }
         describe(command, spec).map_err(|e| format!("{name}: {e}"))?;
-        set_acl_categories(command, spec.acl_categories, own_category);
+        set_acl_categories(command, spec.access.acl_categories(), own_category);
     }
     Ok(())
 }
