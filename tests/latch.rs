@@ -58,9 +58,7 @@ fn counting_down_to_zero_lets_every_waiter_go_and_deletes_the_latch() {
 
 #[test]
 fn an_await_times_out_with_zero_and_leaves_the_queue() {
-    let server = Server::start();
-    let mut con = server.connection();
-    assert_eq!(run_int(&mut con, &["LOCK.LATCHSET", "l", "1"]), 1);
+    let (server, mut con) = server_set_up_by(&["LOCK.LATCHSET", "l", "1"]);
     let mut waiter = queue_for(&server, &["LOCK.AWAIT", "l", "100"]);
     assert_eq!(waiter.read(), Resp::Int(0));
     assert!(queued(&mut con, "LOCK.LATCHINFO", "l").is_empty());
@@ -74,9 +72,7 @@ fn an_await_times_out_with_zero_and_leaves_the_queue() {
 /// `delete`, which is also how its latch opens): the waiters are let go.
 #[test]
 fn a_latch_deleted_by_someone_else_lets_its_waiters_go() {
-    let server = Server::start();
-    let mut con = server.connection();
-    assert_eq!(run_int(&mut con, &["LOCK.LATCHSET", "l", "3"]), 1);
+    let (server, mut con) = server_set_up_by(&["LOCK.LATCHSET", "l", "3"]);
     let mut waiter = queue_for(&server, &["LOCK.AWAIT", "l", "0"]);
     run(&mut con, &["DEL", "l"]);
     assert_eq!(waiter.read(), Resp::Int(1));
@@ -128,12 +124,7 @@ fn a_latch_that_expires_tells_its_waiters_and_publishes() {
 
 #[test]
 fn latchinfo_shows_count_expiry_and_waiters() {
-    let server = Server::start();
-    let mut con = server.connection();
-    assert_eq!(
-        run_int(&mut con, &["LOCK.LATCHSET", "l", "4", "PX", "60000"]),
-        1
-    );
+    let (server, mut con) = server_set_up_by(&["LOCK.LATCHSET", "l", "4", "PX", "60000"]);
     let _waiter = queue_for(&server, &["LOCK.AWAIT", "l", "7000"]);
     let info = run(&mut con, &["LOCK.LATCHINFO", "l"]);
     let field = |name: &str| field_of(&info, name);
@@ -150,9 +141,7 @@ fn latchinfo_shows_count_expiry_and_waiters() {
 
 #[test]
 fn bad_input_is_refused_and_changes_nothing() {
-    let server = Server::start();
-    let mut con = server.connection();
-    assert_eq!(run_int(&mut con, &["LOCK.LATCHSET", "l", "2"]), 1);
+    let (_server, mut con) = server_set_up_by(&["LOCK.LATCHSET", "l", "2"]);
     let cases: &[(&[&str], &str)] = &[
         (
             &["LOCK.LATCHSET", "n", "0"],
@@ -214,20 +203,8 @@ fn effects_replicate_as_plain_commands_and_survive_an_aof_restart() {
 #[test]
 fn an_expiry_during_a_pause_is_told_after_it() {
     let _alone = alone();
-    let server = Server::start();
-    let mut con = server.connection();
-    let mut admin = server.connection();
-    assert_eq!(
-        run_int(&mut con, &["LOCK.LATCHSET", "l", "1", "PX", "200"]),
-        1
-    );
+    let (server, _con) = server_set_up_by(&["LOCK.LATCHSET", "l", "1", "PX", "200"]);
     let mut waiter = queue_for(&server, &["LOCK.AWAIT", "l", "0"]);
-    run(&mut admin, &["CLIENT", "PAUSE", "20000", "WRITE"]);
-    std::thread::sleep(Duration::from_millis(400));
-    assert!(
-        waiter.nothing_within(Duration::from_millis(10)),
-        "nothing during the pause"
-    );
-    run(&mut admin, &["CLIENT", "UNPAUSE"]);
+    while_writes_paused(&server, Duration::from_millis(400), &mut waiter, || {});
     assert_eq!(waiter.read(), Resp::Int(-1));
 }

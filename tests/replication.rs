@@ -210,14 +210,24 @@ fn commands_that_change_nothing_replicate_nothing() {
     );
 }
 
-#[test]
-fn replica_refuses_lock_writes_with_readonly() {
+/// A master on which owner A holds `res` `holds` times (60 s lease), a
+/// replica with the module that has caught up, and a connection to the
+/// master: where the tests of a replica's own copy of a lock start.
+fn master_holding_res_and_its_replica(holds: usize) -> (Server, Server, Connection) {
     let master = Server::start();
     let replica = Server::start();
     replica.replicaof(&master);
     let mut m = master.connection();
-    assert_eq!(acquire(&mut m, b"res", b"A", 60_000), None);
+    for _ in 0..holds {
+        assert_eq!(acquire(&mut m, b"res", b"A", 60_000), None);
+    }
     wait_for_replicas(&master, &[&replica]);
+    (master, replica, m)
+}
+
+#[test]
+fn replica_refuses_lock_writes_with_readonly() {
+    let (_master, replica, mut m) = master_holding_res_and_its_replica(1);
 
     let mut r = replica.connection();
     let writes: [&[&str]; 5] = [
@@ -307,6 +317,30 @@ fn state(con: &mut Connection, key: &[u8]) -> State {
     (hgetall(con, key), pexpiretime(con, key))
 }
 
+/// Asserts that `server`, started on the AOF of
+/// `aof_reload_after_crash_keeps_hash_count_and_exact_deadline`, holds `res`
+/// and `kept` as given and neither the released nor the forced lock; `who`
+/// names the server. The same check for the module's reload and a plain
+/// server's. Returns a connection to `server`.
+fn assert_loaded_from_the_aof(server: &Server, res: &State, kept: &State, who: &str) -> Connection {
+    let mut con = server.connection();
+    assert_eq!(
+        &state(&mut con, b"res"),
+        res,
+        "{who}: lock hash and exact deadline"
+    );
+    assert_eq!(&state(&mut con, b"kept"), kept, "{who}: kept lease");
+    assert!(
+        !exists(&mut con, b"gone"),
+        "{who}: a released lock came back"
+    );
+    assert!(
+        !exists(&mut con, b"forced"),
+        "{who}: a forced lock came back"
+    );
+    con
+}
+
 #[test]
 fn aof_reload_after_crash_keeps_hash_count_and_exact_deadline() {
     let dir = TestDir::new("aof");
@@ -342,19 +376,8 @@ fn aof_reload_after_crash_keeps_hash_count_and_exact_deadline() {
 
     // Restart with the module on the same directory.
     let mut second = Server::with(Options::new().aof().dir(dir.path()));
-    let mut con = second.connection();
-    assert_eq!(
-        state(&mut con, b"res"),
-        res,
-        "lock hash and exact deadline after AOF reload"
-    );
-    assert_eq!(
-        state(&mut con, b"kept"),
-        kept,
-        "kept lease after AOF reload"
-    );
-    assert!(!exists(&mut con, b"gone"), "a released lock came back");
-    assert!(!exists(&mut con, b"forced"), "a forced lock came back");
+    let mut con =
+        assert_loaded_from_the_aof(&second, &res, &kept, "module server after the AOF reload");
     assert!(
         acquire(&mut con, b"res", b"B", 60_000).is_some(),
         "the reloaded lock still excludes others"
@@ -368,18 +391,7 @@ fn aof_reload_after_crash_keeps_hash_count_and_exact_deadline() {
 
     // A server without the module loads the same AOF: it holds only plain commands.
     let third = Server::with(Options::new().aof().without_module().dir(dir.path()));
-    let mut con = third.connection();
-    assert_eq!(
-        state(&mut con, b"res"),
-        res_after,
-        "plain server reading the AOF"
-    );
-    assert_eq!(
-        state(&mut con, b"kept"),
-        kept,
-        "plain server reading the AOF"
-    );
-    assert!(!exists(&mut con, b"gone") && !exists(&mut con, b"forced"));
+    assert_loaded_from_the_aof(&third, &res_after, &kept, "plain server reading the AOF");
 }
 
 #[test]
@@ -520,14 +532,8 @@ fn locks_in_another_database_replicate_to_that_database() {
 fn promoted_replica_continues_the_lock() {
     // Failover: the replica with the module becomes a master and the holder
     // carries on with the same hold count and lease.
-    let master = Server::start();
-    let replica = Server::start();
-    replica.replicaof(&master);
-    let mut m = master.connection();
-    assert_eq!(acquire(&mut m, b"res", b"A", 60_000), None);
-    assert_eq!(acquire(&mut m, b"res", b"A", 60_000), None);
+    let (_master, replica, mut m) = master_holding_res_and_its_replica(2);
     let deadline = pexpiretime(&mut m, b"res");
-    wait_for_replicas(&master, &[&replica]);
 
     let mut r = replica.connection();
     let _: () = redis::cmd("REPLICAOF")

@@ -660,7 +660,6 @@ fn a_write_lease_ending_during_a_pause_is_handed_on_after_it() {
     let _alone = alone();
     let server = Server::start();
     let mut con = server.connection();
-    let mut admin = server.connection();
     assert_eq!(wacquire(&mut con, "doc", "w", 30_000), Value::Nil);
     let mut r1 = queue_rw(&server, "LOCK.RACQUIRE", "doc", "r1", 0);
     let mut r2 = queue_rw(&server, "LOCK.RACQUIRE", "doc", "r2", 0);
@@ -669,20 +668,13 @@ fn a_write_lease_ending_during_a_pause_is_handed_on_after_it() {
         Value::Int(1)
     );
     let deadline = pexpiretime(&mut con, "doc");
-    run(&mut admin, &["CLIENT", "PAUSE", "20000", "WRITE"]);
-    std::thread::sleep(Duration::from_millis(
-        (deadline - now_ms()).max(0) as u64 + 300,
-    ));
-    assert!(
-        r1.nothing_within(Duration::from_millis(10)),
-        "nothing during the pause"
-    );
-    assert_eq!(
-        rw_waiters(&server, "doc"),
-        pairs(&[("r1", "read"), ("r2", "read")])
-    );
-    let unpaused_at = now_ms();
-    run(&mut admin, &["CLIENT", "UNPAUSE"]);
+    let past_the_deadline = Duration::from_millis((deadline - now_ms()).max(0) as u64 + 300);
+    let unpaused_at = while_writes_paused(&server, past_the_deadline, &mut r1, || {
+        assert_eq!(
+            rw_waiters(&server, "doc"),
+            pairs(&[("r1", "read"), ("r2", "read")])
+        )
+    });
     let (reply, at) = reply_at(&mut r1);
     assert_eq!(reply, Resp::Nil);
     assert_eq!(r2.read(), Resp::Nil);

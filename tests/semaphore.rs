@@ -10,7 +10,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use redis::{Connection, Value};
-use redis_lock_test_support::raw::Resp;
+use redis_lock_test_support::raw::{RawClient, Resp};
 use redis_lock_test_support::*;
 
 fn get(con: &mut Connection, key: &str) -> Option<String> {
@@ -34,6 +34,16 @@ fn take(con: &mut Connection, name: &str, n: u32, lease_ms: u64) -> Vec<String> 
 
 fn ids_of_resp(reply: Resp) -> Vec<String> {
     reply.array().into_iter().map(|id| id.text()).collect()
+}
+
+/// A server whose semaphore `s` has its one permit leased for 200 ms (the
+/// permit's id) and a waiter queued for it: the start of the tests of a
+/// lease ending while the server holds writes back.
+fn one_permit_ending_soon_with_a_waiter() -> (Server, Connection, String, RawClient) {
+    let (server, mut con) = server_set_up_by(&["LOCK.SEMSET", "s", "1"]);
+    let id = take(&mut con, "s", 1, 200).remove(0);
+    let waiter = queue_for(&server, &["LOCK.SEMACQUIRE", "s", "1", "WAIT", "0"]);
+    (server, con, id, waiter)
 }
 
 #[test]
@@ -78,9 +88,7 @@ fn permits_are_counted_in_redissons_string_and_announced_on_its_channel() {
 
 #[test]
 fn the_head_of_the_queue_is_served_first_even_when_it_wants_more() {
-    let server = Server::start();
-    let mut con = server.connection();
-    assert_eq!(run_int(&mut con, &["LOCK.SEMSET", "s", "1"]), 1);
+    let (server, mut con) = server_set_up_by(&["LOCK.SEMSET", "s", "1"]);
     let mut big = queue_for(&server, &["LOCK.SEMACQUIRE", "s", "3", "WAIT", "0"]);
     let mut small = queue_for(&server, &["LOCK.SEMACQUIRE", "s", "1", "WAIT", "0"]);
     assert_eq!(
@@ -101,9 +109,7 @@ fn the_head_of_the_queue_is_served_first_even_when_it_wants_more() {
 
 #[test]
 fn a_head_that_gives_up_lets_the_smaller_requests_behind_it_in() {
-    let server = Server::start();
-    let mut con = server.connection();
-    assert_eq!(run_int(&mut con, &["LOCK.SEMSET", "s", "1"]), 1);
+    let (server, mut con) = server_set_up_by(&["LOCK.SEMSET", "s", "1"]);
     let mut big = queue_for(&server, &["LOCK.SEMACQUIRE", "s", "5", "WAIT", "200"]);
     let mut small = queue_for(&server, &["LOCK.PERMITACQUIRE", "s", "1", "WAIT", "0"]);
     assert_eq!(big.read(), Resp::Int(0), "timed out");
@@ -117,9 +123,7 @@ fn a_head_that_gives_up_lets_the_smaller_requests_behind_it_in() {
 
 #[test]
 fn leased_permits_go_back_to_the_set_only_by_id_and_renew_while_live() {
-    let server = Server::start();
-    let mut con = server.connection();
-    assert_eq!(run_int(&mut con, &["LOCK.SEMSET", "s", "2"]), 1);
+    let (_server, mut con) = server_set_up_by(&["LOCK.SEMSET", "s", "2"]);
     let ids = take(&mut con, "s", 2, 30_000);
     assert_eq!(ids.len(), 2);
     assert_ne!(ids[0], ids[1]);
@@ -168,9 +172,7 @@ fn leased_permits_go_back_to_the_set_only_by_id_and_renew_while_live() {
 #[test]
 fn a_killed_holders_permit_reaches_the_waiter_within_20_ms_of_its_lease() {
     let _alone = alone();
-    let server = Server::start();
-    let mut con = server.connection();
-    assert_eq!(run_int(&mut con, &["LOCK.SEMSET", "s", "1"]), 1);
+    let (server, mut con) = server_set_up_by(&["LOCK.SEMSET", "s", "1"]);
     let out = server.dir().join("holder.out");
     let mut holder = Command::new("sh")
         .arg("-c")
@@ -287,9 +289,7 @@ fn seminfo_shows_free_permits_leases_and_waiters() {
 
 #[test]
 fn bad_input_is_refused_and_changes_nothing() {
-    let server = Server::start();
-    let mut con = server.connection();
-    assert_eq!(run_int(&mut con, &["LOCK.SEMSET", "s", "2"]), 1);
+    let (_server, mut con) = server_set_up_by(&["LOCK.SEMSET", "s", "2"]);
     let cases: &[(&[&str], &str)] = &[
         (
             &["LOCK.SEMACQUIRE", "s", "0"],
@@ -420,33 +420,21 @@ fn effects_replicate_as_plain_commands_and_survive_an_aof_restart() {
 #[test]
 fn a_lease_ending_during_a_pause_is_reclaimed_after_it() {
     let _alone = alone();
-    let server = Server::start();
-    let mut con = server.connection();
-    let mut admin = server.connection();
-    assert_eq!(run_int(&mut con, &["LOCK.SEMSET", "s", "1"]), 1);
-    let ids = take(&mut con, "s", 1, 200);
-    let mut waiter = queue_for(&server, &["LOCK.SEMACQUIRE", "s", "1", "WAIT", "0"]);
-    run(&mut admin, &["CLIENT", "PAUSE", "20000", "WRITE"]);
-    std::thread::sleep(Duration::from_millis(500));
-    assert!(
-        waiter.nothing_within(Duration::from_millis(10)),
-        "nothing during the pause"
-    );
-    assert!(
-        permit_deadline(&mut admin, "s", &ids[0]).is_some(),
-        "not reclaimed yet"
-    );
-    run(&mut admin, &["CLIENT", "UNPAUSE"]);
+    let (server, mut con, id, mut waiter) = one_permit_ending_soon_with_a_waiter();
+    while_writes_paused(&server, Duration::from_millis(500), &mut waiter, || {
+        assert!(
+            permit_deadline(&mut con, "s", &id).is_some(),
+            "not reclaimed yet"
+        )
+    });
     assert_eq!(waiter.read(), Resp::Int(1));
-    assert_eq!(permit_deadline(&mut con, "s", &ids[0]), None);
+    assert_eq!(permit_deadline(&mut con, "s", &id), None);
     assert_eq!(get(&mut con, "s").as_deref(), Some("0"));
 }
 
 #[test]
 fn a_redisson_style_release_behind_the_modules_back_serves_the_queue() {
-    let server = Server::start();
-    let mut con = server.connection();
-    assert_eq!(run_int(&mut con, &["LOCK.SEMSET", "s", "0"]), 1);
+    let (server, mut con) = server_set_up_by(&["LOCK.SEMSET", "s", "0"]);
     let mut waiter = queue_for(&server, &["LOCK.SEMACQUIRE", "s", "2", "WAIT", "0"]);
     run(&mut con, &["INCRBY", "s", "1"]);
     assert!(
@@ -499,21 +487,17 @@ fn acl_key_patterns_apply_to_the_semaphore_key() {
 #[test]
 fn a_lease_ending_without_enough_good_replicas_is_reclaimed_once_writes_are_allowed() {
     let _alone = alone();
-    let server = Server::start();
-    let mut con = server.connection();
-    assert_eq!(run_int(&mut con, &["LOCK.SEMSET", "s", "1"]), 1);
-    let ids = take(&mut con, "s", 1, 200);
-    let mut waiter = queue_for(&server, &["LOCK.SEMACQUIRE", "s", "1", "WAIT", "0"]);
+    let (_server, mut con, id, mut waiter) = one_permit_ending_soon_with_a_waiter();
     config_set(&mut con, "min-replicas-to-write", 1);
     let refused = try_run(&mut con, &["SET", "x", "1"]).unwrap_err();
     assert!(refused.starts_with("NOREPLICAS"), "{refused}");
     std::thread::sleep(Duration::from_millis(500));
     assert!(waiter.nothing_within(Duration::from_millis(10)));
     assert!(
-        permit_deadline(&mut con, "s", &ids[0]).is_some(),
+        permit_deadline(&mut con, "s", &id).is_some(),
         "not reclaimed"
     );
     config_set(&mut con, "min-replicas-to-write", 0);
     assert_eq!(waiter.read(), Resp::Int(1));
-    assert_eq!(permit_deadline(&mut con, "s", &ids[0]), None);
+    assert_eq!(permit_deadline(&mut con, "s", &id), None);
 }

@@ -11,6 +11,7 @@
 
 mod support;
 
+use std::future::Future;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -18,7 +19,7 @@ use redis_lock_client::{blocking, LockError, LockKind, Lost, Options};
 use redis_lock_test_support::*;
 use support::{
     client_on, granted, granted_within, handed_to, refused, refused_then_waiting,
-    server_with_client, through_proxy,
+    server_with_client, through_proxy, unlock_last, Proxy,
 };
 
 /// The lock's hash as sorted (field, value) text pairs.
@@ -367,8 +368,7 @@ async fn a_writer_that_gives_up_leaves_the_queue_and_lets_the_readers_in() {
         expect("read", &[("r1", 1), ("r2", 1)])
     );
     reading.unlock().await.expect("unlock");
-    second.unlock().await.expect("unlock");
-    assert!(!exists(&mut con, "doc"));
+    unlock_last(second, &mut con).await;
 }
 
 /// A writer may take read (downgrade): its write release leaves it reading.
@@ -428,8 +428,7 @@ async fn a_writer_downgrades_and_a_readers_upgrade_is_refused() {
     // Nothing changed: still reading, once.
     assert_eq!(fields(&mut con, "doc"), expect("read", &[("app", 1)]));
     assert_eq!(reading.hold_count(), 1);
-    reading.unlock().await.expect("unlock");
-    assert!(!exists(&mut con, "doc"));
+    unlock_last(reading, &mut con).await;
 
     // Released, it may write.
     owner
@@ -515,12 +514,33 @@ async fn reads_and_writes_re_enter_and_free_the_lock_with_the_last_hold() {
         tokio::spawn(async move { locks.try_read_lock("doc", Duration::ZERO, None).await })
     };
     assert!(other_task.await.expect("task").expect("try").is_none());
-    one.unlock().await.expect("unlock the last");
-    assert!(!exists(&mut con, "doc"));
+    unlock_last(one, &mut con).await;
     match owner.try_read_lock("doc", Duration::ZERO, None).await {
         Ok(Some(g)) => g.unlock().await.expect("unlock"),
         other => panic!("free again: {other:?}"),
     }
+}
+
+/// Arms `proxy` to cut the connection right after `command` (`cuts`
+/// counts the cuts armed so far), awaits `call`, which sends it and must
+/// succeed all the same (`what`), and asserts the proxy did cut: one step
+/// of the lost-reply test below.
+async fn despite_a_cut_after<T>(
+    proxy: &Proxy,
+    cuts: &mut usize,
+    command: &str,
+    call: impl Future<Output = Result<T, LockError>>,
+    what: &str,
+) -> T {
+    proxy.cut_after(command);
+    *cuts += 1;
+    let answer = call.await.expect(what);
+    assert_eq!(
+        proxy.cuts.load(Ordering::SeqCst),
+        *cuts,
+        "the proxy did cut after {command}"
+    );
+    answer
 }
 
 /// The retry check reads the hold's own field back: a read or write
@@ -531,35 +551,32 @@ async fn acquires_and_releases_whose_replies_were_lost_are_not_sent_again() {
     let (server, proxy, owner) = through_proxy("o");
     let mut con = server.connection();
     let mut cuts = 0;
-    let mut cut_after = |command: &str| {
-        proxy.cut_after(command);
-        cuts += 1;
-        cuts
-    };
 
-    let expected = cut_after("LOCK.WACQUIRE");
-    let write = owner
-        .write_lock("doc")
-        .await
-        .expect("write despite the cut");
-    assert_eq!(
-        proxy.cuts.load(Ordering::SeqCst),
-        expected,
-        "the proxy did cut"
-    );
-    let expected = cut_after("LOCK.WACQUIRE");
-    let write_again = owner
-        .write_lock("doc")
-        .await
-        .expect("re-enter despite the cut");
-    assert_eq!(proxy.cuts.load(Ordering::SeqCst), expected);
+    let write = despite_a_cut_after(
+        &proxy,
+        &mut cuts,
+        "LOCK.WACQUIRE",
+        owner.write_lock("doc"),
+        "write despite the cut",
+    )
+    .await;
+    let write_again = despite_a_cut_after(
+        &proxy,
+        &mut cuts,
+        "LOCK.WACQUIRE",
+        owner.write_lock("doc"),
+        "re-enter despite the cut",
+    )
+    .await;
     assert_eq!(fields(&mut con, "doc"), expect("write", &[("o:write", 2)]));
-    let expected = cut_after("LOCK.RACQUIRE");
-    let read = owner
-        .read_lock("doc")
-        .await
-        .expect("downgrade despite the cut");
-    assert_eq!(proxy.cuts.load(Ordering::SeqCst), expected);
+    let read = despite_a_cut_after(
+        &proxy,
+        &mut cuts,
+        "LOCK.RACQUIRE",
+        owner.read_lock("doc"),
+        "downgrade despite the cut",
+    )
+    .await;
     assert_eq!(
         fields(&mut con, "doc"),
         expect("write", &[("o", 1), ("o:write", 2)])
@@ -569,9 +586,14 @@ async fn acquires_and_releases_whose_replies_were_lost_are_not_sent_again() {
     // count before the release) would resend the write release below.
     let read_again = owner.read_lock("doc").await.expect("re-enter");
 
-    let expected = cut_after("LOCK.WRELEASE");
-    write_again.unlock().await.expect("release despite the cut");
-    assert_eq!(proxy.cuts.load(Ordering::SeqCst), expected);
+    despite_a_cut_after(
+        &proxy,
+        &mut cuts,
+        "LOCK.WRELEASE",
+        write_again.unlock(),
+        "release despite the cut",
+    )
+    .await;
     assert_eq!(
         fields(&mut con, "doc"),
         expect("write", &[("o", 2), ("o:write", 1)])
@@ -579,9 +601,14 @@ async fn acquires_and_releases_whose_replies_were_lost_are_not_sent_again() {
     write.unlock().await.expect("the last write hold");
     assert_eq!(fields(&mut con, "doc"), expect("read", &[("o", 2)]));
     read_again.unlock().await.expect("unlock");
-    let expected = cut_after("LOCK.RRELEASE");
-    read.unlock().await.expect("release despite the cut");
-    assert_eq!(proxy.cuts.load(Ordering::SeqCst), expected);
+    despite_a_cut_after(
+        &proxy,
+        &mut cuts,
+        "LOCK.RRELEASE",
+        read.unlock(),
+        "release despite the cut",
+    )
+    .await;
     assert!(!exists(&mut con, "doc"));
 }
 

@@ -14,18 +14,59 @@ mod support;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use redis_lock_client::{LockError, Lost, Options};
+use redis_lock_client::{LockClient, LockError, Lost, Options, PermitExpirableSemaphore, Permits};
 use redis_lock_test_support::semaphore::{
     latch_queue_becomes, sem_info, sem_queue_becomes, sem_waiters,
 };
 use redis_lock_test_support::*;
 use support::{
-    blocking_client_on, client_on, granted, handed_to, new_latch, new_permits, new_semaphore,
-    server_with_client, spawn_await_zero, Proxy,
+    assert_not_stalled_by_a_wait, blocking_client_on, client_on, granted, handed_to, new_latch,
+    new_permits, new_semaphore, server_with_client, spawn_await_zero, Proxy,
 };
 
 fn short_watchdog() -> Options {
     Options::default().watchdog_lease(Duration::from_millis(600))
+}
+
+/// Waits until nobody is queued for `name` and asserts the library has sent
+/// `unblocks` `CLIENT UNBLOCK`s in all: a wait given up must end the
+/// server's wait at once, not leave it queued.
+async fn assert_wait_ended_on_the_server(server: &Server, name: &str, unblocks: u64) {
+    eventually(Duration::from_secs(1), "the wait left the queue", || {
+        sem_waiters(server, name) == 0
+    })
+    .await;
+    assert_eq!(calls(server, "client|unblock"), unblocks);
+}
+
+/// A server, a client on it with a 600 ms watchdog lease, and the new
+/// semaphore `name` of `permits` permits, all held by that client with no
+/// lease of their own (the watchdog renews them): the start of the
+/// watchdog's tests.
+async fn all_permits_held_under_a_short_watchdog(
+    name: &str,
+    permits: u64,
+) -> (Server, LockClient, PermitExpirableSemaphore, Permits) {
+    let (server, locks) = server_with_client(short_watchdog());
+    let quota = new_permits(&locks, name, permits).await;
+    let held = quota.acquire(permits, None).await.expect("acquire");
+    (server, locks, quota, held)
+}
+
+/// A server, a client on it, and the new one-permit semaphore `name` whose
+/// permit that client holds with a 300 ms lease: the start of the tests of
+/// a caller's lease ending.
+async fn one_permit_leased_for_300_ms(
+    name: &str,
+) -> (Server, LockClient, PermitExpirableSemaphore, Permits) {
+    let (server, locks) = server_with_client(Options::default());
+    let quota = new_permits(&locks, name, 1).await;
+    let permit = granted(
+        quota.try_acquire(1, Some(Duration::from_millis(300))),
+        "free",
+    )
+    .await;
+    (server, locks, quota, permit)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -167,15 +208,10 @@ async fn a_wait_without_end_does_not_stall_the_clients_other_commands() {
     };
     sem_queue_becomes(&server, "busy", 1).await;
     // The same client, while its wait blocks a connection on the server.
-    let started = Instant::now();
-    assert_eq!(pool.available_permits().await.expect("available"), 0);
-    let guard = locks.lock("elsewhere").await.expect("a lock meanwhile");
-    guard.unlock().await.expect("unlock");
-    assert!(
-        started.elapsed() < Duration::from_secs(1),
-        "commands waited {:?} behind the wait",
-        started.elapsed()
-    );
+    assert_not_stalled_by_a_wait(&locks, async {
+        assert_eq!(pool.available_permits().await.expect("available"), 0);
+    })
+    .await;
     assert!(!waiter.is_finished());
     pool.release(1).await.expect("release");
     waiter.await.expect("waiter").expect("acquired");
@@ -192,11 +228,7 @@ async fn a_wait_given_up_leaves_the_queue_and_takes_nothing() {
     // The library ends the server's wait (CLIENT UNBLOCK) in the background,
     // well before it would give up on the reply (the 3 s command timeout)
     // and kill the connection.
-    eventually(Duration::from_secs(1), "the wait left the queue", || {
-        sem_waiters(&server, "abandoned") == 0
-    })
-    .await;
-    assert_eq!(calls(&server, "client|unblock"), 1);
+    assert_wait_ended_on_the_server(&server, "abandoned", 1).await;
     assert_eq!(pool.release(1).await.expect("release"), 1);
     assert_eq!(pool.available_permits().await.expect("available"), 1);
 
@@ -209,11 +241,7 @@ async fn a_wait_given_up_leaves_the_queue_and_takes_nothing() {
     sem_queue_becomes(&server, "abandoned-p", 1).await;
     waiting.abort();
     let _ = waiting.await;
-    eventually(Duration::from_secs(1), "the wait left the queue", || {
-        sem_waiters(&server, "abandoned-p") == 0
-    })
-    .await;
-    assert_eq!(calls(&server, "client|unblock"), 2);
+    assert_wait_ended_on_the_server(&server, "abandoned-p", 2).await;
     assert_eq!(permits.add_permits(1).await.expect("add"), 1);
     assert_eq!(permits.available_permits().await.expect("available"), 1);
 }
@@ -275,9 +303,7 @@ async fn permits_have_ids_and_a_renewed_lease_and_come_back_on_release() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_watchdog_keeps_a_permit_past_its_lease() {
     let _alone = alone();
-    let (server, locks) = server_with_client(short_watchdog());
-    let quota = new_permits(&locks, "kept", 1).await;
-    let permit = quota.acquire(1, None).await.expect("acquire");
+    let (server, _locks, quota, permit) = all_permits_held_under_a_short_watchdog("kept", 1).await;
 
     // Four leases of 600 ms: the lease would have ended three times over.
     let held = tokio::time::timeout(Duration::from_millis(2_400), permit.lost()).await;
@@ -296,13 +322,7 @@ async fn the_watchdog_keeps_a_permit_past_its_lease() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_callers_lease_ends_the_permit_and_the_guard_is_told() {
     let _alone = alone();
-    let (server, locks) = server_with_client(Options::default());
-    let quota = new_permits(&locks, "leased", 1).await;
-    let permit = granted(
-        quota.try_acquire(1, Some(Duration::from_millis(300))),
-        "free",
-    )
-    .await;
+    let (server, _locks, quota, permit) = one_permit_leased_for_300_ms("leased").await;
     let why = tokio::time::timeout(Duration::from_secs(3), permit.lost())
         .await
         .expect("told within 3 s");
@@ -324,9 +344,8 @@ async fn a_callers_lease_ends_the_permit_and_the_guard_is_told() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_permit_removed_on_the_server_is_lost_at_the_next_renewal() {
     let _alone = alone();
-    let (server, locks) = server_with_client(short_watchdog());
-    let quota = new_permits(&locks, "{removed}", 2).await;
-    let permits = quota.acquire(2, None).await.expect("acquire");
+    let (server, _locks, _quota, permits) =
+        all_permits_held_under_a_short_watchdog("{removed}", 2).await;
     let gone = permits.ids()[0].clone();
     let kept = permits.ids()[1].clone();
 
@@ -359,13 +378,7 @@ async fn a_permit_removed_on_the_server_is_lost_at_the_next_renewal() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiter_gets_the_permit_whose_lease_ended() {
     let _alone = alone();
-    let (_server, locks) = server_with_client(Options::default());
-    let quota = new_permits(&locks, "reclaimed", 1).await;
-    let first = granted(
-        quota.try_acquire(1, Some(Duration::from_millis(300))),
-        "free",
-    )
-    .await;
+    let (_server, _locks, quota, first) = one_permit_leased_for_300_ms("reclaimed").await;
     let started = Instant::now();
     let second = quota
         .try_acquire_for(1, Duration::from_secs(5), None)

@@ -58,7 +58,7 @@ pub use lock::*;
 pub use module::module_path;
 pub use permits::*;
 pub use pubsub::*;
-pub use raw::{queue, queue_with, reply_at, waits_that_time_out};
+pub use raw::{queue, queue_with, reply_at, waits_that_time_out, while_writes_paused};
 pub use reply::*;
 pub use server::*;
 pub use timing::*;

@@ -3,9 +3,9 @@
 
 use std::time::Duration;
 
-use redis::{ConnectionLike, Value};
+use redis::{Connection, ConnectionLike, Value};
 
-use crate::commands::{command, query};
+use crate::commands::{command, query, run_int};
 use crate::raw::RawClient;
 use crate::reply::{as_string, find_field};
 use crate::server::Server;
@@ -95,4 +95,14 @@ pub fn queue_for(server: &Server, args: &[&str]) -> RawClient {
         queued(&mut con, info, name).len() > before
     });
     client
+}
+
+/// A new server on which `setup` (a command that makes a new semaphore or
+/// latch, `LOCK.SEMSET`/`LOCK.LATCHSET`) answered 1, and a connection to it:
+/// where most semaphore and latch tests start.
+pub fn server_set_up_by(setup: &[&str]) -> (Server, Connection) {
+    let server = Server::start();
+    let mut con = server.connection();
+    assert_eq!(run_int(&mut con, setup), 1, "{setup:?} on a new server");
+    (server, con)
 }

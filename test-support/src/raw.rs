@@ -6,6 +6,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{Shutdown, TcpStream};
 use std::time::Duration;
 
+use crate::commands::run;
 use crate::lock::waiter_owners;
 use crate::server::{Server, IO_TIMEOUT};
 use crate::timing::{now_ms, poll_until};
@@ -209,4 +210,29 @@ pub fn waits_that_time_out(server: &Server, waiters: Vec<(String, String)>, time
 pub fn reply_at(waiter: &mut RawClient) -> (Resp, i64) {
     let reply = waiter.read();
     (reply, now_ms())
+}
+
+/// Pauses the server's writes (`CLIENT PAUSE 20000 WRITE`, from a
+/// connection of its own), sleeps `wait`, asserts that `waiter` heard
+/// nothing meanwhile, runs `while_paused` (the test's own checks during the
+/// pause) and unpauses; returns the unix-ms time just before the unpause.
+/// One helper for the tests that a timer ending during a write pause acts
+/// only after it (latches, semaphores, read-write locks).
+pub fn while_writes_paused(
+    server: &Server,
+    wait: Duration,
+    waiter: &mut RawClient,
+    while_paused: impl FnOnce(),
+) -> i64 {
+    let mut admin = server.connection();
+    run(&mut admin, &["CLIENT", "PAUSE", "20000", "WRITE"]);
+    std::thread::sleep(wait);
+    assert!(
+        waiter.nothing_within(Duration::from_millis(10)),
+        "nothing during the pause"
+    );
+    while_paused();
+    let unpaused_at = now_ms();
+    run(&mut admin, &["CLIENT", "UNPAUSE"]);
+    unpaused_at
 }

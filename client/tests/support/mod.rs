@@ -310,6 +310,22 @@ pub async fn handed_to<G, E: std::fmt::Debug>(waiting: JoinHandle<Result<Option<
         .expect("the wait is granted")
 }
 
+/// Awaits `read` (a read of what a wait is blocked on, with its own
+/// checks) and a lock and unlock of `elsewhere` on `locks`, and asserts
+/// they took under a second: one check for the latch's and the semaphore's
+/// "a wait does not stall the client's other commands".
+pub async fn assert_not_stalled_by_a_wait(locks: &LockClient, read: impl Future<Output = ()>) {
+    let started = Instant::now();
+    read.await;
+    let guard = locks.lock("elsewhere").await.expect("a lock meanwhile");
+    guard.unlock().await.expect("unlock");
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "commands waited {:?} behind the wait",
+        started.elapsed()
+    );
+}
+
 /// Awaits `future`: its output, and how long it took.
 pub async fn timed<T>(future: impl Future<Output = T>) -> (T, Duration) {
     let started = Instant::now();
