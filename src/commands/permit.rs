@@ -34,9 +34,9 @@
 
 use crate::args::{self, Arg};
 use crate::commands::arg_docs::{KEY, LEASE, PERMITS, PERMIT_ID, WAIT};
-use crate::commands::semaphore::{self as sem_cmd, open_settled, AcquireArgs};
+use crate::commands::semaphore::{self as sem_cmd, open_settled, AcquireArgs, AcquireForm};
 use crate::config;
-use crate::errors::Refusal;
+use crate::errors::{self, Refusal};
 use crate::ffi::command::{Access, Command, CommandResult, CommandSpec, KeyFlags};
 use crate::ffi::key::Mode;
 use crate::ffi::{Ctx, RStr};
@@ -56,6 +56,16 @@ pub struct PermitRelease;
 pub struct PermitRenew;
 /// `LOCK.SEMINFO`, as registered.
 pub struct SemInfo;
+
+/// `LOCK.PERMITACQUIRE key permits [LEASE lease-ms] [WAIT timeout-ms]`.
+pub fn parse_acquire<'a, A: Arg<'a>>(argv: &[A]) -> Result<AcquireArgs<A>, Refusal> {
+    let form = AcquireForm {
+        command: PermitAcquire::SPEC.name(),
+        leased: true,
+        syntax: errors::SYNTAX_PERMIT_ACQUIRE,
+    };
+    AcquireArgs::parse_with(argv, form)
+}
 
 /// `LOCK.PERMITRELEASE key id [id ...]`.
 pub fn parse_release<'a, A: Arg<'a>>(argv: &[A]) -> Result<(A, Vec<PermitId>), Refusal> {
@@ -95,7 +105,7 @@ impl Command for PermitAcquire {
     };
 
     fn run(ctx: Ctx, argv: &[RStr]) -> CommandResult {
-        let cmd = AcquireArgs::parse_with(argv, true)?;
+        let cmd = parse_acquire(argv)?;
         check_permits_slot(cmd.key)?;
         let now = ctx.now_ms();
         if cmd.lease_ms > 0 {
@@ -259,16 +269,21 @@ mod tests {
 
     #[test]
     fn acquire_takes_a_lease_and_a_wait_in_any_order() {
-        let cmd = AcquireArgs::parse_with(
-            &argv(&["LOCK.PERMITACQUIRE", "s", "2", "WAIT", "5", "LEASE", "100"]),
-            true,
-        )
+        let cmd = parse_acquire(&argv(&[
+            "LOCK.PERMITACQUIRE",
+            "s",
+            "2",
+            "WAIT",
+            "5",
+            "LEASE",
+            "100",
+        ]))
         .unwrap();
         assert_eq!((cmd.permits, cmd.lease_ms, cmd.wait_ms), (2, 100, Some(5)));
-        let bare = AcquireArgs::parse_with(&argv(&["LOCK.PERMITACQUIRE", "s", "1"]), true).unwrap();
+        let bare = parse_acquire(&argv(&["LOCK.PERMITACQUIRE", "s", "1"])).unwrap();
         assert_eq!(bare.lease_ms, 0, "never expires");
         assert_refused(
-            |a| AcquireArgs::parse_with(a, true),
+            parse_acquire,
             &[
                 (&["LOCK.PERMITACQUIRE", "s"], "'lock.permitacquire'"),
                 (&["LOCK.PERMITACQUIRE", "s", "0"], "permits"),

@@ -146,26 +146,34 @@ pub struct AcquireArgs<A> {
     pub wait_ms: Option<i64>,
 }
 
+/// Which of the two acquires [`AcquireArgs`] parses: its name (for arity
+/// errors), whether its permits are leased (`LEASE lease-ms`, at most
+/// 10000 a call), and the syntax error naming its options.
+pub struct AcquireForm {
+    pub command: &'static str,
+    pub leased: bool,
+    pub syntax: Refusal,
+}
+
 impl<'a, A: Arg<'a>> AcquireArgs<A> {
     /// `LOCK.SEMACQUIRE`'s arguments.
     pub fn parse(argv: &[A]) -> Result<Self, Refusal> {
-        Self::parse_with(argv, false)
+        let form = AcquireForm {
+            command: SemAcquire::SPEC.name(),
+            leased: false,
+            syntax: errors::SYNTAX_SEM_ACQUIRE,
+        };
+        Self::parse_with(argv, form)
     }
 
-    /// `LOCK.SEMACQUIRE`'s, or with `leased` `LOCK.PERMITACQUIRE`'s.
-    pub fn parse_with(argv: &[A], leased: bool) -> Result<Self, Refusal> {
-        let (command, names, syntax) = match leased {
-            false => (
-                SemAcquire::SPEC.name(),
-                ["WAIT", ""],
-                errors::SYNTAX_SEM_ACQUIRE,
-            ),
-            true => (
-                crate::commands::permit::PermitAcquire::SPEC.name(),
-                ["WAIT", "LEASE"],
-                errors::SYNTAX_PERMIT_ACQUIRE,
-            ),
-        };
+    /// `key permits [options]` for either acquire, as `form` says.
+    pub fn parse_with(argv: &[A], form: AcquireForm) -> Result<Self, Refusal> {
+        let AcquireForm {
+            command,
+            leased,
+            syntax,
+        } = form;
+        let names = ["WAIT", if leased { "LEASE" } else { "" }];
         let [_, key, raw, rest @ ..] = argv else {
             return Err(args::arity_error(command));
         };

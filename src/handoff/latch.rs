@@ -18,8 +18,7 @@
 //! module's back is seen as a delete (the latch opens). After a restart or
 //! failover, a latch nobody touches expires without the message.
 
-use super::timers::watch_until;
-use super::{queues, queues_then_stop_timers, wait_in_queue, Wants};
+use super::{queues, queues_then_stop_timers, wait_in_queue, watch_until, Wants};
 use crate::events;
 use crate::ffi::blocking::{self, Wake};
 use crate::ffi::key::Mode;

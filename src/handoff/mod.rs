@@ -88,7 +88,7 @@ use crate::replica_sync::SyncSpec;
 use crate::rwlock::{self, Effect, RwDecision, RwEvent, RwMode};
 use crate::rwlock_key::RwLockKey;
 use crate::stats::{self, Counted};
-use crate::wait_queue::{WaitQueues, Waiter, WaiterInfo};
+use crate::wait_queue::{WaitQueues, Waiter, WaiterInfo, Watch};
 use crate::{errors, events};
 
 type Queues = WaitQueues<BlockedClient, TimerId<LookAt>>;
@@ -169,6 +169,19 @@ pub fn wait(ctx: Ctx, lock: &LockKey, wants: Wants) {
     wait_in_queue(ctx, key, wants);
     if let Some(deadline) = lock.deadline_ms() {
         look_at(ctx, ctx.selected_db(), key, after(deadline));
+    }
+}
+
+/// Keeps `key`'s queue (and its timer, due just after `at`) while nobody
+/// waits, for an object with a deadline of its own to act on; with `None`,
+/// stops watching, and the queue goes with its last waiter.
+fn watch_until(ctx: Ctx, db: i32, key: &[u8], watch: Option<(Watch, i64)>) {
+    match watch {
+        Some((watch, at)) => {
+            queues(|q| q.watch(db, key, watch));
+            look_at(ctx, db, key, after(at));
+        }
+        None => queues_then_stop_timers(ctx, |q| q.unwatch(db, key)),
     }
 }
 

@@ -21,8 +21,7 @@
 
 use std::cell::RefCell;
 
-use super::timers::watch_until;
-use super::{queues, queues_then_stop_timers, wait_in_queue, waiting_clients, Wants};
+use super::{queues, queues_then_stop_timers, wait_in_queue, waiting_clients, watch_until, Wants};
 use crate::errors::{self, Refusal};
 use crate::events;
 use crate::ffi::blocking::{self, BlockedClient, Wake};

@@ -10,7 +10,7 @@ use crate::ffi::{Ctx, OwnedStr};
 use crate::grant_policy::Kind;
 use crate::lock_key::LockKey;
 use crate::replicas;
-use crate::wait_queue::{QueueTimer, TimerPlan, Watch};
+use crate::wait_queue::{QueueTimer, TimerPlan};
 
 thread_local! {
     static NEXT_TIMER_SEQ: Cell<u64> = const { Cell::new(0) };
@@ -83,19 +83,6 @@ pub(super) fn look_at(ctx: Ctx, db: i32, key: &[u8], at: i64) {
     queues_then_stop_timers(ctx, |q| {
         q.timer_started(db, key, QueueTimer { id, seq, due: at })
     });
-}
-
-/// Keeps `key`'s queue (and its timer, due just after `at`) while nobody
-/// waits, for an object with a deadline of its own to act on; with `None`,
-/// stops watching, and the queue goes with its last waiter.
-pub(super) fn watch_until(ctx: Ctx, db: i32, key: &[u8], watch: Option<(Watch, i64)>) {
-    match watch {
-        Some((watch, at)) => {
-            queues(|q| q.watch(db, key, watch));
-            look_at(ctx, db, key, after(at));
-        }
-        None => queues_then_stop_timers(ctx, |q| q.unwatch(db, key)),
-    }
 }
 
 /// What a queue's timer finds when it fires.
