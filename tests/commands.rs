@@ -29,11 +29,7 @@ fn acquire_free_lock_sets_count_one_and_lease() {
         vec![(b"A".to_vec(), b"1".to_vec())],
         "hash is {{A: 1}}"
     );
-    let ttl = pttl(&mut con, b"res");
-    assert!(
-        ttl > LEASE - 1000 && ttl <= LEASE,
-        "PTTL {ttl} should be within the {LEASE} ms lease"
-    );
+    assert_lease_just_set(&mut con, b"res", LEASE, "a free lock acquired");
     let type_: String = redis::cmd("TYPE").arg("res").query(&mut con).expect("TYPE");
     assert_eq!(type_, "hash");
 }
@@ -54,17 +50,19 @@ fn acquire_reentry_increments_count_and_resets_lease() {
         vec![(b"A".to_vec(), b"2".to_vec())],
         "count is 2"
     );
-    let ttl = pttl(&mut con, b"res");
-    assert!(
-        ttl > 59_000 && ttl <= 60_000,
-        "re-entry must reset the lease to 60000 ms, PTTL {ttl}"
+    assert_lease_just_set(
+        &mut con,
+        b"res",
+        60_000,
+        "re-entry must reset the lease to 60000 ms",
     );
     // And a shorter one shortens it: the lease is set, not maxed.
     assert_eq!(acquire(&mut con, b"res", b"A", 5_000), None);
-    let ttl = pttl(&mut con, b"res");
-    assert!(
-        ttl > 4_000 && ttl <= 5_000,
-        "re-entry sets the lease to 5000 ms, PTTL {ttl}"
+    assert_lease_just_set(
+        &mut con,
+        b"res",
+        5_000,
+        "re-entry sets the lease to 5000 ms",
     );
     assert_eq!(lock_info(&mut con, b"res").count_of(b"A"), Some(3));
 }
@@ -226,21 +224,18 @@ fn renew_replies_one_for_holder_and_resets_lease() {
         1,
         "holder renews -> 1"
     );
-    let ttl = pttl(&mut con, b"res");
-    assert!(
-        ttl > 59_000 && ttl <= 60_000,
-        "lease reset to 60000 ms, PTTL {ttl}"
-    );
+    assert_lease_just_set(&mut con, b"res", 60_000, "lease reset to 60000 ms");
     assert_eq!(
         hgetall(&mut con, b"res"),
         vec![(b"A".to_vec(), b"2".to_vec())],
         "renew does not change the count"
     );
     assert_eq!(renew(&mut con, b"res", b"A", 2_000), 1);
-    let ttl = pttl(&mut con, b"res");
-    assert!(
-        ttl > 1_000 && ttl <= 2_000,
-        "renew sets (not extends) the lease, PTTL {ttl}"
+    assert_lease_just_set(
+        &mut con,
+        b"res",
+        2_000,
+        "renew sets (not extends) the lease",
     );
 }
 
@@ -328,10 +323,11 @@ fn release_reentered_lock_replies_zero_and_resets_or_keeps_lease() {
         hgetall(&mut con, b"res"),
         vec![(b"A".to_vec(), b"2".to_vec())]
     );
-    let ttl = pttl(&mut con, b"res");
-    assert!(
-        ttl > 4_000 && ttl <= 5_000,
-        "release with lease-ms resets the lease to 5000, PTTL {ttl}"
+    assert_lease_just_set(
+        &mut con,
+        b"res",
+        5_000,
+        "release with lease-ms resets the lease to 5000",
     );
 
     // Without lease-ms: count 2 -> 1, the exact deadline kept.

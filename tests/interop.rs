@@ -137,10 +137,11 @@ fn reentry_and_release_across_sides_keep_the_count() {
             "{variant}: script releases one hold"
         );
         assert_eq!(count(&mut con, &key, owner).as_deref(), Some("2"));
-        let ttl = pttl(&mut con, &key);
-        assert!(
-            ttl > 4_000 && ttl <= 5_000,
-            "{variant}: the script reset the lease, PTTL {ttl}"
+        assert_lease_just_set(
+            &mut con,
+            &key,
+            5_000,
+            &format!("{variant}: the script reset the lease"),
         );
         assert_eq!(release(&mut con, &key, owner, None), Some(0));
         assert_eq!(count(&mut con, &key, owner).as_deref(), Some("1"));
@@ -288,11 +289,7 @@ fn renew_across_sides() {
     // The watchdog's script renews a command lock.
     assert_eq!(acquire(&mut con, b"a", b"u:1", 2_000), None);
     assert_eq!(script_renew(&mut con, b"a", b"u:1", 60_000), Value::Int(1));
-    let ttl = pttl(&mut con, b"a");
-    assert!(
-        ttl > 59_000 && ttl <= 60_000,
-        "script renewed a command lock, PTTL {ttl}"
-    );
+    assert_lease_just_set(&mut con, b"a", 60_000, "script renewed a command lock");
 
     // LOCK.RENEW renews a script lock.
     assert_eq!(
@@ -300,11 +297,7 @@ fn renew_across_sides() {
         Value::Nil
     );
     assert_eq!(renew(&mut con, b"b", b"u:1", 60_000), 1);
-    let ttl = pttl(&mut con, b"b");
-    assert!(
-        ttl > 59_000 && ttl <= 60_000,
-        "LOCK.RENEW renewed a script lock, PTTL {ttl}"
-    );
+    assert_lease_just_set(&mut con, b"b", 60_000, "LOCK.RENEW renewed a script lock");
     assert_eq!(
         hgetall(&mut con, b"b"),
         vec![(b"u:1".to_vec(), b"1".to_vec())]

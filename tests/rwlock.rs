@@ -178,8 +178,8 @@ fn readers_share_a_writer_excludes_and_the_keys_are_redissons() {
         pairs(&[("a:1", "2"), ("b:1", "1"), ("mode", "read")])
     );
     for (owner, n, lease) in [("a:1", 1, 30_000), ("a:1", 2, 5_000), ("b:1", 1, 10_000)] {
-        let ttl = pttl(&mut con, hold_key("doc", owner, n));
-        assert!(ttl > lease - 1_000 && ttl <= lease, "{owner} #{n}: {ttl}");
+        let hold = hold_key("doc", owner, n);
+        assert_lease_just_set(&mut con, hold, lease, &format!("{owner} #{n}"));
     }
     let ttl = pttl(&mut con, "doc");
     assert!(

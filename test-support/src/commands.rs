@@ -85,6 +85,22 @@ pub fn pttl(con: &mut impl ConnectionLike, key: impl ToRedisArgs) -> i64 {
     query(con, &cmd1("PTTL", key))
 }
 
+/// Asserts that `key`'s lease was just set to `lease_ms`: its PTTL is in
+/// the last second of it (a lease extended or kept instead would show).
+/// `what` names the step that set it.
+pub fn assert_lease_just_set(
+    con: &mut impl ConnectionLike,
+    key: impl ToRedisArgs,
+    lease_ms: i64,
+    what: &str,
+) {
+    let ttl = pttl(con, key);
+    assert!(
+        ttl > lease_ms - 1000 && ttl <= lease_ms,
+        "{what}: PTTL {ttl}, not in the last second of a {lease_ms} ms lease"
+    );
+}
+
 pub fn pexpiretime(con: &mut impl ConnectionLike, key: impl ToRedisArgs) -> i64 {
     query(con, &cmd1("PEXPIRETIME", key))
 }
