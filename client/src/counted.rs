@@ -55,7 +55,7 @@ use crate::protocol::{self, Holder};
 pub(crate) fn unconfirmed(name: &str, cmd: &Cmd, source: RedisError) -> LockError {
     LockError::Unconfirmed {
         name: name.to_string(),
-        command: protocol::command_name(cmd),
+        command: protocol::command_name(cmd).into_owned(),
         source,
     }
 }

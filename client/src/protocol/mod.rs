@@ -10,6 +10,7 @@
 //! Their unit tests below pin the texts; `client/tests/fenced.rs` compares
 //! the counter-key refusal with the module's own.
 
+use std::borrow::Cow;
 use std::time::Duration;
 
 use redis::{Cmd, Value};
@@ -140,11 +141,13 @@ pub(crate) fn acquire(
     cmd
 }
 
-/// The command's name, its first word (`LOCK.SEMDRAIN`), for errors.
-pub(crate) fn command_name(cmd: &Cmd) -> String {
+/// The command's name, its first word (`LOCK.SEMDRAIN`), for errors:
+/// borrowed from the command, so a reply parsed without error costs no
+/// allocation for it.
+pub(crate) fn command_name(cmd: &Cmd) -> Cow<'_, str> {
     match cmd.args_iter().next() {
-        Some(redis::Arg::Simple(word)) => String::from_utf8_lossy(word).into_owned(),
-        _ => String::new(),
+        Some(redis::Arg::Simple(word)) => String::from_utf8_lossy(word),
+        _ => Cow::Borrowed(""),
     }
 }
 
