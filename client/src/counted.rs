@@ -239,13 +239,16 @@ impl Counted {
     /// out (a caller that may leave records it, to end the wait). A
     /// connection that answered is kept for the next wait; one that failed
     /// is dropped (the caller decides what a [`Sent::Broken`] means).
+    /// Failed connects count in the caller's `attempts`, which its own
+    /// retries of a broken wait share, so one budget bounds both.
     pub(crate) async fn wait_own(
         &self,
         cmd: &Cmd,
         within: Option<Duration>,
+        attempts: &mut u32,
         on_conn: &(dyn Fn(&Handle) + Sync),
     ) -> Result<Sent> {
-        let h = self.connected(&mut 0, || self.conns.dedicated()).await?;
+        let h = self.connected(attempts, || self.conns.dedicated()).await?;
         on_conn(&h);
         let sent = self.send(&h, cmd, within).await;
         if matches!(sent, Sent::Reply(_) | Sent::Refused(_)) {

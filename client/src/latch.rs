@@ -105,7 +105,10 @@ impl CountDownLatch {
                 None => (0, None),
             };
             let cmd = protocol::await_zero(&self.name, timeout_ms);
-            let failure = match counted.wait_own(&cmd, within, &|_| {}).await? {
+            let failure = match counted
+                .wait_own(&cmd, within, &mut attempts, &|_| {})
+                .await?
+            {
                 Sent::Reply(v) => return protocol::parse_await(&v),
                 Sent::Refused(e) => return Err(refused(&self.name, e)),
                 Sent::WrongRole(e) | Sent::Broken(e) => e,

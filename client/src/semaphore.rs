@@ -176,7 +176,7 @@ impl LockClient {
                 };
                 let cmd = take.command(Some(wait_ms));
                 let sent = Instant::now();
-                let v = match counted.wait_own(&cmd, within, &record).await? {
+                let v = match counted.wait_own(&cmd, within, &mut 0, &record).await? {
                     Sent::Reply(v) => v,
                     Sent::Refused(e) => return Err(refused(&take.name, e)),
                     // A wait ended by a demotion (`UNBLOCKED`, `READONLY`):
