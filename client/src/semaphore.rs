@@ -547,7 +547,13 @@ impl LockClient {
             }
             other => other.map(drop),
         };
-        outcome?;
+        if let Err(e) = outcome {
+            // Not known to be given back: the watchdog stops renewing them
+            // all the same (as Redisson's release stops its renewal
+            // whatever the reply), so their lease ends them.
+            self.inner.holds.retire(entry);
+            return Err(e);
+        }
         entry.state().released(true);
         self.inner.holds.retire(entry);
         Ok(())
@@ -640,8 +646,17 @@ impl Permits {
     /// same.
     pub async fn release(mut self) -> Result<()> {
         self.armed = false;
-        let Held { client, entry, .. } = &self.held;
-        client.release_permits(entry).await
+        let (client, entry) = (self.held.client.clone(), self.held.entry.clone());
+        // On the client's runtime: a caller that stops waiting (a timeout,
+        // a `select!`) does not cut the release short, leaving the permits
+        // registered and renewed.
+        let runtime = client.inner.runtime.clone();
+        let release = runtime.spawn(async move { client.release_permits(&entry).await });
+        release.await.unwrap_or_else(|_| {
+            Err(LockError::Runtime(std::io::Error::other(
+                "the client's runtime shut down during the release",
+            )))
+        })
     }
 }
 

@@ -300,6 +300,37 @@ async fn permits_have_ids_and_a_renewed_lease_and_come_back_on_release() {
     assert_eq!(quota.available_permits().await.expect("available"), 3);
 }
 
+/// A release whose caller stops waiting for it (a timeout, a `select!`)
+/// still gives the permits back: it runs on the client's runtime, not in
+/// the caller's future, which would leave them registered and renewed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_its_caller_stops_waiting_for_still_gives_the_permits_back() {
+    let (server, _locks, _quota, held) = all_permits_held_under_a_short_watchdog("gone", 2).await;
+    let mut con = server.connection();
+    assert_eq!(permits_taken(&mut con, "gone"), 2);
+    // Polled once, then dropped (its reply cannot have come back to the
+    // caller's task in that one poll; the task it started may be done).
+    let release = held.release();
+    tokio::pin!(release);
+    tokio::select! {
+        biased;
+        _ = &mut release => {}
+        () = std::future::ready(()) => {}
+    }
+    eventually(Duration::from_secs(2), "the permits are back", || {
+        permits_taken(&mut con, "gone") == 0
+    })
+    .await;
+    // And the client forgot them: its watchdog (every 200 ms) renews nothing.
+    let renewals = calls(&server, "lock.permitrenew");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        calls(&server, "lock.permitrenew"),
+        renewals,
+        "permits given back are renewed no more"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_watchdog_keeps_a_permit_past_its_lease() {
     let _alone = alone();
