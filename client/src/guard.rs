@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
 use crate::client::LockClient;
-use crate::error::Result;
+use crate::error::{LockError, Result};
 use crate::holds::{Entry, Lost};
 use crate::protocol::{self, LockKind};
 
@@ -148,8 +148,9 @@ impl LockGuard {
     /// whatever was done under it may have overlapped another holder.
     pub async fn unlock(mut self) -> Result<()> {
         self.armed = false;
-        let Held { client, entry, .. } = &self.held;
-        client.release(entry).await
+        self.held
+            .finish(|client, entry| async move { client.release(&entry).await })
+            .await
     }
 }
 
@@ -201,6 +202,30 @@ impl Held {
         self.client.inner.runtime.spawn(async move {
             let _ = released.await;
         });
+    }
+
+    /// Gives the entry back on the client's runtime and awaits it, for a
+    /// guard's explicit release: a caller that stops waiting (a timeout, a
+    /// `select!`) does not cut it short, which would leave the entry
+    /// registered and renewed by the watchdog.
+    pub(crate) async fn finish<F>(
+        &self,
+        release: impl FnOnce(LockClient, Arc<Entry>) -> F,
+    ) -> Result<()>
+    where
+        F: Future<Output = Result<()>> + Send + 'static,
+    {
+        let released = release(self.client.clone(), self.entry.clone());
+        self.client
+            .inner
+            .runtime
+            .spawn(released)
+            .await
+            .unwrap_or_else(|_| {
+                Err(LockError::Runtime(std::io::Error::other(
+                    "the client's runtime shut down during the release",
+                )))
+            })
     }
 
     /// Resolves when the entry is lost, at once if it already is: the one

@@ -646,17 +646,9 @@ impl Permits {
     /// same.
     pub async fn release(mut self) -> Result<()> {
         self.armed = false;
-        let (client, entry) = (self.held.client.clone(), self.held.entry.clone());
-        // On the client's runtime: a caller that stops waiting (a timeout,
-        // a `select!`) does not cut the release short, leaving the permits
-        // registered and renewed.
-        let runtime = client.inner.runtime.clone();
-        let release = runtime.spawn(async move { client.release_permits(&entry).await });
-        release.await.unwrap_or_else(|_| {
-            Err(LockError::Runtime(std::io::Error::other(
-                "the client's runtime shut down during the release",
-            )))
-        })
+        self.held
+            .finish(|client, entry| async move { client.release_permits(&entry).await })
+            .await
     }
 }
 

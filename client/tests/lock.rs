@@ -130,6 +130,33 @@ async fn the_watchdog_keeps_a_lock_for_three_times_its_lease() {
     assert!(!exists(&mut con, "job"));
 }
 
+/// An unlock whose caller stops waiting for it (a timeout, a `select!`)
+/// still frees the lock and stops its renewals: it runs on the client's
+/// runtime, not in the caller's future.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unlock_its_caller_stops_waiting_for_still_frees_the_lock() {
+    let (server, locks) = server_with_client(options().watchdog_lease(Duration::from_millis(600)));
+    let mut con = server.connection();
+    let guard = locks.lock("cut").await.expect("lock");
+    // Polled once, then dropped (its reply cannot have come back to the
+    // caller's task in that one poll; the task it started may be done).
+    let unlock = guard.unlock();
+    tokio::pin!(unlock);
+    tokio::select! {
+        biased;
+        _ = &mut unlock => {}
+        () = std::future::ready(()) => {}
+    }
+    eventually(Duration::from_secs(2), "the lock is free", || {
+        !exists(&mut con, "cut")
+    })
+    .await;
+    // And the client forgot it: its watchdog (every 200 ms) renews nothing.
+    let renewals = calls(&server, "lock.renew");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(calls(&server, "lock.renew"), renewals, "renewed no more");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_forced_lock_is_signalled_to_its_holder_within_a_third_of_the_lease() {
     let _alone = alone();
