@@ -249,7 +249,11 @@ class PermitExpirableSemaphore(_SemaphoreBase):
                 )
                 expires = [None if x is None else asked + x for x in left]
             except Exception:
-                expires = [asked] * len(ids)  # unknown: ending now, the safe side
+                # Unknown: the earliest end the lease can have (the grant
+                # came after ``sent``), as computed above; ``late`` has the
+                # watchdog renew at once. Not "ending now": that would call
+                # the permits lost and the guard would never give them back.
+                pass
         guard = Permits(c, self.name, ids)
         if on_lost is not None:
             guard._callbacks.append(on_lost)
@@ -541,7 +545,11 @@ class AsyncPermitExpirableSemaphore(_AsyncSemaphoreBase):
                 )
                 expires = [None if x is None else asked + x for x in left]
             except Exception:
-                expires = [asked] * len(ids)  # unknown: ending now, the safe side
+                # Unknown: the earliest end the lease can have (the grant
+                # came after ``sent``), as computed above; ``late`` has the
+                # watchdog renew at once. Not "ending now": that would call
+                # the permits lost and the guard would never give them back.
+                pass
         guard = AsyncPermits(c, self.name, ids)
         if on_lost is not None:
             guard._callbacks.append(on_lost)
