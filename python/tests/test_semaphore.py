@@ -559,3 +559,22 @@ async def test_async_a_failed_lease_measurement_keeps_the_permit_releasable(
     assert await sem.available_permits() == 0
     await late.release()
     assert await sem.available_permits() == 1
+
+
+async def test_async_permits_dropped_on_another_thread_are_given_back(ar: aredis.Redis) -> None:
+    # Garbage collection may run on any thread: the guard's release is
+    # handed to its loop, so the permits are not renewed for ever.
+    sem = AsyncLockClient(ar).permit_semaphore("apm:dropped")
+    await sem.try_set_permits(2)
+    guard = await sem.acquire(2)
+    assert await sem.available_permits() == 0
+    holder = [guard]
+    del guard
+    dropper = threading.Thread(target=holder.clear)
+    dropper.start()
+    dropper.join()
+    for _ in range(200):
+        if await sem.available_permits() == 2:
+            break
+        await asyncio.sleep(0.01)
+    assert await sem.available_permits() == 2

@@ -23,7 +23,7 @@ import asyncio
 import itertools
 import math
 import weakref
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import Any
 
@@ -1047,14 +1047,17 @@ class AsyncLockClient:
             if holds == 0:
                 self._retire(entry)
 
-    def _release_in_background(self, entry: _Entry) -> None:
-        async def release() -> None:
+    def _release_in_background(self, release: Callable[[], Awaitable[object]]) -> None:
+        """Runs ``release()`` in a task of its own (for a guard dropped
+        unreleased), its failures ignored."""
+
+        async def run() -> None:
             try:
-                await self._release(entry)
+                await release()
             except Exception:
                 pass  # lost already, or unreachable: the lease ends on its own
 
-        task = asyncio.get_running_loop().create_task(release())
+        task = asyncio.get_running_loop().create_task(run())
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
@@ -1266,7 +1269,7 @@ class AsyncLockGuard:
         self._released = True
         client, entry, loop = self._client, self._entry, self._loop
         try:
-            loop.call_soon_threadsafe(client._release_in_background, entry)
+            loop.call_soon_threadsafe(client._release_in_background, lambda: client._release(entry))
         except Exception:
             pass  # the loop is closed: the lease ends on its own
 

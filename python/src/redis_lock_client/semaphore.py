@@ -563,6 +563,7 @@ class AsyncPermits(_PermitsBase):
 
     def __init__(self, client: AsyncLockClient, name: str, ids: list[str]) -> None:
         super().__init__(name, ids)
+        self._loop = asyncio.get_running_loop()
         self._client = client
         self._entries: list[_AsyncEntry] = []
         self._lost = asyncio.Event()
@@ -602,6 +603,9 @@ class AsyncPermits(_PermitsBase):
         if self._released:
             raise PermitsNotHeld(self.name, list(self.ids))
         self._released = True
+        await self._give_back()
+
+    async def _give_back(self) -> None:
         c = self._client
         pending: list[str] = []
         gone: list[str] = []
@@ -637,13 +641,12 @@ class AsyncPermits(_PermitsBase):
     def __del__(self) -> None:
         if getattr(self, "_released", True) or not getattr(self, "_entries", None):
             return
+        # Given back on the guard's loop, from whichever thread collects it.
+        self._released = True
         try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            return  # no loop: the leases end on their own
-        task = loop.create_task(_release_quietly_async(self))
-        self._client._background.add(task)
-        task.add_done_callback(self._client._background.discard)
+            self._loop.call_soon_threadsafe(self._client._release_in_background, self._give_back)
+        except Exception:
+            pass  # the loop is closed: the leases end on their own
 
     async def __aenter__(self) -> AsyncPermits:
         return self
@@ -658,10 +661,3 @@ class AsyncPermits(_PermitsBase):
         except NotHeld:
             if et is None:
                 raise
-
-
-async def _release_quietly_async(guard: AsyncPermits) -> None:
-    try:
-        await guard.release()
-    except Exception:
-        pass
