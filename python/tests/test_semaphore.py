@@ -319,6 +319,30 @@ def test_a_failed_lease_measurement_keeps_the_permit_releasable(
     assert sem.available_permits() == 1
 
 
+def test_permits_granted_to_an_interrupted_acquire_are_given_back(
+    r: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    locks = LockClient(r)
+    sem = locks.permit_semaphore("pm:interrupted")
+    sem.try_set_permits(2)
+    hold = locks._hold_permits
+
+    def interrupted(*args: Any, **kw: Any) -> Any:
+        # Interrupted once the entries are recorded, before the guard has them.
+        monkeypatch.setattr(locks, "_hold_permits", hold)
+        hold(*args, **kw)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(locks, "_hold_permits", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        sem.try_acquire(2)
+    assert sem.available_permits() == 2
+    assert not locks._registry
+    with sem.acquire(2):  # the next acquire works as usual
+        assert sem.available_permits() == 0
+    assert sem.available_permits() == 2
+
+
 def test_a_caller_lease_ends_and_lost_is_set(r: redis.Redis) -> None:
     sem = LockClient(r).permit_semaphore("pm:lease")
     sem.try_set_permits(1)
@@ -573,6 +597,31 @@ async def test_async_permits_dropped_on_another_thread_are_given_back(ar: aredis
     dropper = threading.Thread(target=holder.clear)
     dropper.start()
     dropper.join()
+    for _ in range(200):
+        if await sem.available_permits() == 2:
+            break
+        await asyncio.sleep(0.01)
+    assert await sem.available_permits() == 2
+
+
+async def test_async_permits_granted_to_a_cancelled_acquire_are_given_back(
+    ar: aredis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    locks = AsyncLockClient(ar)
+    sem = locks.permit_semaphore("apm:cancelled")
+    await sem.try_set_permits(2)
+    hold = locks._hold_permits
+
+    def cancelled(*args: Any, **kw: Any) -> Any:
+        # Interrupted once the entries are recorded, before the guard has them.
+        monkeypatch.setattr(locks, "_hold_permits", hold)
+        hold(*args, **kw)
+        raise asyncio.CancelledError
+
+    monkeypatch.setattr(locks, "_hold_permits", cancelled)
+    with pytest.raises(asyncio.CancelledError):
+        await sem.try_acquire(2)
+    assert not locks._registry
     for _ in range(200):
         if await sem.available_permits() == 2:
             break

@@ -237,28 +237,71 @@ class PermitExpirableSemaphore(_SemaphoreBase):
         ids = _ids(c._once(self.name, args, blocks, within), permits)
         if ids is None:
             return None
-        expires: list[float | None] = [sent + lease_s] * len(ids)
-        late = _core.monotonic() >= sent + lease_s / 3
-        if late:
-            # The lease ran from a grant somewhere in a long wait: measured.
-            asked = _core.monotonic()
-            try:
-                left = _left(
-                    c._simple(self.name, ["TIME"]),
-                    c._simple(self.name, _score_args(self.name, ids)),
-                )
-                expires = [None if x is None else asked + x for x in left]
-            except Exception:
-                # Unknown: the earliest end the lease can have (the grant
-                # came after ``sent``), as computed above; ``late`` has the
-                # watchdog renew at once. Not "ending now": that would call
-                # the permits lost and the guard would never give them back.
-                pass
-        guard = Permits(c, self.name, ids)
-        if on_lost is not None:
-            guard._callbacks.append(on_lost)
-        guard._entries = c._hold_permits(self.name, ids, expires, late, watchdog, _weak(guard))
-        return guard
+        try:
+            expires: list[float | None] = [sent + lease_s] * len(ids)
+            late = _core.monotonic() >= sent + lease_s / 3
+            if late:
+                # The lease ran from a grant somewhere in a long wait: measured.
+                asked = _core.monotonic()
+                try:
+                    left = _left(
+                        c._simple(self.name, ["TIME"]),
+                        c._simple(self.name, _score_args(self.name, ids)),
+                    )
+                    expires = [None if x is None else asked + x for x in left]
+                except Exception:
+                    # Unknown: the earliest end the lease can have (the grant
+                    # came after ``sent``), as computed above; ``late`` has the
+                    # watchdog renew at once. Not "ending now": that would call
+                    # the permits lost and the guard would never give them back.
+                    pass
+            guard = Permits(c, self.name, ids)
+            if on_lost is not None:
+                guard._callbacks.append(on_lost)
+            guard._entries = c._hold_permits(self.name, ids, expires, late, watchdog, _weak(guard))
+            return guard
+        except BaseException:
+            # Interrupted (KeyboardInterrupt...) with the permits granted and
+            # no guard handed out: given back here.
+            c._retire_permits(self.name, ids)
+            _give_back(c, self.name, ids)
+            raise
+
+
+def _give_back(c: LockClient, name: str, ids: list[str]) -> None:
+    """Best effort, after an interrupted acquisition: releases the granted
+    ``ids`` (one the server refuses as not held is left out; any other
+    failure gives up: the leases end on their own)."""
+    pending = list(ids)
+    while pending:
+        args = _core.permit_release_args(name, pending)
+        try:
+            c._once(name, args)
+            return
+        except ServerError as e:
+            pid = _core.not_held_id(str(e))
+            if pid is None or pid not in pending:
+                return
+            pending.remove(pid)
+        except Exception:
+            return
+
+
+async def _give_back_async(c: AsyncLockClient, name: str, ids: list[str]) -> None:
+    """:func:`_give_back` for asyncio."""
+    pending = list(ids)
+    while pending:
+        args = _core.permit_release_args(name, pending)
+        try:
+            await c._once(name, args)
+            return
+        except ServerError as e:
+            pid = _core.not_held_id(str(e))
+            if pid is None or pid not in pending:
+                return
+            pending.remove(pid)
+        except Exception:
+            return
 
 
 class _PermitsBase:
@@ -534,27 +577,34 @@ class AsyncPermitExpirableSemaphore(_AsyncSemaphoreBase):
         ids = _ids(await c._once(self.name, args, blocks, within), permits)
         if ids is None:
             return None
-        expires: list[float | None] = [sent + lease_s] * len(ids)
-        late = _core.monotonic() >= sent + lease_s / 3
-        if late:
-            asked = _core.monotonic()
-            try:
-                left = _left(
-                    await c._simple(self.name, ["TIME"]),
-                    await c._simple(self.name, _score_args(self.name, ids)),
-                )
-                expires = [None if x is None else asked + x for x in left]
-            except Exception:
-                # Unknown: the earliest end the lease can have (the grant
-                # came after ``sent``), as computed above; ``late`` has the
-                # watchdog renew at once. Not "ending now": that would call
-                # the permits lost and the guard would never give them back.
-                pass
-        guard = AsyncPermits(c, self.name, ids)
-        if on_lost is not None:
-            guard._callbacks.append(on_lost)
-        guard._entries = c._hold_permits(self.name, ids, expires, late, watchdog, _weak(guard))
-        return guard
+        try:
+            expires: list[float | None] = [sent + lease_s] * len(ids)
+            late = _core.monotonic() >= sent + lease_s / 3
+            if late:
+                asked = _core.monotonic()
+                try:
+                    left = _left(
+                        await c._simple(self.name, ["TIME"]),
+                        await c._simple(self.name, _score_args(self.name, ids)),
+                    )
+                    expires = [None if x is None else asked + x for x in left]
+                except Exception:
+                    # Unknown: the earliest end the lease can have (the grant
+                    # came after ``sent``), as computed above; ``late`` has the
+                    # watchdog renew at once. Not "ending now": that would call
+                    # the permits lost and the guard would never give them back.
+                    pass
+            guard = AsyncPermits(c, self.name, ids)
+            if on_lost is not None:
+                guard._callbacks.append(on_lost)
+            guard._entries = c._hold_permits(self.name, ids, expires, late, watchdog, _weak(guard))
+            return guard
+        except BaseException:
+            # Cancelled (or worse) with the permits granted and no guard
+            # handed out: given back in a task the cancellation cannot cut.
+            c._retire_permits(self.name, ids)
+            c._release_in_background(lambda: _give_back_async(c, self.name, ids))
+            raise
 
 
 class AsyncPermits(_PermitsBase):
