@@ -264,44 +264,12 @@ class PermitExpirableSemaphore(_SemaphoreBase):
             # Interrupted (KeyboardInterrupt...) with the permits granted and
             # no guard handed out: given back here.
             c._retire_permits(self.name, ids)
-            _give_back(c, self.name, ids)
+            try:
+                # Best effort: if it fails, the leases end them.
+                c._once(self.name, _core.permit_release_args(self.name, ids))
+            except Exception:
+                pass
             raise
-
-
-def _give_back(c: LockClient, name: str, ids: list[str]) -> None:
-    """Best effort, after an interrupted acquisition: releases the granted
-    ``ids`` (one the server refuses as not held is left out; any other
-    failure gives up: the leases end on their own)."""
-    pending = list(ids)
-    while pending:
-        args = _core.permit_release_args(name, pending)
-        try:
-            c._once(name, args)
-            return
-        except ServerError as e:
-            pid = _core.not_held_id(str(e))
-            if pid is None or pid not in pending:
-                return
-            pending.remove(pid)
-        except Exception:
-            return
-
-
-async def _give_back_async(c: AsyncLockClient, name: str, ids: list[str]) -> None:
-    """:func:`_give_back` for asyncio."""
-    pending = list(ids)
-    while pending:
-        args = _core.permit_release_args(name, pending)
-        try:
-            await c._once(name, args)
-            return
-        except ServerError as e:
-            pid = _core.not_held_id(str(e))
-            if pid is None or pid not in pending:
-                return
-            pending.remove(pid)
-        except Exception:
-            return
 
 
 class _PermitsBase:
@@ -603,7 +571,8 @@ class AsyncPermitExpirableSemaphore(_AsyncSemaphoreBase):
             # Cancelled (or worse) with the permits granted and no guard
             # handed out: given back in a task the cancellation cannot cut.
             c._retire_permits(self.name, ids)
-            c._release_in_background(lambda: _give_back_async(c, self.name, ids))
+            args = _core.permit_release_args(self.name, ids)
+            c._release_in_background(lambda: c._once(self.name, args))
             raise
 
 
