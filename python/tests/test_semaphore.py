@@ -9,6 +9,7 @@ import asyncio
 import threading
 import time
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 import redis
@@ -17,6 +18,7 @@ import redis.asyncio as aredis
 from harness import Proxy, Server, wait_until
 from redis_lock_client import (
     AsyncLockClient,
+    ConnectionLost,
     LockClient,
     LostReason,
     OutcomeUnknown,
@@ -267,7 +269,7 @@ def test_a_lease_granted_after_a_long_wait_runs_from_the_grant(r: redis.Redis) -
     granted = time.monotonic()
     assert late is not None
     assert granted - started >= 0.9
-    assert not late.lost.is_set()
+    assert not late.lost.is_set(), late.lost_reason
     assert late.lost.wait(3.0)
     assert time.monotonic() - granted >= 0.4
     assert late.lost_reason == LostReason(LostReason.LEASE_EXPIRED)
@@ -281,8 +283,64 @@ def test_a_watchdog_permit_granted_after_a_long_wait_is_kept(r: redis.Redis) -> 
     threading.Timer(1.0, first.release).start()
     with sem.acquire() as late:
         time.sleep(1.2)  # two leases
-        assert not late.lost.is_set()
+        assert not late.lost.is_set(), late.lost_reason
         assert r.zscore("{pm:latedog}:timeout", member(late.ids[0])) is not None
+
+
+def test_a_failed_lease_measurement_keeps_the_permit_releasable(
+    r: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A grant later than a third of the lease is measured (TIME, ZMSCORE);
+    # when that fails the permit is not called lost at once (it was
+    # granted), and the release gives it back.
+    locks = LockClient(r, watchdog_lease=3.0)
+    sem = locks.permit_semaphore("pm:unmeasured")
+    sem.try_set_permits(1)
+    first = sem.acquire()
+    measured = []
+    simple = locks._simple
+
+    def no_time(name: str, args: list[Any], *rest: Any, **kw: Any) -> Any:
+        if args[0] == "TIME":
+            measured.append(name)
+            raise ConnectionLost("TIME failed (test)")
+        return simple(name, args, *rest, **kw)
+
+    monkeypatch.setattr(locks, "_simple", no_time)
+    threading.Timer(1.5, first.release).start()
+    started = time.monotonic()
+    late = sem.try_acquire(wait=5)
+    assert late is not None
+    assert time.monotonic() - started >= 1.0  # later than a third of the lease
+    assert measured
+    assert not late.lost.is_set(), late.lost_reason
+    assert sem.available_permits() == 0
+    late.release()
+    assert sem.available_permits() == 1
+
+
+def test_permits_granted_to_an_interrupted_acquire_are_given_back(
+    r: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    locks = LockClient(r)
+    sem = locks.permit_semaphore("pm:interrupted")
+    sem.try_set_permits(2)
+    hold = locks._hold_permits
+
+    def interrupted(*args: Any, **kw: Any) -> Any:
+        # Interrupted once the entries are recorded, before the guard has them.
+        monkeypatch.setattr(locks, "_hold_permits", hold)
+        hold(*args, **kw)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(locks, "_hold_permits", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        sem.try_acquire(2)
+    assert sem.available_permits() == 2
+    assert not locks._registry
+    with sem.acquire(2):  # the next acquire works as usual
+        assert sem.available_permits() == 0
+    assert sem.available_permits() == 2
 
 
 def test_a_caller_lease_ends_and_lost_is_set(r: redis.Redis) -> None:
@@ -490,3 +548,82 @@ async def test_async_lease_ends_and_lost_is_set(ar: aredis.Redis) -> None:
             break
         await asyncio.sleep(0.01)
     assert await sem.available_permits() == 1
+
+
+async def test_async_a_failed_lease_measurement_keeps_the_permit_releasable(
+    ar: aredis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    locks = AsyncLockClient(ar, watchdog_lease=3.0)
+    sem = locks.permit_semaphore("apm:unmeasured")
+    await sem.try_set_permits(1)
+    first = await sem.acquire()
+    measured = []
+    simple = locks._simple
+
+    async def no_time(name: str, args: list[Any], *rest: Any, **kw: Any) -> Any:
+        if args[0] == "TIME":
+            measured.append(name)
+            raise ConnectionLost("TIME failed (test)")
+        return await simple(name, args, *rest, **kw)
+
+    monkeypatch.setattr(locks, "_simple", no_time)
+
+    async def release_later() -> None:
+        await asyncio.sleep(1.5)
+        await first.release()
+
+    releaser = asyncio.create_task(release_later())
+    started = time.monotonic()
+    late = await sem.try_acquire(wait=5)
+    await releaser
+    assert late is not None
+    assert time.monotonic() - started >= 1.0  # later than a third of the lease
+    assert measured
+    assert not late.lost.is_set(), late.lost_reason
+    assert await sem.available_permits() == 0
+    await late.release()
+    assert await sem.available_permits() == 1
+
+
+async def test_async_permits_dropped_on_another_thread_are_given_back(ar: aredis.Redis) -> None:
+    # Garbage collection may run on any thread: the guard's release is
+    # handed to its loop, so the permits are not renewed for ever.
+    sem = AsyncLockClient(ar).permit_semaphore("apm:dropped")
+    await sem.try_set_permits(2)
+    guard = await sem.acquire(2)
+    assert await sem.available_permits() == 0
+    holder = [guard]
+    del guard
+    dropper = threading.Thread(target=holder.clear)
+    dropper.start()
+    dropper.join()
+    for _ in range(200):
+        if await sem.available_permits() == 2:
+            break
+        await asyncio.sleep(0.01)
+    assert await sem.available_permits() == 2
+
+
+async def test_async_permits_granted_to_a_cancelled_acquire_are_given_back(
+    ar: aredis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    locks = AsyncLockClient(ar)
+    sem = locks.permit_semaphore("apm:cancelled")
+    await sem.try_set_permits(2)
+    hold = locks._hold_permits
+
+    def cancelled(*args: Any, **kw: Any) -> Any:
+        # Interrupted once the entries are recorded, before the guard has them.
+        monkeypatch.setattr(locks, "_hold_permits", hold)
+        hold(*args, **kw)
+        raise asyncio.CancelledError
+
+    monkeypatch.setattr(locks, "_hold_permits", cancelled)
+    with pytest.raises(asyncio.CancelledError):
+        await sem.try_acquire(2)
+    assert not locks._registry
+    for _ in range(200):
+        if await sem.available_permits() == 2:
+            break
+        await asyncio.sleep(0.01)
+    assert await sem.available_permits() == 2

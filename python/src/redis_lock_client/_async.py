@@ -23,7 +23,7 @@ import asyncio
 import itertools
 import math
 import weakref
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import Any
 
@@ -580,6 +580,15 @@ class AsyncLockClient:
         self._start_watchdog(due)
         return entries
 
+    def _retire_permits(self, name: str, ids: list[str]) -> None:
+        """Forgets whatever entries were recorded for ``ids`` (an acquisition
+        interrupted before its guard reached the caller)."""
+        for pid in ids:
+            with self._cond:
+                entry = self._registry.get((name, PERMIT.field(pid), PERMIT.label))
+            if entry is not None:
+                self._retire(entry)
+
     # -- hold counts ------------------------------------------------------
 
     def _entry(self, name: str, owner: str, kind: Kind) -> _Entry:
@@ -1047,14 +1056,17 @@ class AsyncLockClient:
             if holds == 0:
                 self._retire(entry)
 
-    def _release_in_background(self, entry: _Entry) -> None:
-        async def release() -> None:
+    def _release_in_background(self, release: Callable[[], Awaitable[object]]) -> None:
+        """Runs ``release()`` in a task of its own (for a guard dropped
+        unreleased), its failures ignored."""
+
+        async def run() -> None:
             try:
-                await self._release(entry)
+                await release()
             except Exception:
                 pass  # lost already, or unreachable: the lease ends on its own
 
-        task = asyncio.get_running_loop().create_task(release())
+        task = asyncio.get_running_loop().create_task(run())
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
@@ -1266,7 +1278,7 @@ class AsyncLockGuard:
         self._released = True
         client, entry, loop = self._client, self._entry, self._loop
         try:
-            loop.call_soon_threadsafe(client._release_in_background, entry)
+            loop.call_soon_threadsafe(client._release_in_background, lambda: client._release(entry))
         except Exception:
             pass  # the loop is closed: the lease ends on its own
 

@@ -542,6 +542,15 @@ class LockClient:
         self._start_watchdog(due)
         return entries
 
+    def _retire_permits(self, name: str, ids: list[str]) -> None:
+        """Forgets whatever entries were recorded for ``ids`` (an acquisition
+        interrupted before its guard reached the caller)."""
+        for pid in ids:
+            with self._cond:
+                entry = self._registry.get((name, PERMIT.field(pid), PERMIT.label))
+            if entry is not None:
+                self._retire(entry)
+
     # -- hold counts ------------------------------------------------------
 
     def _entry(self, name: str, owner: str, kind: Kind) -> _Entry:

@@ -237,24 +237,39 @@ class PermitExpirableSemaphore(_SemaphoreBase):
         ids = _ids(c._once(self.name, args, blocks, within), permits)
         if ids is None:
             return None
-        expires: list[float | None] = [sent + lease_s] * len(ids)
-        late = _core.monotonic() >= sent + lease_s / 3
-        if late:
-            # The lease ran from a grant somewhere in a long wait: measured.
-            asked = _core.monotonic()
+        try:
+            expires: list[float | None] = [sent + lease_s] * len(ids)
+            late = _core.monotonic() >= sent + lease_s / 3
+            if late:
+                # The lease ran from a grant somewhere in a long wait: measured.
+                asked = _core.monotonic()
+                try:
+                    left = _left(
+                        c._simple(self.name, ["TIME"]),
+                        c._simple(self.name, _score_args(self.name, ids)),
+                    )
+                    expires = [None if x is None else asked + x for x in left]
+                except Exception:
+                    # Unknown: the earliest end the lease can have (the grant
+                    # came after ``sent``), as computed above; ``late`` has the
+                    # watchdog renew at once. Not "ending now": that would call
+                    # the permits lost and the guard would never give them back.
+                    pass
+            guard = Permits(c, self.name, ids)
+            if on_lost is not None:
+                guard._callbacks.append(on_lost)
+            guard._entries = c._hold_permits(self.name, ids, expires, late, watchdog, _weak(guard))
+            return guard
+        except BaseException:
+            # Interrupted (KeyboardInterrupt...) with the permits granted and
+            # no guard handed out: given back here.
+            c._retire_permits(self.name, ids)
             try:
-                left = _left(
-                    c._simple(self.name, ["TIME"]),
-                    c._simple(self.name, _score_args(self.name, ids)),
-                )
-                expires = [None if x is None else asked + x for x in left]
+                # Best effort: if it fails, the leases end them.
+                c._once(self.name, _core.permit_release_args(self.name, ids))
             except Exception:
-                expires = [asked] * len(ids)  # unknown: ending now, the safe side
-        guard = Permits(c, self.name, ids)
-        if on_lost is not None:
-            guard._callbacks.append(on_lost)
-        guard._entries = c._hold_permits(self.name, ids, expires, late, watchdog, _weak(guard))
-        return guard
+                pass
+            raise
 
 
 class _PermitsBase:
@@ -530,23 +545,35 @@ class AsyncPermitExpirableSemaphore(_AsyncSemaphoreBase):
         ids = _ids(await c._once(self.name, args, blocks, within), permits)
         if ids is None:
             return None
-        expires: list[float | None] = [sent + lease_s] * len(ids)
-        late = _core.monotonic() >= sent + lease_s / 3
-        if late:
-            asked = _core.monotonic()
-            try:
-                left = _left(
-                    await c._simple(self.name, ["TIME"]),
-                    await c._simple(self.name, _score_args(self.name, ids)),
-                )
-                expires = [None if x is None else asked + x for x in left]
-            except Exception:
-                expires = [asked] * len(ids)  # unknown: ending now, the safe side
-        guard = AsyncPermits(c, self.name, ids)
-        if on_lost is not None:
-            guard._callbacks.append(on_lost)
-        guard._entries = c._hold_permits(self.name, ids, expires, late, watchdog, _weak(guard))
-        return guard
+        try:
+            expires: list[float | None] = [sent + lease_s] * len(ids)
+            late = _core.monotonic() >= sent + lease_s / 3
+            if late:
+                asked = _core.monotonic()
+                try:
+                    left = _left(
+                        await c._simple(self.name, ["TIME"]),
+                        await c._simple(self.name, _score_args(self.name, ids)),
+                    )
+                    expires = [None if x is None else asked + x for x in left]
+                except Exception:
+                    # Unknown: the earliest end the lease can have (the grant
+                    # came after ``sent``), as computed above; ``late`` has the
+                    # watchdog renew at once. Not "ending now": that would call
+                    # the permits lost and the guard would never give them back.
+                    pass
+            guard = AsyncPermits(c, self.name, ids)
+            if on_lost is not None:
+                guard._callbacks.append(on_lost)
+            guard._entries = c._hold_permits(self.name, ids, expires, late, watchdog, _weak(guard))
+            return guard
+        except BaseException:
+            # Cancelled (or worse) with the permits granted and no guard
+            # handed out: given back in a task the cancellation cannot cut.
+            c._retire_permits(self.name, ids)
+            args = _core.permit_release_args(self.name, ids)
+            c._release_in_background(lambda: c._once(self.name, args))
+            raise
 
 
 class AsyncPermits(_PermitsBase):
@@ -555,6 +582,7 @@ class AsyncPermits(_PermitsBase):
 
     def __init__(self, client: AsyncLockClient, name: str, ids: list[str]) -> None:
         super().__init__(name, ids)
+        self._loop = asyncio.get_running_loop()
         self._client = client
         self._entries: list[_AsyncEntry] = []
         self._lost = asyncio.Event()
@@ -594,6 +622,9 @@ class AsyncPermits(_PermitsBase):
         if self._released:
             raise PermitsNotHeld(self.name, list(self.ids))
         self._released = True
+        await self._give_back()
+
+    async def _give_back(self) -> None:
         c = self._client
         pending: list[str] = []
         gone: list[str] = []
@@ -629,13 +660,12 @@ class AsyncPermits(_PermitsBase):
     def __del__(self) -> None:
         if getattr(self, "_released", True) or not getattr(self, "_entries", None):
             return
+        # Given back on the guard's loop, from whichever thread collects it.
+        self._released = True
         try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            return  # no loop: the leases end on their own
-        task = loop.create_task(_release_quietly_async(self))
-        self._client._background.add(task)
-        task.add_done_callback(self._client._background.discard)
+            self._loop.call_soon_threadsafe(self._client._release_in_background, self._give_back)
+        except Exception:
+            pass  # the loop is closed: the leases end on their own
 
     async def __aenter__(self) -> AsyncPermits:
         return self
@@ -650,10 +680,3 @@ class AsyncPermits(_PermitsBase):
         except NotHeld:
             if et is None:
                 raise
-
-
-async def _release_quietly_async(guard: AsyncPermits) -> None:
-    try:
-        await guard.release()
-    except Exception:
-        pass
