@@ -160,9 +160,11 @@ pub const RW_UPGRADE_REFUSED: Refusal = Refusal::fixed(
     "ERR the owner holds this read-write lock for reading: release its read holds before asking \
      to write (waiting would wait for itself)",
 );
+/// Also what `SYNC` on a read-write acquire gets: it says so, rather than
+/// leave the caller wondering what is wrong with its `SYNC` arguments.
 pub const SYNTAX_RW_ACQUIRE: Refusal = Refusal::fixed(
     "ERR syntax error: the options are WAIT timeout-ms and, for LOCK.WACQUIRE, TOKEN, each at \
-     most once",
+     most once (SYNC is not offered for read-write locks)",
 );
 
 // ---- semaphores and latches -------------------------------------------------
