@@ -823,6 +823,27 @@ fn module_arguments_take_names_with_or_without_the_prefix_in_any_case() {
 /// A second load, of the same file or of a copy, is refused by Redis (the
 /// name `lock` is taken); the log says so, where Redis 7.0 and 8.x alone
 /// print only "initialization failed". The loaded module is unharmed.
+/// A load with the defaults logs no warning: a warning at every start (the
+/// `redis-module` crate's "Skip register defrag callbacks" on Redis 7.0 did)
+/// teaches operators to ignore the module's real ones.
+#[test]
+fn a_plain_load_logs_no_warning_from_the_module() {
+    let server = Server::start();
+    let mut con = server.connection();
+    acquire(&mut con, "k", "o", 30_000);
+    let log = server.log();
+    // Redis marks warnings with `#`; module lines carry `<lock>`.
+    let warnings: Vec<&str> = log
+        .lines()
+        .filter(|line| line.contains(" # <lock>"))
+        .collect();
+    assert!(warnings.is_empty(), "{warnings:#?}");
+    assert!(
+        log.contains("<lock>") || log.contains("Module 'lock' loaded"),
+        "{log}"
+    );
+}
+
 #[test]
 fn a_second_module_load_is_refused_and_the_log_says_why() {
     const WHY: &str = "lock module: not loaded: a module named 'lock' is already loaded";
