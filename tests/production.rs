@@ -161,6 +161,54 @@ fn lock_commands_carry_acl_categories_where_the_server_supports_them() {
     assert_eq!(force(&mut ops, "k"), 0, "+@lock allows LOCK.FORCE");
 }
 
+/// What docs/operations.md ("ACLs") says works on each server: category
+/// rules where the server gives module commands categories, command names
+/// on Redis 7.0, where `+@lock` is refused and `+@read +@write` (or
+/// `+@fast`) does not cover a single `LOCK.*` command.
+#[test]
+fn the_acl_rules_the_operations_page_gives_work_on_this_server() {
+    let server = Server::start();
+    let mut admin = server.connection();
+    let categories: Vec<String> = redis::cmd("ACL")
+        .arg("CAT")
+        .query(&mut admin)
+        .expect("ACL CAT");
+    let has_categories = categories.iter().any(|c| c == "lock");
+    let may_acquire = |user: &str, key: &str| {
+        let mut con = as_user(&server, user, "pw");
+        !noperm(&mut con, &["LOCK.ACQUIRE", key, "o", "5000"])
+    };
+    let by_category = redis::cmd("ACL")
+        .arg(&["SETUSER", "ops", "on", ">pw", "~*", "+@lock"])
+        .query::<()>(&mut admin);
+    assert_eq!(by_category.is_ok(), has_categories, "{by_category:?}");
+    if has_categories {
+        assert!(may_acquire("ops", "k1"), "+@lock");
+    }
+    acl_setuser(&mut admin, &["rw", "on", ">pw", "~*", "+@read", "+@write"]);
+    assert_eq!(may_acquire("rw", "k2"), has_categories, "+@read +@write");
+    acl_setuser(&mut admin, &["quick", "on", ">pw", "~*", "+@fast"]);
+    assert_eq!(may_acquire("quick", "k3"), has_categories, "+@fast");
+    // Everywhere: the commands by name, or +@all.
+    acl_setuser(
+        &mut admin,
+        &["named", "on", ">pw", "~*", "+lock.acquire", "+lock.release"],
+    );
+    assert!(may_acquire("named", "k4"), "+lock.acquire by name");
+    acl_setuser(&mut admin, &["everything", "on", ">pw", "~*", "+@all"]);
+    assert!(may_acquire("everything", "k5"), "+@all");
+
+    // The monitoring user: LOCK.INFO, and HGETALL only when granted too.
+    acquire(&mut admin, "held", "o", 30_000);
+    acl_setuser(&mut admin, &["dash", "on", ">pw", "%R~*", "+lock.info"]);
+    let mut dash = as_user(&server, "dash", "pw");
+    assert!(!noperm(&mut dash, &["LOCK.INFO", "held"]));
+    assert!(noperm(&mut dash, &["HGETALL", "held"]), "no +hgetall");
+    acl_setuser(&mut admin, &["dash", "+hgetall"]);
+    assert!(!noperm(&mut dash, &["HGETALL", "held"]));
+    assert!(noperm(&mut dash, &["LOCK.ACQUIRE", "held", "p", "5000"]));
+}
+
 #[test]
 fn command_docs_describe_every_command() {
     let server = Server::start();
