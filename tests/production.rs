@@ -209,6 +209,35 @@ fn the_acl_rules_the_operations_page_gives_work_on_this_server() {
     assert!(noperm(&mut dash, &["LOCK.ACQUIRE", "held", "p", "5000"]));
 }
 
+/// `MODULE LIST`'s `ver` is the workspace's version, encoded as Redis
+/// modules do (`major * 10000 + minor * 100 + patch`).
+#[test]
+fn module_list_shows_the_workspace_version() {
+    let server = Server::start();
+    let mut con = server.connection();
+    let list: Value = redis::cmd("MODULE")
+        .arg("LIST")
+        .query(&mut con)
+        .expect("MODULE LIST");
+    let Value::Array(modules) = list else {
+        panic!("MODULE LIST: {list:?}")
+    };
+    let lock = modules
+        .iter()
+        .find(|m| find_field(m, "name").and_then(|v| as_string(&v)).as_deref() == Some("lock"))
+        .expect("the lock module is listed");
+    let parts: Vec<i64> = env!("CARGO_PKG_VERSION")
+        .split('.')
+        .map(|p| p.parse().expect("a numeric version"))
+        .collect();
+    let encoded = parts[0] * 10_000 + parts[1] * 100 + parts[2];
+    assert_eq!(
+        find_field(lock, "ver"),
+        Some(Value::Int(encoded)),
+        "{lock:?}"
+    );
+}
+
 #[test]
 fn command_docs_describe_every_command() {
     let server = Server::start();
@@ -257,11 +286,14 @@ fn command_docs_describe_every_command() {
             as_string(&field("complexity")).is_some_and(|s| s.starts_with("O(")),
             "{name} complexity"
         );
-        assert_eq!(
-            as_string(&field("since")).as_deref(),
-            Some("0.1.0"),
-            "every command exists since the first version"
-        );
+        // The first release brought the plain lock's commands; 0.2.0 the
+        // fence (src/commands/mod.rs has every command's).
+        let since = if name == "lock.fence" {
+            "0.2.0"
+        } else {
+            "0.1.0"
+        };
+        assert_eq!(as_string(&field("since")).as_deref(), Some(since), "{name}");
         let Value::Array(arguments) = field("arguments") else {
             panic!("{name} arguments")
         };
