@@ -144,8 +144,8 @@
 //!
 //! # Fencing tokens
 //!
-//! [`LockClient::lock_fenced`] returns a guard with a [`LockGuard::token`]:
-//! it grows with every grant; the protected resource refuses writes with a
+//! [`LockClient::lock_fenced`] returns a [`Fenced`] guard, whose
+//! [`Fenced::token`] grows with every grant; the protected resource refuses writes with a
 //! token older than one it saw (`LOCK.FENCE` in the same Redis).
 //!
 //! # Synced grants
@@ -239,7 +239,7 @@ pub use redis;
 
 pub use client::LockClient;
 pub use error::{LockError, Result};
-pub use guard::LockGuard;
+pub use guard::{Fenced, LockGuard};
 pub use holds::Lost;
 pub use latch::CountDownLatch;
 pub use multi::{MultiGuard, MultiLock, RedLock, RedLockGuard};
