@@ -56,7 +56,7 @@ help:
 	@echo "make test-chaos     the chaos test (tests/chaos/: Sentinel failovers, a nemesis, a history"
 	@echo "                     checker) on every server of the matrix"
 	@echo "make bench          contention: this module vs Redisson's protocol, redis-py Lock, python-redis-lock"
-	@echo "                     (writes .cache/bench/benchmarks.md and .png; docs/benchmarks.md is a recorded run),"
+	@echo "                     (writes .cache/bench/benchmarks.md and .png; docs/performance.md keeps a recorded run),"
 	@echo "                     then the client libraries' overhead over raw commands"
 	@echo "make bench-acquire  server-side cost: SET NX PX vs LOCK.ACQUIRE (and TOKEN, RACQUIRE, WACQUIRE,"
 	@echo "                     the semaphores) vs Redisson's EVALSHA"
@@ -161,7 +161,8 @@ test-chaos: build servers
 # Contention benchmark (a Python venv with the peer libraries is made under
 # .cache/bench-venv): sections/s, waits, fairness for 1, 8 and 32 clients.
 # Writes .cache/bench/benchmarks.md and .png (untracked) and prints their
-# paths; the committed docs/benchmarks.* are a recorded run (see its header).
+# paths; docs/performance.md ("The recorded run") and docs/benchmarks.png
+# are a recorded run.
 bench: build
 	bash bench/run.sh $(BENCH_ARGS)
 	$(PYVENV)/bin/python python/bench/bench.py
