@@ -174,8 +174,8 @@
 //!
 //! [`MultiLock`]: all of several locks or none, possibly on independent
 //! servers, with one wait budget. [`RedLock`]: one lock on a majority of
-//! independent masters. See the README ("Which lock?") for when to use
-//! which, and why Redisson deprecated RedLock.
+//! independent masters. See `client/README.md` ("Which lock?") for when to
+//! use which, and why Redisson deprecated RedLock.
 //!
 //! # Cluster
 //!
@@ -246,3 +246,14 @@ pub use multi::{MultiGuard, MultiLock, RedLock, RedLockGuard};
 pub use options::Options;
 pub use protocol::{Awaited, LockKind};
 pub use semaphore::{PermitExpirableSemaphore, Permits, Semaphore};
+
+// The repository README's Rust start and this crate's README's complete
+// example compile as doctests (`cargo test --doc`), so that neither goes
+// stale; the README fragments that need a client around them are `ignore`.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+struct RepositoryReadme;
+
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct CrateReadme;
