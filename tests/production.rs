@@ -61,7 +61,7 @@ fn an_app_user_locks_its_own_keys_only_and_cannot_force() {
     expect_err(waited, "NOPERM", "", "WAIT on a key outside ~app:*");
 
     // TOKEN: the lock key's pattern governs; the module raises the counter,
-    // which the user cannot touch directly (README, "Fencing tokens").
+    // which the user cannot touch directly (docs/fenced.md, "Cluster and ACLs").
     let token = token_of(&mut app, "app:2", "o", 5000);
     let counter = "redisson_lock_token:{app:2}";
     assert_eq!(
