@@ -27,6 +27,7 @@
 //! * `events.rs`: unlock messages and keyspace notifications;
 //! * `config.rs`: the `lock.*` configs and module arguments; `stats.rs`:
 //!   `INFO lock`; `eviction.rs`: warning about evicting `maxmemory-policy`s;
+//!   `server_version.rs`: which servers it loads on (checked first at load);
 //! * `args.rs`: argument validation; `errors.rs`: every error reply's text;
 //! * `ffi/`: every call into Redis, behind wrappers with lifetimes: the only
 //!   place with raw pointers.
@@ -57,6 +58,7 @@ mod rwlock;
 mod rwlock_key;
 mod semaphore;
 mod semaphore_key;
+mod server_version;
 mod stats;
 mod value_key;
 mod wait_queue;
@@ -80,6 +82,10 @@ pub const MODULE_VERSION: i32 = {
         + number(env!("CARGO_PKG_VERSION_PATCH"))
 };
 
+/// The git commit the module was built from (`build.rs`: `unknown` for a
+/// build outside a git checkout), for the line it logs at load.
+pub const GIT_COMMIT: &str = env!("LOCK_GIT_COMMIT");
+
 #[cfg(not(test))]
 mod module {
     use redis_module::{Context, RedisString, Status};
@@ -87,7 +93,28 @@ mod module {
     use crate::ffi::events::{self, ServerEvent, ServerEventKind, ServerEventListener};
     use crate::ffi::server::{self, InfoProvider, InfoWriter, ModuleOptions};
     use crate::ffi::Ctx;
-    use crate::{commands, config, eviction, handoff, replicas, stats};
+    use crate::{commands, config, eviction, handoff, replicas, server_version, stats};
+
+    /// Runs first in `RedisModule_OnLoad`, before anything needs the Redis 7
+    /// module API: refuses a server older than the oldest supported (one
+    /// warning naming the minimum), else logs the module's version and
+    /// commit and the server's (`server_version.rs`).
+    pub(crate) fn admit(context: &Context) -> Status {
+        let Some(ctx) = Ctx::of(context) else {
+            return Status::Err;
+        };
+        let probe = server::probe_version(ctx);
+        match server_version::admit(&probe, env!("CARGO_PKG_VERSION"), crate::GIT_COMMIT) {
+            Ok(line) => {
+                ctx.log_notice(&line);
+                Status::Ok
+            }
+            Err(refusal) => {
+                ctx.log_warning(&refusal);
+                Status::Err
+            }
+        }
+    }
 
     /// Runs last in `RedisModule_OnLoad` (`ffi/load.rs`, which initialises
     /// the module API first): the configs, the commands, the event

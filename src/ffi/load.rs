@@ -23,6 +23,11 @@ pub const NAME: &CStr = c"lock";
 /// What the module does once the API is initialised (`lib.rs`).
 pub type Init = fn(&Context, &[RedisString]) -> Status;
 
+/// Whether this server is one the module supports (`lib.rs`): runs right
+/// after the API is initialised, before anything that needs the Redis 7
+/// API, whose functions an older server lacks.
+pub type Admit = fn(&Context) -> Status;
+
 const ERR: c_int = raw::Status::Err as c_int;
 
 /// The body of `RedisModule_OnLoad`.
@@ -33,6 +38,7 @@ pub unsafe fn on_load(
     ctx: *mut raw::RedisModuleCtx,
     argv: *mut *mut raw::RedisModuleString,
     argc: c_int,
+    admit: Admit,
     init: Init,
 ) -> c_int {
     // SAFETY: the load context Redis passed; the name is a NUL-terminated C
@@ -52,6 +58,9 @@ pub unsafe fn on_load(
     let context = Context::new(ctx);
     // Set once per load; the crate's logging and configs read it.
     let _ = redis_module::MODULE_CONTEXT.set_context(&context);
+    if admit(&context) == Status::Err {
+        return ERR;
+    }
     let args = redis_module::decode_args(ctx, argv, argc);
     // The crate's registries (commands declared with its attribute macros,
     // defrag callbacks, server events): empty for this module, run as the
@@ -125,7 +134,7 @@ pub unsafe extern "C" fn RedisModule_OnLoad(
     argc: c_int,
 ) -> c_int {
     // SAFETY: Redis's own arguments to RedisModule_OnLoad, passed on as is.
-    unsafe { on_load(ctx, argv, argc, crate::module::init) }
+    unsafe { on_load(ctx, argv, argc, crate::module::admit, crate::module::init) }
 }
 
 /// Redis's entry point for `MODULE UNLOAD`: nothing to undo by hand (Redis

@@ -78,6 +78,36 @@ impl Drop for ServerInfo<'_> {
     }
 }
 
+/// What the server says about its version, read at load before anything
+/// else (`server_version.rs` decides). Every function is looked up, not
+/// assumed: this runs on servers too old for the module, where a missing one
+/// must not crash the server.
+pub fn probe_version(ctx: Ctx) -> crate::server_version::Probe {
+    // SAFETY: reads function pointers of the table RedisModule_Init filled;
+    // nothing writes it afterwards.
+    let (version, info, field, free) = unsafe {
+        (
+            raw::RedisModule_GetServerVersion,
+            raw::RedisModule_GetServerInfo,
+            raw::RedisModule_ServerInfoGetFieldC,
+            raw::RedisModule_FreeServerInfo,
+        )
+    };
+    let mut probe = crate::server_version::Probe {
+        // SAFETY: takes no arguments and only returns a constant.
+        api_version: version.map(|version| unsafe { version() }),
+        ..Default::default()
+    };
+    if info.is_some() && field.is_some() && free.is_some() {
+        if let Some(server) = ServerInfo::read(ctx, c"server") {
+            probe.redis_version = server.field(c"redis_version");
+            probe.server_name = server.field(c"server_name");
+            probe.valkey_version = server.field(c"valkey_version");
+        }
+    }
+    probe
+}
+
 /// One field of `INFO <section>` as the server reports it.
 pub fn info_field(ctx: Ctx, section: &CStr, field: &CStr) -> Option<String> {
     ServerInfo::read(ctx, section)?.field(field)
