@@ -89,6 +89,8 @@ mod module {
     use crate::ffi::Ctx;
     use crate::{commands, config, eviction, handoff, replicas, stats};
 
+    crate::ffi::load::entry_points!(version: crate::MODULE_VERSION, init: init);
+
     /// Runs last in `RedisModule_OnLoad` (`ffi/load.rs`, which initialises
     /// the module API first): the configs, the commands, the event
     /// subscriptions.
