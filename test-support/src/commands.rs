@@ -8,7 +8,7 @@
 
 use redis::{ConnectionLike, ToRedisArgs, Value};
 
-use crate::server::info_field;
+use crate::reply::info_field;
 
 /// A command from its name and arguments in one list: `&["SET", "k", "v"]`,
 /// `&[b"LOCK.INFO", key]`, `&args` of a `Vec<Vec<u8>>`...
