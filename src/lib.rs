@@ -128,7 +128,7 @@ mod module {
         //   (LockKey::apply), not whenever one is opened for writing.
         // * The module keeps nothing about the dataset that a replica's
         //   asynchronous load (`repl-diskless-load swapdb`) could leave stale:
-        //   a replica has no waiters and hands nothing on (see handoff.rs).
+        //   a replica has no waiters and hands nothing on (see `handoff/`).
         //   Without this flag Redis falls back to a disk-based full sync,
         //   answers -LOADING instead of serving the old data meanwhile, and
         //   logs a line per socket read.
