@@ -45,6 +45,15 @@ pub(crate) fn query<T: redis::FromRedisValue>(
     })
 }
 
+/// A command's arguments as a failing test shows them: each quoted, as
+/// lossy UTF-8 (`"LOCK.ACQUIRE" "k\u{0}" "a"`).
+pub fn show_args(args: &[Vec<u8>]) -> String {
+    args.iter()
+        .map(|a| format!("{:?}", String::from_utf8_lossy(a)))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 /// `cmd` with `name` and one `arg`: most helpers below are one of these.
 pub(crate) fn cmd1(name: &str, arg: impl ToRedisArgs) -> redis::Cmd {
     let mut cmd = redis::cmd(name);
