@@ -5,7 +5,7 @@
 //! trampoline (`ffi/command.rs`) sends it as the error reply, and nothing was
 //! changed (the module checks everything before it writes). Texts name the
 //! argument they are about. `README.md` ("Commands") lists them; a test
-//! checks that it lists every one ([`CATALOGUE`]).
+//! checks that it lists every one (`CATALOGUE`).
 
 use std::borrow::Cow;
 
