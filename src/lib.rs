@@ -89,6 +89,8 @@ mod module {
     use crate::ffi::Ctx;
     use crate::{commands, config, eviction, handoff, replicas, stats};
 
+    crate::ffi::load::entry_points!(version: crate::MODULE_VERSION, init: init);
+
     /// Runs last in `RedisModule_OnLoad` (`ffi/load.rs`, which initialises
     /// the module API first): the configs, the commands, the event
     /// subscriptions.
@@ -126,7 +128,7 @@ mod module {
         //   (LockKey::apply), not whenever one is opened for writing.
         // * The module keeps nothing about the dataset that a replica's
         //   asynchronous load (`repl-diskless-load swapdb`) could leave stale:
-        //   a replica has no waiters and hands nothing on (see handoff.rs).
+        //   a replica has no waiters and hands nothing on (see `handoff/`).
         //   Without this flag Redis falls back to a disk-based full sync,
         //   answers -LOADING instead of serving the old data meanwhile, and
         //   logs a line per socket read.

@@ -4,7 +4,7 @@
 //! A semaphore is a string `name` holding the permits available. Leased
 //! permits (`LOCK.PERMITACQUIRE`) are also members of the sorted set
 //! `{name}:timeout`, scored by their deadline on the server's clock
-//! (`value_key.rs`, `permits_key.rs` read and write them). Every decision
+//! (`value_key.rs`, `semaphore_key.rs` read and write them). Every decision
 //! here says what to write, what to publish on `redisson_sc:{name}`, and
 //! whether permits were freed (then the wait queue is served:
 //! `handoff/semaphore.rs`).

@@ -26,7 +26,7 @@
 //! is possible as soon as nobody waits.
 //!
 //! The glue that blocks clients, runs timers and hands locks over lives in
-//! `handoff.rs`.
+//! `handoff/`.
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::Hash;

@@ -11,7 +11,7 @@
 //! With `WAIT timeout-ms`, a held lock blocks the client in the key's FIFO
 //! queue instead: it is answered nil once the lock is handed to it, or, when
 //! `timeout-ms` passes first (0 = never), the integer above. Where blocking is
-//! not allowed (MULTI, Lua, a replica) WAIT is ignored. See `handoff.rs`.
+//! not allowed (MULTI, Lua, a replica) WAIT is ignored. See `handoff/`.
 //!
 //! With `TOKEN`, each grant (taken, re-entered, or handed on to this waiter)
 //! also raises the lock's fencing-token counter, and the reply is Redisson

@@ -18,7 +18,7 @@ thread_local! {
 
 /// Makes sure the server wakes up just after the earliest WAIT timeout of
 /// `key`'s queue, so Redis answers it on time (see
-/// [`WaitQueues::timeout_wake`]).
+/// [`crate::wait_queue::WaitQueues::timeout_wake`]).
 pub(super) fn wake_for_timeouts(ctx: Ctx, db: i32, key: &[u8]) {
     if let Some(at) = queues(|q| q.timeout_wake(db, key, ctx.now_ms())) {
         look_at(ctx, db, key, at);
