@@ -45,11 +45,32 @@ where
         .count()
 }
 
-/// What a waiter of a read-write lock asks for.
+/// A read-write lock's two holds, the one Read/Write of the module: what a
+/// read-write lock's waiter asks for, what a command takes, and the value
+/// of the lock's `mode` field (Redisson's layout, `rwlock.rs`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mode {
     Read,
     Write,
+}
+
+impl Mode {
+    /// The `mode` field's value as Redisson writes it (`read` | `write`).
+    pub fn parse(raw: &[u8]) -> Option<Mode> {
+        match raw {
+            b"read" => Some(Mode::Read),
+            b"write" => Some(Mode::Write),
+            _ => None,
+        }
+    }
+
+    /// As the `mode` field holds it and `LOCK.INFO` shows it.
+    pub fn text(self) -> &'static [u8] {
+        match self {
+            Mode::Read => b"read",
+            Mode::Write => b"write",
+        }
+    }
 }
 
 /// Who holds a read-write lock.
@@ -90,8 +111,8 @@ impl GrantPolicy for ReadWrite {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Ask {
     Lock,
-    Read,
-    Write,
+    /// A read-write lock's read or write hold.
+    Rw(Mode),
     /// `n` permits of a semaphore; `leased`: with ids and a lease
     /// (`LOCK.PERMITACQUIRE`).
     Permits {
@@ -121,9 +142,9 @@ static UNGRANTABLE: i64 = i64::MAX;
 impl Ask {
     /// How [`ReadWrite`] sees it (other kinds' asks: as writers, who are
     /// then refused the lock, `handoff`).
-    pub fn mode(&self) -> &'static Mode {
+    pub fn mode(&self) -> &Mode {
         match self {
-            Ask::Read => &Mode::Read,
+            Ask::Rw(mode) => mode,
             _ => &Mode::Write,
         }
     }
@@ -147,7 +168,7 @@ impl Ask {
     /// The kind of object it is asked of.
     pub fn kind(self) -> Kind {
         match self {
-            Ask::Lock | Ask::Read | Ask::Write => Kind::Lock,
+            Ask::Lock | Ask::Rw(_) => Kind::Lock,
             Ask::Permits { .. } => Kind::Semaphore,
             Ask::Latch => Kind::Latch,
         }
@@ -157,8 +178,7 @@ impl Ask {
     pub fn name(self) -> &'static [u8] {
         match self {
             Ask::Lock => b"lock",
-            Ask::Read => b"read",
-            Ask::Write => b"write",
+            Ask::Rw(mode) => mode.text(),
             Ask::Permits { leased: false, .. } => b"permits",
             Ask::Permits { leased: true, .. } => b"leased",
             Ask::Latch => b"latch",
@@ -228,7 +248,7 @@ mod tests {
 
     #[test]
     fn lock_waiters_are_served_as_writers_one_at_a_time() {
-        let asks = [Ask::Lock, Ask::Lock, Ask::Read];
+        let asks = [Ask::Lock, Ask::Lock, Ask::Rw(Mode::Read)];
         let modes: Vec<Mode> = asks.iter().map(|a| *a.mode()).collect();
         assert_eq!(grant_run::<ReadWrite>(RwHolders::default(), &modes), 1);
         let held = RwHolders {

@@ -29,31 +29,8 @@
 //! replicates as plain commands with absolute deadlines.
 
 use crate::errors::{self, Refusal};
+use crate::grant_policy::Mode;
 use crate::lock::parse_hold_count;
-
-/// The `mode` field's value.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RwMode {
-    Read,
-    Write,
-}
-
-impl RwMode {
-    pub fn parse(raw: &[u8]) -> Option<RwMode> {
-        match raw {
-            b"read" => Some(RwMode::Read),
-            b"write" => Some(RwMode::Write),
-            _ => None,
-        }
-    }
-
-    pub fn text(self) -> &'static [u8] {
-        match self {
-            RwMode::Read => b"read",
-            RwMode::Write => b"write",
-        }
-    }
-}
 
 /// What the key holds, as far as a read-write lock is concerned.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -61,7 +38,7 @@ pub enum Shape {
     /// No key.
     Free,
     /// A read-write lock in this mode.
-    Rw(RwMode),
+    Rw(Mode),
     /// A hash that is not a read-write lock (a plain lock): busy for us.
     Other,
 }
@@ -101,7 +78,7 @@ pub enum Field {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Effect {
     /// `HSET name mode <mode>`.
-    SetMode(RwMode),
+    SetMode(Mode),
     /// `HSET name <field> <count>`.
     SetCount(Field, i64),
     /// `HDEL name <field>`.
@@ -125,9 +102,9 @@ pub enum RwEvent {
     Acquired,
     /// Fewer holders than before (a last read or write hold released): the
     /// queue may now be served; `freed` when nobody holds it any more.
-    Released { message: RwMode, freed: bool },
+    Released { message: Mode, freed: bool },
     /// Deleted by `LOCK.FORCE`.
-    Forced { message: RwMode },
+    Forced { message: Mode },
 }
 
 /// A decision: reply, effects, event.
@@ -215,7 +192,7 @@ pub fn read_acquire(
         Shape::Free => Ok(RwDecision::new(
             RwAcquired::Taken,
             vec![
-                Effect::SetMode(RwMode::Read),
+                Effect::SetMode(Mode::Read),
                 Effect::SetCount(Field::Read, 1),
                 Effect::SetHold {
                     n: 1,
@@ -225,8 +202,8 @@ pub fn read_acquire(
             ],
             Some(RwEvent::Acquired),
         )),
-        Shape::Rw(RwMode::Read) if holds || !queued => read_again(view, now, expire_at),
-        Shape::Rw(RwMode::Write) if view.writes > 0 => read_again(view, now, expire_at),
+        Shape::Rw(Mode::Read) if holds || !queued => read_again(view, now, expire_at),
+        Shape::Rw(Mode::Write) if view.writes > 0 => read_again(view, now, expire_at),
         Shape::Rw(_) | Shape::Other => Ok(RwDecision::nothing(RwAcquired::Busy(view.ttl_ms))),
     }
 }
@@ -266,13 +243,13 @@ pub fn write_acquire(
         Shape::Free => Ok(RwDecision::new(
             RwAcquired::Taken,
             vec![
-                Effect::SetMode(RwMode::Write),
+                Effect::SetMode(Mode::Write),
                 Effect::SetCount(Field::Write, 1),
                 Effect::ExpireAt(expire_at),
             ],
             Some(RwEvent::Acquired),
         )),
-        Shape::Rw(RwMode::Write) if view.writes > 0 => {
+        Shape::Rw(Mode::Write) if view.writes > 0 => {
             // Redisson's rule: a re-entry adds the lease to what is left.
             let at = match view.ttl_ms {
                 ttl if ttl >= 0 => expire_at.saturating_add(ttl),
@@ -287,7 +264,7 @@ pub fn write_acquire(
                 None,
             ))
         }
-        Shape::Rw(RwMode::Read) if view.reads > 0 => Err(RwError::UpgradeRefused),
+        Shape::Rw(Mode::Read) if view.reads > 0 => Err(RwError::UpgradeRefused),
         Shape::Rw(_) | Shape::Other => Ok(RwDecision::nothing(RwAcquired::Busy(view.ttl_ms))),
     }
 }
@@ -351,7 +328,7 @@ pub fn read_release(
         (Some(at), false) => {
             effects.push(Effect::ExpireAt(at));
             let event = (remaining == 0).then_some(RwEvent::Released {
-                message: RwMode::Read,
+                message: Mode::Read,
                 freed: false,
             });
             RwDecision::new(reply, effects, event)
@@ -367,7 +344,7 @@ pub fn read_release(
         (None, false) => {
             effects.push(Effect::Delete);
             let event = RwEvent::Released {
-                message: RwMode::Read,
+                message: Mode::Read,
                 freed: true,
             };
             // Redisson answers 1 when its unlock deleted the lock.
@@ -381,7 +358,7 @@ pub fn read_release(
 /// deleted, or, if the caller still holds read (it downgraded), left in
 /// read mode.
 pub fn write_release(view: RwView, expire_at: Option<i64>) -> RwDecision<RwReleased> {
-    if view.writes <= 0 || view.shape != Shape::Rw(RwMode::Write) {
+    if view.writes <= 0 || view.shape != Shape::Rw(Mode::Write) {
         return RwDecision::nothing(RwReleased::NotHeld);
     }
     let remaining = view.writes - 1;
@@ -391,18 +368,15 @@ pub fn write_release(view: RwView, expire_at: Option<i64>) -> RwDecision<RwRelea
         return RwDecision::new(RwReleased::StillHeld, effects, None);
     }
     if view.reads > 0 {
-        let effects = vec![
-            Effect::DelField(Field::Write),
-            Effect::SetMode(RwMode::Read),
-        ];
+        let effects = vec![Effect::DelField(Field::Write), Effect::SetMode(Mode::Read)];
         let event = RwEvent::Released {
-            message: RwMode::Write,
+            message: Mode::Write,
             freed: false,
         };
         return RwDecision::new(RwReleased::Done, effects, Some(event));
     }
     let event = RwEvent::Released {
-        message: RwMode::Write,
+        message: Mode::Write,
         freed: true,
     };
     RwDecision::new(RwReleased::Done, vec![Effect::Delete], Some(event))
@@ -458,15 +432,15 @@ pub fn force(shape: Shape) -> RwDecision<bool> {
 /// what [`read_acquire`] / [`write_acquire`] do for a caller that holds
 /// nothing, with no queue ahead.
 pub fn hand_off(
-    mode: RwMode,
+    mode: Mode,
     view: RwView,
     now: i64,
     lease_ms: i64,
 ) -> Result<RwDecision<RwAcquired>, RwError> {
     let expire_at = now.saturating_add(lease_ms);
     let decision = match mode {
-        RwMode::Read => read_acquire(view, false, now, expire_at)?,
-        RwMode::Write => write_acquire(view, now, lease_ms)?,
+        Mode::Read => read_acquire(view, false, now, expire_at)?,
+        Mode::Write => write_acquire(view, now, lease_ms)?,
     };
     Ok(decision)
 }
@@ -486,8 +460,8 @@ mod tests {
         }
     }
 
-    const READ: Shape = Shape::Rw(RwMode::Read);
-    const WRITE: Shape = Shape::Rw(RwMode::Write);
+    const READ: Shape = Shape::Rw(Mode::Read);
+    const WRITE: Shape = Shape::Rw(Mode::Write);
 
     /// Other readers whose latest live hold ends at `at`.
     fn readers_until(at: i64) -> OtherHolds {
@@ -497,7 +471,7 @@ mod tests {
         }
     }
 
-    fn released(message: RwMode, freed: bool) -> Option<RwEvent> {
+    fn released(message: Mode, freed: bool) -> Option<RwEvent> {
         Some(RwEvent::Released { message, freed })
     }
 
@@ -508,7 +482,7 @@ mod tests {
         assert_eq!(
             d.effects,
             vec![
-                Effect::SetMode(RwMode::Read),
+                Effect::SetMode(Mode::Read),
                 Effect::SetCount(Field::Read, 1),
                 Effect::SetHold {
                     n: 1,
@@ -523,7 +497,7 @@ mod tests {
         assert_eq!(
             d.effects,
             vec![
-                Effect::SetMode(RwMode::Write),
+                Effect::SetMode(Mode::Write),
                 Effect::SetCount(Field::Write, 1),
                 Effect::ExpireAt(NOW + 100),
             ]
@@ -641,7 +615,7 @@ mod tests {
                 Effect::Delete
             ]
         );
-        assert_eq!(d.event, released(RwMode::Read, true));
+        assert_eq!(d.event, released(Mode::Read, true));
     }
 
     #[test]
@@ -698,12 +672,9 @@ mod tests {
         let d = write_release(view(WRITE, 2, 1, 9), None);
         assert_eq!(
             d.effects,
-            vec![
-                Effect::DelField(Field::Write),
-                Effect::SetMode(RwMode::Read)
-            ]
+            vec![Effect::DelField(Field::Write), Effect::SetMode(Mode::Read)]
         );
-        assert_eq!(d.event, released(RwMode::Write, false));
+        assert_eq!(d.event, released(Mode::Write, false));
     }
 
     #[test]
@@ -740,7 +711,7 @@ mod tests {
         assert_eq!(
             force(WRITE).event,
             Some(RwEvent::Forced {
-                message: RwMode::Write
+                message: Mode::Write
             })
         );
         assert!(!force(Shape::Other).reply);

@@ -81,10 +81,10 @@ pub static LATCHES_OPENED: Counter = Counter::new();
 pub static LATCHES_EXPIRED: Counter = Counter::new();
 
 /// Counts a read-write lock grant.
-pub fn count_rw_grant(mode: crate::rwlock::RwMode) {
+pub fn count_rw_grant(mode: crate::grant_policy::Mode) {
     match mode {
-        crate::rwlock::RwMode::Read => RW_READS_GRANTED.incr(),
-        crate::rwlock::RwMode::Write => RW_WRITES_GRANTED.incr(),
+        crate::grant_policy::Mode::Read => RW_READS_GRANTED.incr(),
+        crate::grant_policy::Mode::Write => RW_WRITES_GRANTED.incr(),
     }
 }
 

@@ -29,7 +29,7 @@ use crate::commands::arg_docs::{KEY, PX_TTL};
 use crate::commands::semaphore::parse_set;
 use crate::errors::{self, Refusal};
 use crate::ffi::command::{Access, ArgDoc, ArgKind, Command, CommandResult, CommandSpec, KeyFlags};
-use crate::ffi::key::Mode;
+use crate::ffi::key::OpenMode;
 use crate::ffi::{Ctx, RStr};
 use crate::handoff::{
     self,
@@ -70,7 +70,7 @@ pub fn parse_await<'a, A: Arg<'a>>(argv: &[A]) -> Result<(A, i64), Refusal> {
 
 /// Opens the latch for a change, first carrying out an expiry or delete
 /// that happened behind the module's back.
-fn open_settled<'a>(ctx: Ctx<'a>, key: RStr<'a>, mode: Mode) -> Result<ValueKey<'a>, Refusal> {
+fn open_settled<'a>(ctx: Ctx<'a>, key: RStr<'a>, mode: OpenMode) -> Result<ValueKey<'a>, Refusal> {
     let latch = ValueKey::open(ctx, key, mode)?;
     settle(ctx, &latch);
     Ok(latch)
@@ -94,7 +94,7 @@ impl Command for LatchSet {
     fn run(ctx: Ctx, argv: &[RStr]) -> CommandResult {
         let cmd = parse_set(LatchSet::SPEC.name(), argv, count)?;
         let expire_at = cmd.ttl_ms.map(|ttl| ctx.now_ms().saturating_add(ttl));
-        let latch = open_settled(ctx, cmd.key, Mode::Write)?;
+        let latch = open_settled(ctx, cmd.key, OpenMode::Write)?;
         let current = latch.get(latch::parse_count)?;
         let decision = latch::set_count(current, cmd.count, expire_at);
         let set = carry_out_latch(ctx, &latch, decision);
@@ -116,7 +116,7 @@ impl Command for CountDown {
 
     fn run(ctx: Ctx, argv: &[RStr]) -> CommandResult {
         let cmd = args::KeyOnly::parse(CountDown::SPEC.name(), argv)?;
-        let latch = open_settled(ctx, cmd.key, Mode::Write)?;
+        let latch = open_settled(ctx, cmd.key, OpenMode::Write)?;
         let decision = latch::count_down(latch.get(latch::parse_count)?);
         let left = carry_out_latch(ctx, &latch, decision);
         ctx.reply_integer(left);
@@ -137,7 +137,7 @@ impl Command for LatchCount {
 
     fn run(ctx: Ctx, argv: &[RStr]) -> CommandResult {
         let cmd = args::KeyOnly::parse(LatchCount::SPEC.name(), argv)?;
-        let latch = ValueKey::open(ctx, cmd.key, Mode::Read)?;
+        let latch = ValueKey::open(ctx, cmd.key, OpenMode::Read)?;
         ctx.reply_integer(latch.get(latch::parse_count)?.unwrap_or(0).max(0));
         Ok(())
     }
@@ -157,7 +157,7 @@ impl Command for Await {
     fn run(ctx: Ctx, argv: &[RStr]) -> CommandResult {
         let (key, timeout_ms) = parse_await(argv)?;
         args::wait_fits(ctx.now_ms(), timeout_ms)?;
-        let latch = open_settled(ctx, key, Mode::Read)?;
+        let latch = open_settled(ctx, key, OpenMode::Read)?;
         if latch::is_open(latch.get(latch::parse_count)?) {
             ctx.reply_integer(1);
         } else if ctx.can_block() {
@@ -182,7 +182,7 @@ impl Command for LatchInfo {
 
     fn run(ctx: Ctx, argv: &[RStr]) -> CommandResult {
         let cmd = args::KeyOnly::parse(LatchInfo::SPEC.name(), argv)?;
-        let latch = ValueKey::open(ctx, cmd.key, Mode::Read)?;
+        let latch = ValueKey::open(ctx, cmd.key, OpenMode::Read)?;
         let count = latch.get(latch::parse_count)?.unwrap_or(0).max(0);
         let waiters = handoff::snapshot(ctx, cmd.key);
         ctx.reply_map(3);

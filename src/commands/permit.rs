@@ -38,7 +38,7 @@ use crate::commands::semaphore::{self as sem_cmd, open_settled, AcquireArgs, Acq
 use crate::config;
 use crate::errors::{self, Refusal};
 use crate::ffi::command::{Access, Command, CommandResult, CommandSpec, KeyFlags};
-use crate::ffi::key::Mode;
+use crate::ffi::key::OpenMode;
 use crate::ffi::{Ctx, RStr};
 use crate::grant_policy::Ask;
 use crate::handoff::{
@@ -207,7 +207,7 @@ impl Command for SemInfo {
         const SHOWN: usize = 1_000;
         let cmd = args::KeyOnly::parse(SemInfo::SPEC.name(), argv)?;
         let names = SemaphoreNames::of(cmd.key);
-        let sem = SemaphoreKeys::open(ctx, &names, Mode::Read)?;
+        let sem = SemaphoreKeys::open(ctx, &names, OpenMode::Read)?;
         let available = sem_cmd::available(ctx, &sem)?;
         let now = ctx.now_ms();
         let permits: Vec<(Vec<u8>, i64)> = sem

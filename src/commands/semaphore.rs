@@ -35,7 +35,7 @@ use crate::args::{self, Arg};
 use crate::commands::arg_docs::{KEY, PERMITS, PX_TTL, WAIT};
 use crate::errors::{self, Refusal};
 use crate::ffi::command::{Access, ArgDoc, ArgKind, Command, CommandResult, CommandSpec, KeyFlags};
-use crate::ffi::key::Mode;
+use crate::ffi::key::OpenMode;
 use crate::ffi::{Ctx, RStr};
 use crate::grant_policy::Ask;
 use crate::handoff::semaphore::{carry_out_sem, settle, wait};
@@ -197,7 +197,7 @@ pub fn open_settled<'a>(
     ctx: Ctx<'a>,
     names: &'a SemaphoreNames<'a>,
 ) -> Result<(SemaphoreKeys<'a>, bool), Refusal> {
-    let sem = SemaphoreKeys::open(ctx, names, Mode::Write)?;
+    let sem = SemaphoreKeys::open(ctx, names, OpenMode::Write)?;
     let queued = settle(ctx, &sem)?;
     Ok((sem, queued))
 }
@@ -342,7 +342,7 @@ impl Command for SemAvailable {
     fn run(ctx: Ctx, argv: &[RStr]) -> CommandResult {
         let cmd = args::KeyOnly::parse(SemAvailable::SPEC.name(), argv)?;
         let names = SemaphoreNames::of(cmd.key);
-        let sem = SemaphoreKeys::open(ctx, &names, Mode::Read)?;
+        let sem = SemaphoreKeys::open(ctx, &names, OpenMode::Read)?;
         ctx.reply_integer(available(ctx, &sem)?);
         Ok(())
     }

@@ -58,7 +58,7 @@ impl WaitHandler for Waiting {
         match waiter.ask {
             Ask::Permits { leased: true, .. } => ctx.reply_null(),
             Ask::Permits { leased: false, .. } | Ask::Latch => ctx.reply_integer(0),
-            Ask::Lock | Ask::Read | Ask::Write => {
+            Ask::Lock | Ask::Rw(_) => {
                 let key = OwnedStr::new(&key);
                 let ttl = LockKey::open_read(ctx, key.borrow()).map_or(-2, |lock| lock.ttl_ms());
                 replies::busy(ctx, ttl, waiter.token);

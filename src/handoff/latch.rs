@@ -21,7 +21,7 @@
 use super::{queues, queues_then_stop_timers, wait_in_queue, watch_until, Wants};
 use crate::events;
 use crate::ffi::blocking::{self, Wake};
-use crate::ffi::key::Mode;
+use crate::ffi::key::OpenMode;
 use crate::ffi::{Ctx, OwnedStr};
 use crate::grant_policy::{Ask, Kind, Opened};
 use crate::latch::{self, LatchDecision, LatchWrite, NEW_COUNT_MESSAGE, ZERO_MESSAGE};
@@ -130,7 +130,7 @@ fn watch(ctx: Ctx, latch: &ValueKey) {
 /// (writes are not held back): carries out what happened to it.
 pub(super) fn look(ctx: Ctx, key: &[u8]) {
     let name = OwnedStr::new(key);
-    let opened_as_latch = match ValueKey::open(ctx, name.borrow(), Mode::Write) {
+    let opened_as_latch = match ValueKey::open(ctx, name.borrow(), OpenMode::Write) {
         Ok(latch) => {
             settle(ctx, &latch);
             true

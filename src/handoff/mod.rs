@@ -81,11 +81,11 @@ use crate::counter_key::{self, NextToken};
 use crate::ffi::blocking::{self, BlockedClient, Wake};
 use crate::ffi::timer::{self, TimerId};
 use crate::ffi::{Ctx, OwnedStr, RStr};
-use crate::grant_policy::{Ask, ReadWrite, RwHolders};
+use crate::grant_policy::{Ask, Mode, ReadWrite, RwHolders};
 use crate::lock::{self, Decision};
 use crate::lock_key::LockKey;
 use crate::replica_sync::SyncSpec;
-use crate::rwlock::{self, Effect, RwDecision, RwEvent, RwMode};
+use crate::rwlock::{self, Effect, RwDecision, RwEvent};
 use crate::rwlock_key::RwLockKey;
 use crate::stats::{self, Counted};
 use crate::wait_queue::{WaitQueues, Waiter, WaiterInfo, Watch};
@@ -337,8 +337,7 @@ fn grant_waiter(ctx: Ctx, lock: &LockKey, waiter: Waiter<BlockedClient>) -> bool
             carry_out(ctx, lock, lock::hand_off(owner.borrow(), expire_at));
             None
         }
-        Ask::Read => Some(RwMode::Read),
-        Ask::Write => Some(RwMode::Write),
+        Ask::Rw(mode) => Some(mode),
         // A semaphore's or latch's waiter in a lock's queue (the key
         // changed type while it waited): it can never be served here.
         Ask::Permits { .. } | Ask::Latch => {
@@ -427,14 +426,14 @@ pub fn carry_out_rw<R: Counted>(
             }
             let handed = grant_next(ctx, lock, ctx.selected_db());
             if freed && !handed {
-                events::publish_rw_unlock(ctx, lock.name(), message == RwMode::Write);
+                events::publish_rw_unlock(ctx, lock.name(), message == Mode::Write);
             }
         }
         Some(RwEvent::Forced { message }) => {
             stats::FORCED.incr();
             events::notify(ctx, lock.name(), lock::Event::Forced);
             if !grant_next(ctx, lock, ctx.selected_db()) {
-                events::publish_rw_unlock(ctx, lock.name(), message == RwMode::Write);
+                events::publish_rw_unlock(ctx, lock.name(), message == Mode::Write);
             }
         }
         None => {}

@@ -25,7 +25,7 @@ use super::{queues, queues_then_stop_timers, wait_in_queue, waiting_clients, wat
 use crate::errors::{self, Refusal};
 use crate::events;
 use crate::ffi::blocking::{self, BlockedClient, Wake};
-use crate::ffi::key::Mode;
+use crate::ffi::key::OpenMode;
 use crate::ffi::{random_bytes, Ctx, OwnedStr};
 use crate::grant_policy::{Ask, Kind, Permits};
 use crate::semaphore::{self, id_hex, IdSource, PermitId, SemDecision, Took, NON_EXPIRING};
@@ -144,9 +144,7 @@ fn grant(ctx: Ctx, sem: &SemaphoreKeys, waiter: Waiter<BlockedClient>) -> bool {
         }
         // A waiter of another kind in a semaphore's queue (its key changed
         // type while it waited): it can never be served here.
-        Ask::Lock | Ask::Read | Ask::Write | Ask::Latch => {
-            return refuse(waiter.client, errors::WRONGTYPE)
-        }
+        Ask::Lock | Ask::Rw(_) | Ask::Latch => return refuse(waiter.client, errors::WRONGTYPE),
     };
     stats::WAITS_GRANTED.incr();
     blocking::unblock(waiter.client, Some(wake));
@@ -205,7 +203,7 @@ fn watch_from(ctx: Ctx, sem: &SemaphoreKeys, at: Option<i64>) {
 pub(super) fn look(ctx: Ctx, key: &[u8]) {
     let name = OwnedStr::new(key);
     let names = SemaphoreNames::of(name.borrow());
-    let Ok(sem) = SemaphoreKeys::open(ctx, &names, Mode::Write) else {
+    let Ok(sem) = SemaphoreKeys::open(ctx, &names, OpenMode::Write) else {
         // Another type now: nothing to reclaim; waiters time out.
         queues_then_stop_timers(ctx, |q| q.unwatch(ctx.selected_db(), key));
         return;
