@@ -40,6 +40,7 @@ mod args;
 mod commands;
 mod config;
 mod counter_key;
+mod decision;
 mod errors;
 mod events;
 mod eviction;

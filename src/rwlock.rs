@@ -28,9 +28,11 @@
 //! Decisions are lists of [`Effect`]s the glue (`rwlock_key.rs`) applies and
 //! replicates as plain commands with absolute deadlines.
 
+use crate::decision::{Decision, Event, Publish};
 use crate::errors::{self, Refusal};
 use crate::grant_policy::Mode;
 use crate::lock::parse_hold_count;
+use crate::stats::Tally;
 
 /// What the key holds, as far as a read-write lock is concerned.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -107,12 +109,13 @@ pub enum RwEvent {
     Forced { message: Mode },
 }
 
-/// A decision: reply, effects, event.
+/// A decision: reply, effects, event, what it counts.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RwDecision<R> {
     pub reply: R,
     pub effects: Vec<Effect>,
     pub event: Option<RwEvent>,
+    pub tally: Tally,
 }
 
 impl<R> RwDecision<R> {
@@ -121,18 +124,84 @@ impl<R> RwDecision<R> {
             reply,
             effects,
             event,
+            tally: Tally::Nothing,
         }
     }
 
     fn nothing(reply: R) -> Self {
         RwDecision::new(reply, Vec::new(), None)
     }
+
+    fn counting(self, tally: Tally) -> Self {
+        RwDecision { tally, ..self }
+    }
+
+    /// The deadline its effects leave the hash with, if they set one.
+    pub fn deadline(&self) -> Option<i64> {
+        self.effects.iter().rev().find_map(|e| match e {
+            Effect::ExpireAt(at) => Some(*at),
+            _ => None,
+        })
+    }
+
+    /// Redisson's unlock message, when the lock is left free: after a read
+    /// unlock or after a write unlock.
+    pub fn unlock_message(&self) -> Option<Mode> {
+        match self.event {
+            Some(RwEvent::Released {
+                message,
+                freed: true,
+            })
+            | Some(RwEvent::Forced { message }) => Some(message),
+            _ => None,
+        }
+    }
 }
 
 impl RwDecision<RwAcquired> {
     /// Not grantable now: nothing changes.
     pub fn busy(ttl_ms: i64) -> Self {
-        RwDecision::nothing(RwAcquired::Busy(ttl_ms))
+        RwDecision::nothing(RwAcquired::Busy(ttl_ms)).counting(Tally::Contended)
+    }
+}
+
+/// Fewer holders serve the queue (readers may join the ones left, a
+/// writer take a lock left free); a lock left free is announced, with the
+/// mode it was unlocked from, only when nobody in the queue was served.
+impl<R> Decision for RwDecision<R> {
+    type Reply = R;
+
+    fn tally(&self) -> Tally {
+        self.tally
+    }
+
+    /// The lock's notifications: acquired from free, released when nobody
+    /// holds it any more, forced.
+    fn event(&self) -> Option<Event> {
+        match self.event? {
+            RwEvent::Acquired => Some(Event::Acquired),
+            RwEvent::Released { freed: true, .. } => Some(Event::Released),
+            RwEvent::Released { freed: false, .. } => None,
+            RwEvent::Forced { .. } => Some(Event::Forced),
+        }
+    }
+
+    fn serves(&self) -> bool {
+        matches!(
+            self.event,
+            Some(RwEvent::Released { .. } | RwEvent::Forced { .. })
+        )
+    }
+
+    fn publishes(&self) -> Publish {
+        match self.unlock_message() {
+            Some(_) => Publish::UnlessServed,
+            None => Publish::Never,
+        }
+    }
+
+    fn into_reply(self) -> R {
+        self.reply
     }
 }
 
@@ -201,10 +270,11 @@ pub fn read_acquire(
                 Effect::ExpireAt(expire_at),
             ],
             Some(RwEvent::Acquired),
-        )),
+        )
+        .counting(Tally::Granted(Mode::Read))),
         Shape::Rw(Mode::Read) if holds || !queued => read_again(view, now, expire_at),
         Shape::Rw(Mode::Write) if view.writes > 0 => read_again(view, now, expire_at),
-        Shape::Rw(_) | Shape::Other => Ok(RwDecision::nothing(RwAcquired::Busy(view.ttl_ms))),
+        Shape::Rw(_) | Shape::Other => Ok(RwDecision::busy(view.ttl_ms)),
     }
 }
 
@@ -227,7 +297,8 @@ fn read_again(view: RwView, now: i64, expire_at: i64) -> Result<RwDecision<RwAcq
             Effect::ExpireAt(hash_at),
         ],
         None,
-    ))
+    )
+    .counting(Tally::Granted(Mode::Read)))
 }
 
 /// Take the write hold (or re-enter it) for the caller, lease `lease_ms`.
@@ -248,7 +319,8 @@ pub fn write_acquire(
                 Effect::ExpireAt(expire_at),
             ],
             Some(RwEvent::Acquired),
-        )),
+        )
+        .counting(Tally::Granted(Mode::Write))),
         Shape::Rw(Mode::Write) if view.writes > 0 => {
             // Redisson's rule: a re-entry adds the lease to what is left.
             let at = match view.ttl_ms {
@@ -262,10 +334,11 @@ pub fn write_acquire(
                     Effect::ExpireAt(at),
                 ],
                 None,
-            ))
+            )
+            .counting(Tally::Granted(Mode::Write)))
         }
         Shape::Rw(Mode::Read) if view.reads > 0 => Err(RwError::UpgradeRefused),
-        Shape::Rw(_) | Shape::Other => Ok(RwDecision::nothing(RwAcquired::Busy(view.ttl_ms))),
+        Shape::Rw(_) | Shape::Other => Ok(RwDecision::busy(view.ttl_ms)),
     }
 }
 
@@ -348,7 +421,7 @@ pub fn read_release(
                 freed: true,
             };
             // Redisson answers 1 when its unlock deleted the lock.
-            RwDecision::new(RwReleased::Done, effects, Some(event))
+            RwDecision::new(RwReleased::Done, effects, Some(event)).counting(Tally::Released)
         }
     }
 }
@@ -379,7 +452,7 @@ pub fn write_release(view: RwView, expire_at: Option<i64>) -> RwDecision<RwRelea
         message: Mode::Write,
         freed: true,
     };
-    RwDecision::new(RwReleased::Done, vec![Effect::Delete], Some(event))
+    RwDecision::new(RwReleased::Done, vec![Effect::Delete], Some(event)).counting(Tally::Released)
 }
 
 /// Renew every hold of the caller to `expire_at` (a watchdog's call): its
@@ -423,7 +496,8 @@ pub fn force(shape: Shape) -> RwDecision<bool> {
             true,
             vec![Effect::Delete],
             Some(RwEvent::Forced { message: mode }),
-        ),
+        )
+        .counting(Tally::Forced),
         Shape::Free | Shape::Other => RwDecision::nothing(false),
     }
 }
@@ -442,7 +516,10 @@ pub fn hand_off(
         Mode::Read => read_acquire(view, false, now, expire_at)?,
         Mode::Write => write_acquire(view, now, lease_ms)?,
     };
-    Ok(decision)
+    Ok(match decision.reply {
+        RwAcquired::Busy(_) => decision,
+        _ => decision.counting(Tally::HandedOffAs(mode)),
+    })
 }
 
 #[cfg(test)]
@@ -716,5 +793,38 @@ mod tests {
         );
         assert!(!force(Shape::Other).reply);
         assert!(!force(Shape::Free).reply);
+    }
+
+    #[test]
+    fn each_decision_says_what_it_counts_and_when_its_unlock_is_announced() {
+        let taken = read_acquire(RwView::FREE, false, NOW, NOW + 100).unwrap();
+        assert_eq!(taken.tally, Tally::Granted(Mode::Read));
+        assert_eq!(
+            (taken.event(), taken.serves()),
+            (Some(Event::Acquired), false)
+        );
+        let busy = write_acquire(view(READ, 0, 0, 50), NOW, 100).unwrap();
+        assert_eq!(busy.tally, Tally::Contended);
+        let handed = hand_off(Mode::Write, RwView::FREE, NOW, 100).unwrap();
+        assert_eq!(handed.tally, Tally::HandedOffAs(Mode::Write));
+        let freed = write_release(view(WRITE, 0, 1, 50), None);
+        assert_eq!(freed.tally, Tally::Released);
+        assert_eq!(freed.event(), Some(Event::Released));
+        assert_eq!(
+            (freed.serves(), freed.publishes()),
+            (true, Publish::UnlessServed)
+        );
+        assert_eq!(freed.unlock_message(), Some(Mode::Write));
+        // A writer that still reads: readers behind it may join, but the
+        // lock is not free, so nothing is announced.
+        let downgraded = write_release(view(WRITE, 1, 1, 50), None);
+        assert_eq!(downgraded.event(), None);
+        assert_eq!(
+            (downgraded.serves(), downgraded.publishes()),
+            (true, Publish::Never)
+        );
+        let forced = force(READ);
+        assert_eq!(forced.tally, Tally::Forced);
+        assert_eq!(forced.unlock_message(), Some(Mode::Read));
     }
 }

@@ -45,7 +45,7 @@ use crate::grant_policy::{Ask, Mode};
 use crate::lock_key::LockKey;
 use crate::rwlock::{self, RwAcquired};
 use crate::rwlock_key::RwLockKey;
-use crate::{fencing, handoff, replies, stats};
+use crate::{fencing, handoff, replies};
 
 /// `LOCK.RACQUIRE`, as registered.
 pub struct LockRAcquire;
@@ -134,7 +134,6 @@ fn run(ctx: Ctx, cmd: Acquire<RStr>, mode: Mode) -> CommandResult {
     let next_token = NextToken::prepare_if(ctx, counter.as_ref())?;
     match handoff::carry_out_rw(ctx, &lock, cmd.owner, decision) {
         RwAcquired::Taken | RwAcquired::Reentered => {
-            stats::count_rw_grant(mode);
             let token = next_token.map(|next| next.issue(lock.deadline_ms().unwrap_or(expire_at)));
             replies::granted(ctx, token);
         }

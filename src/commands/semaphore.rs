@@ -41,7 +41,6 @@ use crate::grant_policy::Ask;
 use crate::handoff::semaphore::{carry_out_sem, settle, wait};
 use crate::semaphore::{self, Took};
 use crate::semaphore_key::{SemaphoreKeys, SemaphoreNames};
-use crate::stats::Counted;
 
 /// `LOCK.SEMSET`, as registered.
 pub struct SemSet;
@@ -204,7 +203,7 @@ pub fn open_settled<'a>(
 
 /// Opens, settles, decides with `decide` and carries it out; replies the
 /// decision's integer.
-fn change<R: Counted + Into<i64>>(
+fn change<R: Into<i64>>(
     ctx: Ctx,
     key: RStr,
     decide: impl FnOnce(Option<i64>) -> Result<semaphore::SemDecision<R>, Refusal>,

@@ -25,7 +25,7 @@ use crate::ffi::key::OpenMode;
 use crate::ffi::{Ctx, OwnedStr};
 use crate::grant_policy::{Ask, Kind, Opened};
 use crate::latch::{self, LatchDecision, LatchWrite, NEW_COUNT_MESSAGE, ZERO_MESSAGE};
-use crate::stats;
+use crate::stats::{self, Tally};
 use crate::value_key::ValueKey;
 use crate::wait_queue::Watch;
 
@@ -57,12 +57,12 @@ pub fn carry_out_latch<R>(ctx: Ctx, latch: &ValueKey, decision: LatchDecision<R>
 /// The latch `key` is gone: publish `0`, answer every waiter `reply`, and
 /// stop watching it.
 fn opened(ctx: Ctx, key: &[u8], reply: i64) {
-    let counter = if reply == EXPIRED {
-        &stats::LATCHES_EXPIRED
+    let tally = if reply == EXPIRED {
+        Tally::LatchExpired
     } else {
-        &stats::LATCHES_OPENED
+        Tally::LatchOpened
     };
-    counter.incr();
+    tally.count();
     let name = OwnedStr::new(key);
     events::publish_latch(ctx, name.borrow(), ZERO_MESSAGE);
     let (db, now) = (ctx.selected_db(), ctx.live_now_ms());

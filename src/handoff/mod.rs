@@ -78,16 +78,17 @@ use synced::hold_reply_for_replicas;
 use timers::{after, look_at, wake_for_timeouts, writes_held_back, LookAt, PAUSE_POLL_MS};
 
 use crate::counter_key::{self, NextToken};
+use crate::decision::{Decision, Event, Publish};
 use crate::ffi::blocking::{self, BlockedClient, Wake};
 use crate::ffi::timer::{self, TimerId};
 use crate::ffi::{Ctx, OwnedStr, RStr};
 use crate::grant_policy::{Ask, Mode, ReadWrite, RwHolders};
-use crate::lock::{self, Decision};
+use crate::lock::{self, LockDecision};
 use crate::lock_key::LockKey;
 use crate::replica_sync::SyncSpec;
-use crate::rwlock::{self, Effect, RwDecision, RwEvent};
+use crate::rwlock::{self, RwDecision, RwEvent};
 use crate::rwlock_key::RwLockKey;
-use crate::stats::{self, Counted};
+use crate::stats;
 use crate::wait_queue::{WaitQueues, Waiter, WaiterInfo, Watch};
 use crate::{errors, events};
 
@@ -252,22 +253,22 @@ pub fn settle(ctx: Ctx, lock: &LockKey) -> bool {
 /// hand-off does it:
 /// 1. apply its write to the key and replicate the effect (`lock_key.rs`);
 /// 2. if the write set a deadline, make sure the queue's timer is due by then;
-/// 3. count its outcome (`INFO lock`, [`Counted`]);
+/// 3. count what the decision counts (`INFO lock`, its `Tally`);
 /// 4. emit its keyspace notification, and when the lock is left free, hand
 ///    it to the first waiter or, when nobody waits, publish the unlock message.
 ///
 /// Returns the decision's reply, for the caller to answer.
-pub fn carry_out<R: Counted>(ctx: Ctx, lock: &LockKey, decision: Decision<R, RStr>) -> R {
+pub fn carry_out<R>(ctx: Ctx, lock: &LockKey, decision: LockDecision<R, RStr>) -> R {
     lock.apply(decision.write);
     lease_changed(ctx, lock, decision.write.deadline());
-    decision.reply.count();
-    if let Some(event) = decision.event {
+    decision.tally().count();
+    if let Some(event) = decision.event() {
         events::notify(ctx, lock.name(), event);
         if event.frees_lock() {
             hand_on_or_publish(ctx, lock);
         }
     }
-    decision.reply
+    decision.into_reply()
 }
 
 /// `lock` was just left free: grant it to the first waiter, or, when nobody
@@ -335,6 +336,7 @@ fn grant_waiter(ctx: Ctx, lock: &LockKey, waiter: Waiter<BlockedClient>) -> bool
     let mode = match waiter.ask {
         Ask::Lock => {
             carry_out(ctx, lock, lock::hand_off(owner.borrow(), expire_at));
+            stats::WAITS_GRANTED.incr();
             None
         }
         Ask::Rw(mode) => Some(mode),
@@ -361,8 +363,6 @@ fn grant_waiter(ctx: Ctx, lock: &LockKey, waiter: Waiter<BlockedClient>) -> bool
             }
             Ok(decision) => {
                 carry_out_rw(ctx, lock, owner.borrow(), decision);
-                stats::count_rw_grant(mode);
-                stats::HANDOFFS.incr();
                 stats::WAITS_GRANTED.incr();
             }
             Err(e) => {
@@ -401,39 +401,29 @@ pub fn settle_rw(ctx: Ctx, lock: &LockKey) -> bool {
 /// effects (`rwlock_key.rs`), re-aim the queue's timer at a new deadline,
 /// count it, notify, and when holders left, serve the queue or, when
 /// nobody holds it any more and nobody waits, publish the unlock message.
-pub fn carry_out_rw<R: Counted>(
-    ctx: Ctx,
-    lock: &LockKey,
-    owner: RStr,
-    decision: RwDecision<R>,
-) -> R {
+pub fn carry_out_rw<R>(ctx: Ctx, lock: &LockKey, owner: RStr, decision: RwDecision<R>) -> R {
     let rw = RwLockKey::of(lock);
     rw.apply(owner, &decision.effects);
-    let deadline = decision.effects.iter().rev().find_map(|e| match e {
-        Effect::ExpireAt(at) => Some(*at),
-        _ => None,
-    });
-    lease_changed(ctx, lock, deadline);
-    decision.reply.count();
+    lease_changed(ctx, lock, decision.deadline());
+    decision.tally.count();
     match decision.event {
         Some(RwEvent::Acquired) => {
-            events::notify(ctx, lock.name(), lock::Event::Acquired);
+            events::notify(ctx, lock.name(), Event::Acquired);
         }
         Some(RwEvent::Released { message, freed }) => {
             if freed {
-                stats::RELEASED.incr();
-                events::notify(ctx, lock.name(), lock::Event::Released);
+                events::notify(ctx, lock.name(), Event::Released);
             }
             let handed = grant_next(ctx, lock, ctx.selected_db());
-            if freed && !handed {
+            if decision.publishes() == Publish::UnlessServed && !handed {
                 events::publish_rw_unlock(ctx, lock.name(), message == Mode::Write);
             }
         }
-        Some(RwEvent::Forced { message }) => {
-            stats::FORCED.incr();
-            events::notify(ctx, lock.name(), lock::Event::Forced);
+        Some(RwEvent::Forced { .. }) => {
+            events::notify(ctx, lock.name(), Event::Forced);
             if !grant_next(ctx, lock, ctx.selected_db()) {
-                events::publish_rw_unlock(ctx, lock.name(), message == Mode::Write);
+                let message = decision.unlock_message();
+                events::publish_rw_unlock(ctx, lock.name(), message == Some(Mode::Write));
             }
         }
         None => {}

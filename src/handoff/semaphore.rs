@@ -30,7 +30,7 @@ use crate::ffi::{random_bytes, Ctx, OwnedStr};
 use crate::grant_policy::{Ask, Kind, Permits};
 use crate::semaphore::{self, id_hex, IdSource, PermitId, SemDecision, Took, NON_EXPIRING};
 use crate::semaphore_key::{SemaphoreKeys, SemaphoreNames};
-use crate::stats::{self, Counted};
+use crate::stats;
 use crate::wait_queue::{Waiter, Watch};
 
 /// Carries out a semaphore decision, the one way every semaphore command
@@ -41,9 +41,9 @@ use crate::wait_queue::{Waiter, Watch};
 /// 4. announce the permits now available on `redisson_sc:{name}`;
 /// 5. when leased permits came or went, aim the queue's timer at the
 ///    earliest deadline left.
-pub fn carry_out_sem<R: Counted>(ctx: Ctx, sem: &SemaphoreKeys, decision: SemDecision<R>) -> R {
+pub fn carry_out_sem<R>(ctx: Ctx, sem: &SemaphoreKeys, decision: SemDecision<R>) -> R {
     sem.apply(&decision);
-    decision.reply.count();
+    decision.tally.count();
     if decision.freed {
         serve(ctx, sem);
     }
