@@ -105,9 +105,12 @@ impl GrantPolicy for ReadWrite {
 
 /// What one waiter of the shared queue asks for: the lock, a read-write
 /// lock's read or write hold, permits of a semaphore, or a latch to open.
-/// A lock's queue is served with [`ReadWrite`]: a lock waiter is a writer
-/// (it needs nobody holding), so a queue of lock waiters is served one at
-/// a time, head first, when the lock is free.
+/// This is where the kinds' asks are named: a new kind adds its variant
+/// (and its name for `LOCK.INFO`); the projections below see any other
+/// kind's ask as one they cannot grant. A lock's queue is served with
+/// [`ReadWrite`]: a lock waiter is a writer (it needs nobody holding), so a
+/// queue of lock waiters is served one at a time, head first, when the lock
+/// is free.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Ask {
     Lock,
@@ -123,25 +126,13 @@ pub enum Ask {
     Latch,
 }
 
-/// The kinds of object a queue can be for: what its keys are and which
-/// policy serves it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
-    /// A lock or read-write lock: a hash ([`ReadWrite`]).
-    Lock,
-    /// A semaphore: a string and a sorted set ([`Permits`]).
-    Semaphore,
-    /// A count-down latch: a string ([`Opened`]).
-    Latch,
-}
-
 /// What asks of another kind than their queue's are seen as: nothing can
 /// be granted them (a key of one type cannot be another kind's).
 static UNGRANTABLE: i64 = i64::MAX;
 
 impl Ask {
     /// How [`ReadWrite`] sees it (other kinds' asks: as writers, who are
-    /// then refused the lock, `handoff`).
+    /// then refused the lock, `waiting/lock.rs`).
     pub fn mode(&self) -> &Mode {
         match self {
             Ask::Rw(mode) => mode,
@@ -162,15 +153,6 @@ impl Ask {
         match self {
             Ask::Latch => &true,
             _ => &false,
-        }
-    }
-
-    /// The kind of object it is asked of.
-    pub fn kind(self) -> Kind {
-        match self {
-            Ask::Lock | Ask::Rw(_) => Kind::Lock,
-            Ask::Permits { .. } => Kind::Semaphore,
-            Ask::Latch => Kind::Latch,
         }
     }
 

@@ -136,24 +136,13 @@ impl<R> RwDecision<R> {
         RwDecision { tally, ..self }
     }
 
-    /// The deadline its effects leave the hash with, if they set one.
-    pub fn deadline(&self) -> Option<i64> {
-        self.effects.iter().rev().find_map(|e| match e {
-            Effect::ExpireAt(at) => Some(*at),
-            _ => None,
-        })
-    }
-
     /// Redisson's unlock message, when the lock is left free: after a read
     /// unlock or after a write unlock.
     pub fn unlock_message(&self) -> Option<Mode> {
-        match self.event {
-            Some(RwEvent::Released {
-                message,
-                freed: true,
-            })
-            | Some(RwEvent::Forced { message }) => Some(message),
-            _ => None,
+        match self.event? {
+            RwEvent::Released { message, freed } => freed.then_some(message),
+            RwEvent::Forced { message } => Some(message),
+            RwEvent::Acquired => None,
         }
     }
 }
@@ -175,8 +164,6 @@ impl<R> Decision for RwDecision<R> {
         self.tally
     }
 
-    /// The lock's notifications: acquired from free, released when nobody
-    /// holds it any more, forced.
     fn event(&self) -> Option<Event> {
         match self.event? {
             RwEvent::Acquired => Some(Event::Acquired),
@@ -187,10 +174,7 @@ impl<R> Decision for RwDecision<R> {
     }
 
     fn serves(&self) -> bool {
-        matches!(
-            self.event,
-            Some(RwEvent::Released { .. } | RwEvent::Forced { .. })
-        )
+        self.event.is_some_and(|e| e != RwEvent::Acquired)
     }
 
     fn publishes(&self) -> Publish {
@@ -569,6 +553,7 @@ mod tests {
             ]
         );
         assert_eq!(d.event, Some(RwEvent::Acquired));
+        assert_eq!(d.tally, Tally::Granted(Mode::Read));
         let d = write_acquire(RwView::FREE, NOW, 100).unwrap();
         assert_eq!(d.reply, RwAcquired::Taken);
         assert_eq!(
@@ -797,34 +782,16 @@ mod tests {
 
     #[test]
     fn each_decision_says_what_it_counts_and_when_its_unlock_is_announced() {
-        let taken = read_acquire(RwView::FREE, false, NOW, NOW + 100).unwrap();
-        assert_eq!(taken.tally, Tally::Granted(Mode::Read));
-        assert_eq!(
-            (taken.event(), taken.serves()),
-            (Some(Event::Acquired), false)
-        );
-        let busy = write_acquire(view(READ, 0, 0, 50), NOW, 100).unwrap();
-        assert_eq!(busy.tally, Tally::Contended);
         let handed = hand_off(Mode::Write, RwView::FREE, NOW, 100).unwrap();
         assert_eq!(handed.tally, Tally::HandedOffAs(Mode::Write));
         let freed = write_release(view(WRITE, 0, 1, 50), None);
         assert_eq!(freed.tally, Tally::Released);
-        assert_eq!(freed.event(), Some(Event::Released));
-        assert_eq!(
-            (freed.serves(), freed.publishes()),
-            (true, Publish::UnlessServed)
-        );
-        assert_eq!(freed.unlock_message(), Some(Mode::Write));
+        let announced = (freed.event(), freed.publishes());
+        assert_eq!(announced, (Some(Event::Released), Publish::UnlessServed));
         // A writer that still reads: readers behind it may join, but the
         // lock is not free, so nothing is announced.
-        let downgraded = write_release(view(WRITE, 1, 1, 50), None);
-        assert_eq!(downgraded.event(), None);
-        assert_eq!(
-            (downgraded.serves(), downgraded.publishes()),
-            (true, Publish::Never)
-        );
-        let forced = force(READ);
-        assert_eq!(forced.tally, Tally::Forced);
-        assert_eq!(forced.unlock_message(), Some(Mode::Read));
+        let kept = write_release(view(WRITE, 1, 1, 50), None);
+        let announced = (kept.event(), kept.serves(), kept.publishes());
+        assert_eq!(announced, (None, true, Publish::Never));
     }
 }

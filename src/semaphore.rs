@@ -7,7 +7,7 @@
 //! (`value_key.rs`, `permits_key.rs` read and write them). Every decision
 //! here says what to write, what to publish on `redisson_sc:{name}`, and
 //! whether permits were freed (then the wait queue is served:
-//! `handoff/semaphore.rs`).
+//! `waiting/semaphore.rs`).
 //!
 //! Fairness is the queue's (`grant_policy::Permits`): a command that finds
 //! clients queued does not take permits before them, even when enough are

@@ -23,10 +23,10 @@ use crate::counter_key::{self, CounterKey};
 use crate::ffi::command::{Access, Command, CommandResult, CommandSpec, KeyFlags};
 use crate::ffi::key::OpenMode;
 use crate::ffi::{Ctx, RStr};
-use crate::handoff;
 use crate::lock::parse_hold_count;
 use crate::lock_key::LockKey;
 use crate::rwlock_key::{RwLockKey, Snapshot};
+use crate::waiting;
 
 /// `LOCK.INFO`, as registered.
 pub struct LockInfo;
@@ -52,7 +52,7 @@ impl Command for LockInfo {
             .into_iter()
             .filter(|(field, _)| rw.is_none() || field != b"mode")
             .collect();
-        let waiters = handoff::snapshot(ctx, cmd.key);
+        let waiters = waiting::snapshot(ctx, cmd.key);
         let token = last_token(ctx, cmd.key);
 
         ctx.reply_map(if rw.is_some() { 9 } else { 6 });

@@ -1,7 +1,7 @@
 //! The count-down latch's commands, on Redisson `RCountDownLatch`'s layout:
 //! the string `key` holds the count and is deleted at zero; messages on
 //! `redisson_countdownlatch__channel__{key}` (`1` a new count, `0` open).
-//! `latch.rs` decides, `handoff/latch.rs` carries out and answers waiters.
+//! `latch.rs` decides, `waiting/latch.rs` carries out and answers waiters.
 //!
 //! * `LOCK.LATCHSET key count [PX ttl-ms]`: sets the count when `key` does
 //!   not exist (`trySetCount`). Reply: 1 set, 0 it exists. With `PX` the
@@ -31,12 +31,10 @@ use crate::errors::{self, Refusal};
 use crate::ffi::command::{Access, ArgDoc, ArgKind, Command, CommandResult, CommandSpec, KeyFlags};
 use crate::ffi::key::OpenMode;
 use crate::ffi::{Ctx, RStr};
-use crate::handoff::{
-    self,
-    latch::{carry_out_latch, settle, wait},
-};
 use crate::latch;
 use crate::value_key::ValueKey;
+use crate::waiting::latch::{settle, wait, Latch};
+use crate::waiting::{self, carry_out};
 
 /// `LOCK.LATCHSET`, as registered.
 pub struct LatchSet;
@@ -72,7 +70,7 @@ pub fn parse_await<'a, A: Arg<'a>>(argv: &[A]) -> Result<(A, i64), Refusal> {
 /// that happened behind the module's back.
 fn open_settled<'a>(ctx: Ctx<'a>, key: RStr<'a>, mode: OpenMode) -> Result<ValueKey<'a>, Refusal> {
     let latch = ValueKey::open(ctx, key, mode)?;
-    settle(ctx, &latch);
+    settle(ctx, &latch)?;
     Ok(latch)
 }
 
@@ -97,7 +95,7 @@ impl Command for LatchSet {
         let latch = open_settled(ctx, cmd.key, OpenMode::Write)?;
         let current = latch.get(latch::parse_count)?;
         let decision = latch::set_count(current, cmd.count, expire_at);
-        let set = carry_out_latch(ctx, &latch, decision);
+        let set = carry_out(ctx, &Latch::of(&latch), decision);
         ctx.reply_integer(i64::from(set));
         Ok(())
     }
@@ -118,7 +116,7 @@ impl Command for CountDown {
         let cmd = args::KeyOnly::parse(CountDown::SPEC.name(), argv)?;
         let latch = open_settled(ctx, cmd.key, OpenMode::Write)?;
         let decision = latch::count_down(latch.get(latch::parse_count)?);
-        let left = carry_out_latch(ctx, &latch, decision);
+        let left = carry_out(ctx, &Latch::of(&latch), decision);
         ctx.reply_integer(left);
         Ok(())
     }
@@ -184,7 +182,7 @@ impl Command for LatchInfo {
         let cmd = args::KeyOnly::parse(LatchInfo::SPEC.name(), argv)?;
         let latch = ValueKey::open(ctx, cmd.key, OpenMode::Read)?;
         let count = latch.get(latch::parse_count)?.unwrap_or(0).max(0);
-        let waiters = handoff::snapshot(ctx, cmd.key);
+        let waiters = waiting::snapshot(ctx, cmd.key);
         ctx.reply_map(3);
         ctx.reply_simple(c"count");
         ctx.reply_integer(count);

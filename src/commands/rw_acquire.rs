@@ -45,7 +45,9 @@ use crate::grant_policy::{Ask, Mode};
 use crate::lock_key::LockKey;
 use crate::rwlock::{self, RwAcquired};
 use crate::rwlock_key::RwLockKey;
-use crate::{fencing, handoff, replies};
+use crate::waiting::lock::RwCaller;
+use crate::waiting::{self, carry_out};
+use crate::{fencing, replies};
 
 /// `LOCK.RACQUIRE`, as registered.
 pub struct LockRAcquire;
@@ -118,7 +120,7 @@ fn run(ctx: Ctx, cmd: Acquire<RStr>, mode: Mode) -> CommandResult {
     let lock = LockKey::open_write(ctx, cmd.key)?;
     // The queue first: a lock freed behind its back goes to the head, and
     // a newcomer that holds nothing queues behind whoever still waits.
-    let queued = handoff::settle_rw(ctx, &lock);
+    let queued = waiting::lock::settle_rw(ctx, &lock)?;
     let view = RwLockKey::of(&lock).view(cmd.owner)?;
     let decision = match mode {
         Mode::Read => rwlock::read_acquire(view, queued, now, expire_at),
@@ -132,14 +134,18 @@ fn run(ctx: Ctx, cmd: Acquire<RStr>, mode: Mode) -> CommandResult {
     let granted = !matches!(decision.reply, RwAcquired::Busy(_));
     let counter = counter_key::wanted_counter(cmd.key, granted && cmd.token)?;
     let next_token = NextToken::prepare_if(ctx, counter.as_ref())?;
-    match handoff::carry_out_rw(ctx, &lock, cmd.owner, decision) {
+    let caller = RwCaller {
+        lock: &lock,
+        owner: cmd.owner,
+    };
+    match carry_out(ctx, &caller, decision) {
         RwAcquired::Taken | RwAcquired::Reentered => {
             let token = next_token.map(|next| next.issue(lock.deadline_ms().unwrap_or(expire_at)));
             replies::granted(ctx, token);
         }
         RwAcquired::Busy(ttl) => match cmd.wait_ms {
             Some(timeout_ms) if ctx.can_block() => {
-                handoff::wait(ctx, &lock, cmd.waiter(timeout_ms, None, Ask::Rw(mode)));
+                waiting::lock::wait(ctx, &lock, cmd.waiter(timeout_ms, None, Ask::Rw(mode)));
             }
             _ => replies::busy(ctx, ttl, cmd.token),
         },

@@ -1,7 +1,7 @@
 //! The semaphore's commands, on Redisson `RSemaphore`'s layout: the string
 //! `key` holds the available permits; every change is announced on
 //! `redisson_sc:{key}` with the new count (`semaphore.rs` decides,
-//! `handoff/semaphore.rs` carries out and serves the queue).
+//! `waiting/` carries out and serves the queue).
 //!
 //! * `LOCK.SEMSET key permits [PX ttl-ms]`: sets the permits when `key`
 //!   does not exist (`trySetPermits`). Reply: 1 set, 0 it exists.
@@ -38,9 +38,10 @@ use crate::ffi::command::{Access, ArgDoc, ArgKind, Command, CommandResult, Comma
 use crate::ffi::key::OpenMode;
 use crate::ffi::{Ctx, RStr};
 use crate::grant_policy::Ask;
-use crate::handoff::semaphore::{carry_out_sem, settle, wait};
 use crate::semaphore::{self, Took};
 use crate::semaphore_key::{SemaphoreKeys, SemaphoreNames};
+use crate::waiting::carry_out;
+use crate::waiting::semaphore::{settle, wait};
 
 /// `LOCK.SEMSET`, as registered.
 pub struct SemSet;
@@ -211,7 +212,7 @@ fn change<R: Into<i64>>(
     let names = SemaphoreNames::of(key);
     let (sem, _) = open_settled(ctx, &names)?;
     let decision = decide(sem.value()?)?;
-    let reply = carry_out_sem(ctx, &sem, decision);
+    let reply = carry_out(ctx, &sem, decision);
     ctx.reply_integer(reply.into());
     Ok(())
 }
@@ -243,7 +244,7 @@ impl Command for SemSet {
         if created && expire_at.is_some() {
             sem.create_with_expiry(cmd.count, expire_at);
         }
-        let set = carry_out_sem(ctx, &sem, decision);
+        let set = carry_out(ctx, &sem, decision);
         ctx.reply_integer(i64::from(set));
         Ok(())
     }
@@ -295,7 +296,7 @@ impl Command for SemAcquire {
         let names = SemaphoreNames::of(cmd.key);
         let (sem, queued) = open_settled(ctx, &names)?;
         let decision = semaphore::acquire(sem.value()?, cmd.permits, queued);
-        match (carry_out_sem(ctx, &sem, decision), cmd.wait_ms) {
+        match (carry_out(ctx, &sem, decision), cmd.wait_ms) {
             (Took(true), _) => ctx.reply_integer(1),
             (Took(false), Some(timeout_ms)) if ctx.can_block() => {
                 let ask = Ask::Permits {
