@@ -107,8 +107,7 @@ fn due(ctx: Ctx, key: &[u8], rw: bool) {
     let Ok(lock) = LockKey::open_write(ctx, name.borrow()) else {
         return;
     };
-    let read_write =
-        rw || queue::queues(|q| q.any_ask(ctx.selected_db(), key, |ask| ask != Ask::Lock));
+    let read_write = rw || queue::any_asks(ctx, key, |ask| ask != Ask::Lock);
     if read_write && lock.exists() {
         serve(ctx, &lock);
     }

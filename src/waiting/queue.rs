@@ -115,6 +115,12 @@ pub fn has_waiters(ctx: Ctx, key: &[u8]) -> bool {
     waiting_clients() > 0 && queues(|q| q.has_waiters(ctx.selected_db(), key))
 }
 
+/// Whether a waiter of `key`'s queue (selected database) asks for what
+/// `asks` says.
+pub fn any_asks(ctx: Ctx, key: &[u8], asks: impl Fn(Ask) -> bool) -> bool {
+    queues(|q| q.any_ask(ctx.selected_db(), key, asks))
+}
+
 /// `key`'s watch: `None` when it has no queue at all, `Some(None)` when
 /// clients wait but nothing is watched.
 pub fn watch_of(ctx: Ctx, key: &[u8]) -> Option<Option<Watch>> {
