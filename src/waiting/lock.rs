@@ -49,52 +49,36 @@ use crate::replies;
 use crate::rwlock::{self, Effect, RwAcquired, RwDecision};
 use crate::rwlock_key::RwLockKey;
 
-/// The plain lock, as its queue sees it.
-struct PlainLock;
-/// The read-write lock, as its queue sees it.
-struct ReadWriteLock;
-
-static LOCK: PlainLock = PlainLock;
-static RWLOCK: ReadWriteLock = ReadWriteLock;
-
-impl Kind for PlainLock {
-    fn due(&self, ctx: Ctx, key: &[u8]) {
-        due(ctx, key, false);
-    }
-
-    fn timed_out(&self, ctx: Ctx, key: &[u8], waiter: &Waiter) {
-        busy(ctx, key, waiter);
-    }
-
-    /// A lock waiter leaving changes nothing for the others: the lock is
-    /// still held.
-    fn serves_when_one_leaves(&self) -> bool {
-        false
-    }
+/// The lock and the read-write lock, as their queues see them: a queue is
+/// the read-write lock's when its head waiter asks for a read or write
+/// hold, the plain lock's when it asks for the lock.
+struct LockKind {
+    read_write: bool,
 }
 
-impl Kind for ReadWriteLock {
+static LOCK: LockKind = LockKind { read_write: false };
+static RWLOCK: LockKind = LockKind { read_write: true };
+
+impl Kind for LockKind {
     fn due(&self, ctx: Ctx, key: &[u8]) {
-        due(ctx, key, true);
+        due(ctx, key, self.read_write);
     }
 
+    /// What `LOCK.ACQUIRE` (or `LOCK.RACQUIRE`, `LOCK.WACQUIRE`) answers
+    /// when the lock is someone else's: the holder's remaining lease (with
+    /// `TOKEN`, the pair `[ttl, -1]`).
     fn timed_out(&self, ctx: Ctx, key: &[u8], waiter: &Waiter) {
-        busy(ctx, key, waiter);
+        let key = OwnedStr::new(key);
+        let ttl = LockKey::open_read(ctx, key.borrow()).map_or(-2, |lock| lock.ttl_ms());
+        replies::busy(ctx, ttl, waiter.token);
     }
 
-    /// Readers behind a writer that gave up may join the readers holding.
+    /// Readers behind a writer that gave up may join the readers holding;
+    /// a plain lock's waiter leaving changes nothing for the others (the
+    /// lock is still held).
     fn serves_when_one_leaves(&self) -> bool {
-        true
+        self.read_write
     }
-}
-
-/// A lock's waiter whose timeout passed hears what `LOCK.ACQUIRE` answers
-/// when the lock is someone else's: the holder's remaining lease (with
-/// `TOKEN`, the pair `[ttl, -1]`).
-fn busy(ctx: Ctx, key: &[u8], waiter: &Waiter) {
-    let key = OwnedStr::new(key);
-    let ttl = LockKey::open_read(ctx, key.borrow()).map_or(-2, |lock| lock.ttl_ms());
-    replies::busy(ctx, ttl, waiter.token);
 }
 
 /// The queue's timer fired for the lock `key`: a free lock goes to the
