@@ -9,7 +9,7 @@
 //! of it, the timer is always aimed at a new deadline, a waiter is always
 //! served before a message invites the world to race for what it got.
 
-use super::queue::{aim_timer, Aim};
+use super::queue::{self, aim_timer, Aim};
 use crate::decision::{Decision, Publish};
 use crate::events;
 use crate::ffi::{Ctx, RStr};
@@ -49,12 +49,13 @@ pub trait Target<D: Decision> {
 pub fn carry_out<D: Decision, T: Target<D>>(ctx: Ctx, target: &T, decision: D) -> D::Reply {
     target.apply(&decision);
     let name = target.name();
-    aim_timer(
-        ctx,
-        ctx.selected_db(),
-        name.as_bytes(),
-        target.aim(&decision),
-    );
+    match target.aim(&decision) {
+        Aim::Keep => {}
+        // Nobody waits anywhere and nothing is watched (the usual case):
+        // no call into Redis for the key's name or database at all.
+        Aim::After(_) if queue::nothing_waits() => {}
+        aim => aim_timer(ctx, ctx.selected_db(), name.as_bytes(), aim),
+    }
     decision.tally().count();
     if let Some(event) = decision.event() {
         events::notify(ctx, name, event);

@@ -34,7 +34,9 @@
 
 use super::blocked::{self, wait_in_queue};
 use super::carry_out::{carry_out, Target};
-use super::queue::{self, aim_timer, has_waiters, take_run, Aim, Kind, KindRef, Waiter, Wants};
+use super::queue::{
+    self, aim_timer, has_waiters, take_run, waiting_clients, Aim, Kind, KindRef, Waiter, Wants,
+};
 use super::synced::hold_reply_for_replicas;
 use crate::counter_key::{self, NextToken};
 use crate::errors::{self, Refusal};
@@ -149,7 +151,11 @@ pub fn await_replicas(ctx: Ctx, lock: &LockKey, owner: &[u8], token: Option<i64>
 /// back (by `DEL`, expiry..., before the timer ran) goes to the queue
 /// first. Returns whether clients still queue for it (every kind's
 /// `settle` answers this).
+#[inline]
 pub fn settle(ctx: Ctx, lock: &LockKey) -> Result<bool, Refusal> {
+    if waiting_clients() == 0 {
+        return Ok(false); // the usual case: no call into Redis at all
+    }
     let key = lock.name().as_bytes();
     if !has_waiters(ctx, key) {
         return Ok(false);
@@ -165,6 +171,9 @@ pub fn settle(ctx: Ctx, lock: &LockKey) -> Result<bool, Refusal> {
 /// behind the queue's back, or the head just left), so that a newcomer
 /// queues behind whoever still waits.
 pub fn settle_rw(ctx: Ctx, lock: &LockKey) -> Result<bool, Refusal> {
+    if waiting_clients() == 0 {
+        return Ok(false);
+    }
     let key = lock.name().as_bytes();
     if !has_waiters(ctx, key) {
         return Ok(false);

@@ -109,6 +109,11 @@ pub fn snapshot(ctx: Ctx, key: RStr) -> Vec<WaiterInfo> {
     queues(|q| q.snapshot(db, key.as_bytes(), now))
 }
 
+/// Whether there is no queue at all: nobody waits, nothing is watched.
+pub fn nothing_waits() -> bool {
+    queues(|q| q.is_empty())
+}
+
 /// Whether clients queue for `key` of the selected database. Nobody
 /// waiting anywhere (the usual case) costs no lookup.
 pub fn has_waiters(ctx: Ctx, key: &[u8]) -> bool {
@@ -236,8 +241,7 @@ pub fn aim_timer(ctx: Ctx, db: i32, key: &[u8], aim: Aim) {
     match aim {
         Aim::Keep => {}
         Aim::After(deadline) => {
-            // Nobody waits anywhere (the usual case): no lookup at all.
-            if !queues(|q| q.is_empty()) {
+            if !nothing_waits() {
                 arm(ctx, db, key, after(deadline));
             }
         }
