@@ -20,8 +20,9 @@
 
 use super::blocked::wait_in_queue;
 use super::carry_out::{carry_out, Target};
-use super::queue::Watch;
-use super::queue::{self, aim_timer, has_waiters, take_run, watch_of, Aim, Kind, Waiter, Wants};
+use super::queue::{
+    self, aim_timer, has_waiters, take_run, watch_of, Aim, Kind, Waiter, Wants, Watch,
+};
 use crate::errors::Refusal;
 use crate::events;
 use crate::ffi::blocking::Wake;

@@ -22,7 +22,7 @@ use super::carry_out::{carry_out, Target};
 use super::queue::{self, aim_timer, has_waiters, take_run, Aim, Kind, Waiter, Wants, Watch};
 use crate::errors::{self, Refusal};
 use crate::events;
-use crate::ffi::blocking::Wake;
+use crate::ffi::blocking::{BlockedClient, Wake};
 use crate::ffi::key::OpenMode;
 use crate::ffi::{random_bytes, Ctx, OwnedStr, RStr};
 use crate::grant_policy::{Ask, Permits};
@@ -206,7 +206,7 @@ fn grant(ctx: Ctx, sem: &SemaphoreKeys, waiter: Waiter) -> bool {
     true
 }
 
-fn refuse(client: crate::ffi::blocking::BlockedClient, refusal: Refusal) -> bool {
+fn refuse(client: BlockedClient, refusal: Refusal) -> bool {
     queue::refused(client, refusal);
     false
 }
