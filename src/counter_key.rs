@@ -13,7 +13,7 @@ use crate::errors::{self, Refusal};
 use std::cell::{Cell, RefCell};
 
 use crate::fencing::{self, Expiry, Issued, TokenError};
-use crate::ffi::key::{Key, KeyKind, Mode};
+use crate::ffi::key::{Key, KeyKind, OpenMode};
 use crate::ffi::server;
 use crate::ffi::{Ctx, OwnedStr, RStr};
 use crate::{config, stats};
@@ -30,7 +30,7 @@ pub struct CounterKey<'a> {
 impl<'a> CounterKey<'a> {
     /// Opens `name`. Refuses a key that is not a string (`WRONGTYPE`) or
     /// whose value is not a decimal integer.
-    pub fn open(ctx: Ctx<'a>, name: RStr<'a>, mode: Mode) -> Result<CounterKey<'a>, Refusal> {
+    pub fn open(ctx: Ctx<'a>, name: RStr<'a>, mode: OpenMode) -> Result<CounterKey<'a>, Refusal> {
         let key = Key::open(ctx, name, mode);
         let value = match key.kind() {
             KeyKind::Empty => None,
@@ -110,7 +110,7 @@ impl<'a> NextToken<'a> {
     /// Opens the counter `name` (see [`fencing::counter_key`]) and computes
     /// the token a grant made now gets (the rule at the top of `fencing.rs`).
     pub fn prepare(ctx: Ctx<'a>, name: RStr<'a>) -> Result<NextToken<'a>, Refusal> {
-        let counter = CounterKey::open(ctx, name, Mode::Write)?;
+        let counter = CounterKey::open(ctx, name, OpenMode::Write)?;
         let slot = seq_slot(ctx.selected_db(), name.as_bytes());
         let last_seq = LAST_SEQ.with(|marks| marks.borrow()[slot]);
         let issued = fencing::next_token(counter.value(), ctx.now_ms(), last_seq, node_id(ctx))
@@ -213,7 +213,7 @@ pub fn has_counter(ctx: Ctx, key: RStr) -> bool {
     let Ok(name) = counter_name(key) else {
         return false;
     };
-    let counter = Key::open(ctx, name.borrow(), Mode::Read);
+    let counter = Key::open(ctx, name.borrow(), OpenMode::Read);
     counter.kind() != KeyKind::Empty
 }
 

@@ -5,8 +5,8 @@
 //! trampoline (`ffi/command.rs`) sends it as the error reply, and nothing was
 //! changed (the module checks everything before it writes). Texts name the
 //! argument they are about. The error tables under `docs/` (each object's
-//! page, and `replication.md` for `SYNC` and demotion) list them; a test
-//! checks that they list every one ([`CATALOGUE`]).
+//! page, and `docs/replication.md` for `SYNC` and demotion) list them; a test
+//! checks that they list every one (`CATALOGUE`).
 
 use std::borrow::Cow;
 

@@ -13,9 +13,9 @@
 //!   puts the channel in the key's own slot; see `lock.publish`.
 
 use crate::config::{self, PublishMode};
+use crate::decision::Event;
 use crate::ffi::context::NotifyClass;
 use crate::ffi::{Ctx, RStr};
-use crate::lock::Event;
 
 /// Redisson's `LockPubSub.UNLOCK_MESSAGE`.
 pub const UNLOCK_MESSAGE: &[u8] = b"0";

@@ -45,11 +45,32 @@ where
         .count()
 }
 
-/// What a waiter of a read-write lock asks for.
+/// A read-write lock's two holds, the one Read/Write of the module: what a
+/// read-write lock's waiter asks for, what a command takes, and the value
+/// of the lock's `mode` field (Redisson's layout, `rwlock.rs`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mode {
     Read,
     Write,
+}
+
+impl Mode {
+    /// The `mode` field's value as Redisson writes it (`read` | `write`).
+    pub fn parse(raw: &[u8]) -> Option<Mode> {
+        match raw {
+            b"read" => Some(Mode::Read),
+            b"write" => Some(Mode::Write),
+            _ => None,
+        }
+    }
+
+    /// As the `mode` field holds it and `LOCK.INFO` shows it.
+    pub fn text(self) -> &'static [u8] {
+        match self {
+            Mode::Read => b"read",
+            Mode::Write => b"write",
+        }
+    }
 }
 
 /// Who holds a read-write lock.
@@ -84,14 +105,17 @@ impl GrantPolicy for ReadWrite {
 
 /// What one waiter of the shared queue asks for: the lock, a read-write
 /// lock's read or write hold, permits of a semaphore, or a latch to open.
-/// A lock's queue is served with [`ReadWrite`]: a lock waiter is a writer
-/// (it needs nobody holding), so a queue of lock waiters is served one at
-/// a time, head first, when the lock is free.
+/// This is where the kinds' asks are named: a new kind adds its variant
+/// (and its name for `LOCK.INFO`); the projections below see any other
+/// kind's ask as one they cannot grant. A lock's queue is served with
+/// [`ReadWrite`]: a lock waiter is a writer (it needs nobody holding), so a
+/// queue of lock waiters is served one at a time, head first, when the lock
+/// is free.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Ask {
     Lock,
-    Read,
-    Write,
+    /// A read-write lock's read or write hold.
+    Rw(Mode),
     /// `n` permits of a semaphore; `leased`: with ids and a lease
     /// (`LOCK.PERMITACQUIRE`).
     Permits {
@@ -102,28 +126,16 @@ pub enum Ask {
     Latch,
 }
 
-/// The kinds of object a queue can be for: what its keys are and which
-/// policy serves it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
-    /// A lock or read-write lock: a hash ([`ReadWrite`]).
-    Lock,
-    /// A semaphore: a string and a sorted set ([`Permits`]).
-    Semaphore,
-    /// A count-down latch: a string ([`Opened`]).
-    Latch,
-}
-
 /// What asks of another kind than their queue's are seen as: nothing can
 /// be granted them (a key of one type cannot be another kind's).
 static UNGRANTABLE: i64 = i64::MAX;
 
 impl Ask {
     /// How [`ReadWrite`] sees it (other kinds' asks: as writers, who are
-    /// then refused the lock, `handoff`).
-    pub fn mode(&self) -> &'static Mode {
+    /// then refused the lock, `waiting/lock.rs`).
+    pub fn mode(&self) -> &Mode {
         match self {
-            Ask::Read => &Mode::Read,
+            Ask::Rw(mode) => mode,
             _ => &Mode::Write,
         }
     }
@@ -144,21 +156,11 @@ impl Ask {
         }
     }
 
-    /// The kind of object it is asked of.
-    pub fn kind(self) -> Kind {
-        match self {
-            Ask::Lock | Ask::Read | Ask::Write => Kind::Lock,
-            Ask::Permits { .. } => Kind::Semaphore,
-            Ask::Latch => Kind::Latch,
-        }
-    }
-
     /// As `LOCK.INFO` and `LOCK.SEMINFO` name it.
     pub fn name(self) -> &'static [u8] {
         match self {
             Ask::Lock => b"lock",
-            Ask::Read => b"read",
-            Ask::Write => b"write",
+            Ask::Rw(mode) => mode.text(),
             Ask::Permits { leased: false, .. } => b"permits",
             Ask::Permits { leased: true, .. } => b"leased",
             Ask::Latch => b"latch",
@@ -228,7 +230,7 @@ mod tests {
 
     #[test]
     fn lock_waiters_are_served_as_writers_one_at_a_time() {
-        let asks = [Ask::Lock, Ask::Lock, Ask::Read];
+        let asks = [Ask::Lock, Ask::Lock, Ask::Rw(Mode::Read)];
         let modes: Vec<Mode> = asks.iter().map(|a| *a.mode()).collect();
         assert_eq!(grant_run::<ReadWrite>(RwHolders::default(), &modes), 1);
         let held = RwHolders {

@@ -7,10 +7,12 @@
 //! when the latch opens. Unlike Redisson's, a latch may be given an expiry
 //! (`LOCK.LATCHSET ... PX`): when it passes, the latch is deleted, `0` is
 //! published (a Redisson waiter then finds it open and stops waiting), and
-//! the module's waiters hear that it expired (`handoff/latch.rs`).
+//! the module's waiters hear that it expired (`waiting/latch.rs`).
 
 use crate::args::strict_i64;
+use crate::decision::{Decision, Event, Publish};
 use crate::errors::{self, Refusal};
+use crate::stats::Tally;
 
 /// Redisson's message when a count is set.
 pub const NEW_COUNT_MESSAGE: &[u8] = b"1";
@@ -33,6 +35,9 @@ pub enum LatchWrite {
     Keep(i64),
     /// Delete the latch: it opened.
     Open,
+    /// Nothing to write: the latch is gone already, deleted by someone
+    /// else (it opened) or `expired` past its `PX` deadline.
+    Gone { expired: bool },
 }
 
 /// A latch decision: its write, its reply.
@@ -40,6 +45,48 @@ pub enum LatchWrite {
 pub struct LatchDecision<R> {
     pub write: LatchWrite,
     pub reply: R,
+}
+
+/// A new count and the latch's opening are announced on Redisson's
+/// channel; its opening (or expiry) lets every waiter go.
+impl<R> Decision for LatchDecision<R> {
+    type Reply = R;
+
+    fn tally(&self) -> Tally {
+        match self.write {
+            LatchWrite::Open | LatchWrite::Gone { expired: false } => Tally::LatchOpened,
+            LatchWrite::Gone { expired: true } => Tally::LatchExpired,
+            LatchWrite::None | LatchWrite::Set { .. } | LatchWrite::Keep(_) => Tally::Nothing,
+        }
+    }
+
+    fn event(&self) -> Option<Event> {
+        None
+    }
+
+    fn serves(&self) -> bool {
+        matches!(self.write, LatchWrite::Open | LatchWrite::Gone { .. })
+    }
+
+    fn publishes(&self) -> Publish {
+        match self.write {
+            LatchWrite::Set { .. } | LatchWrite::Open | LatchWrite::Gone { .. } => Publish::Always,
+            LatchWrite::None | LatchWrite::Keep(_) => Publish::Never,
+        }
+    }
+
+    fn into_reply(self) -> R {
+        self.reply
+    }
+}
+
+/// The latch was found gone (deleted, expired, its key reused): its
+/// waiters are let go, hearing whether it `expired` or opened.
+pub fn gone(expired: bool) -> LatchDecision<()> {
+    LatchDecision {
+        write: LatchWrite::Gone { expired },
+        reply: (),
+    }
 }
 
 /// `LOCK.LATCHSET`: sets the count when the latch does not exist (Redisson's
@@ -111,6 +158,17 @@ mod tests {
         assert_eq!(count_down(Some(1)).reply, 0);
         assert_eq!(count_down(Some(-2)).write, LatchWrite::Open);
         assert_eq!(count_down(None).write, LatchWrite::None);
+    }
+
+    #[test]
+    fn a_latch_gone_lets_its_waiters_go_and_counts_how_it_went() {
+        assert_eq!(gone(true).tally(), Tally::LatchExpired);
+        assert_eq!(gone(false).tally(), Tally::LatchOpened);
+        assert_eq!(count_down(Some(1)).tally(), Tally::LatchOpened);
+        assert!(gone(true).serves() && count_down(Some(1)).serves());
+        assert!(!count_down(Some(2)).serves());
+        assert_eq!(count_down(Some(2)).publishes(), Publish::Never);
+        assert_eq!(set_count(None, 2, None).publishes(), Publish::Always);
     }
 
     #[test]

@@ -15,10 +15,13 @@
 //!   and replicated;
 //! * `wait_queue.rs`: who waits for which lock (pure FIFO queues, one timer
 //!   each); `grant_policy.rs`: who a pass grants, per kind of object (pure);
-//! * `handoff/`: what happens after a decision and when a lock frees
-//!   (`carry_out`, the hand-off to the first waiter), the queues' timers,
-//!   held-back writes (pauses, too few good replicas), blocked clients,
-//!   grants that wait for replicas, keyspace and server events;
+//! * `decision.rs`: what every kind's decision says besides its reply and
+//!   writes (what it counts, whether it serves the queue, when it
+//!   publishes), pure;
+//! * `waiting/`: the one wing every kind waits through: the queues and
+//!   their timers, the one carry-out of every decision, one room per kind
+//!   (what its waiters get when it frees), blocked clients, grants that
+//!   wait for replicas, keyspace and server events;
 //! * `replies.rs`: reply shapes a command and its waiters share;
 //! * `replica_sync.rs`: grants answered only once replicas acknowledged
 //!   them (`SYNC`), the decisions, pure;
@@ -41,13 +44,13 @@ mod args;
 mod commands;
 mod config;
 mod counter_key;
+mod decision;
 mod errors;
 mod events;
 mod eviction;
 mod fencing;
 mod ffi;
 mod grant_policy;
-mod handoff;
 mod latch;
 mod lock;
 mod lock_key;
@@ -62,6 +65,7 @@ mod server_version;
 mod stats;
 mod value_key;
 mod wait_queue;
+mod waiting;
 
 /// The module's version as `MODULE LIST` shows it, from Cargo's:
 /// `major * 10000 + minor * 100 + patch` (0.2.0 -> 200), the encoding Redis
@@ -93,13 +97,15 @@ mod module {
     use crate::ffi::events::{self, ServerEvent, ServerEventKind, ServerEventListener};
     use crate::ffi::server::{self, InfoProvider, InfoWriter, ModuleOptions};
     use crate::ffi::Ctx;
-    use crate::{commands, config, eviction, handoff, replicas, server_version, stats};
+    use crate::{commands, config, eviction, replicas, server_version, stats, waiting};
+
+    crate::ffi::load::entry_points!(version: crate::MODULE_VERSION, admit: admit, init: init);
 
     /// Runs first in `RedisModule_OnLoad`, before anything needs the Redis 7
     /// module API: refuses a server older than the oldest supported (one
     /// warning naming the minimum), else logs the module's version and
     /// commit and the server's (`server_version.rs`).
-    pub(crate) fn admit(context: &Context) -> Status {
+    fn admit(context: &Context) -> Status {
         let Some(ctx) = Ctx::of(context) else {
             return Status::Err;
         };
@@ -132,7 +138,7 @@ mod module {
         let loaded = config::parse_module_args(&args)
             .and_then(|defaults| config::register(context, &defaults))
             .and_then(|()| commands::register(ctx))
-            .and_then(|()| handoff::subscribe(ctx));
+            .and_then(|()| waiting::subscribe(ctx));
         if let Err(message) = loaded {
             ctx.log_warning(&message);
             return Status::Err;
@@ -153,7 +159,7 @@ mod module {
         //   (LockKey::apply), not whenever one is opened for writing.
         // * The module keeps nothing about the dataset that a replica's
         //   asynchronous load (`repl-diskless-load swapdb`) could leave stale:
-        //   a replica has no waiters and hands nothing on (see handoff.rs).
+        //   a replica has no waiters and hands nothing on (see waiting/).
         //   Without this flag Redis falls back to a disk-based full sync,
         //   answers -LOADING instead of serving the old data meanwhile, and
         //   logs a line per socket read.
@@ -189,11 +195,11 @@ mod module {
             for (name, counter) in stats::all() {
                 info.field_u64(name, counter.get());
             }
-            info.field_u64("waiting_clients", handoff::waiting_clients() as u64);
-            info.field_u64("handoff_timers", handoff::live_timers() as u64);
+            info.field_u64("waiting_clients", waiting::waiting_clients() as u64);
+            info.field_u64("handoff_timers", waiting::live_timers() as u64);
             info.field_u64(
                 "grants_awaiting_replicas",
-                handoff::grants_awaiting_replicas() as u64,
+                waiting::grants_awaiting_replicas() as u64,
             );
             let (policy, evicts) = eviction::current();
             info.section("eviction");

@@ -3,13 +3,14 @@
 //! A lock is Redisson's RLock layout: a hash at the lock's key whose fields are
 //! owner ids and whose values are hold counts (decimal), with the lease as the
 //! key's expiry. The functions here look at what a command read from that hash
-//! (a [`LockView`]) and decide three things:
+//! (a [`LockView`]) and decide four things:
 //!
 //! * the reply,
 //! * the [`Write`] to make (which the Redis glue applies to the key *and*
 //!   replicates as plain commands with an absolute deadline, so replicas and AOF
 //!   never re-run this logic),
-//! * the [`Event`] to announce (unlock message, keyspace notification).
+//! * the [`Event`] to announce (unlock message, keyspace notification),
+//! * what it counts ([`Tally`]).
 //!
 //! The rules follow Redisson's Lua scripts exactly (see `docs/lock.md`,
 //! "Redisson's scripts, command by command"), so a lock taken by a script
@@ -17,7 +18,9 @@
 //! and release what the other wrote. Keeping them free of Redis makes them
 //! testable in isolation.
 
+use crate::decision::{self, Event, Publish};
 use crate::errors::{self, Refusal};
+use crate::stats::Tally;
 /// What a command saw in the lock's hash before deciding.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LockView {
@@ -58,34 +61,6 @@ impl<O> Write<O> {
     }
 }
 
-/// Something other clients may want to hear about.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Event {
-    /// The lock went from free to held (not on re-entry).
-    Acquired,
-    /// The last hold was released: the lock is free.
-    Released,
-    /// The lock was deleted by `LOCK.FORCE`.
-    Forced,
-}
-
-impl Event {
-    /// The keyspace-notification event name: the one place it is spelled.
-    pub fn name(self) -> &'static std::ffi::CStr {
-        match self {
-            Event::Acquired => c"lock.acquire",
-            Event::Released => c"lock.release",
-            Event::Forced => c"lock.force",
-        }
-    }
-
-    /// Whether the lock is left free, which is when waiters and unlock
-    /// subscribers must hear about it.
-    pub fn frees_lock(self) -> bool {
-        matches!(self, Event::Released | Event::Forced)
-    }
-}
-
 /// A decision that cannot be carried out; nothing is written.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LockError {
@@ -110,21 +85,57 @@ pub fn parse_hold_count(raw: &[u8]) -> Result<i64, LockError> {
     crate::args::strict_i64(raw).ok_or(LockError::CountNotInteger)
 }
 
-/// A decision: what to reply, what to write, what to announce.
+/// A decision: what to reply, what to write, what to announce, what it
+/// counts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Decision<R, O> {
+pub struct LockDecision<R, O> {
     pub reply: R,
     pub write: Write<O>,
     pub event: Option<Event>,
+    pub tally: Tally,
 }
 
-impl<R, O> Decision<R, O> {
+impl<R, O> LockDecision<R, O> {
     fn new(reply: R, write: Write<O>, event: Option<Event>) -> Self {
-        Decision {
+        LockDecision {
             reply,
             write,
             event,
+            tally: Tally::Nothing,
         }
+    }
+
+    fn counting(self, tally: Tally) -> Self {
+        LockDecision { tally, ..self }
+    }
+}
+
+/// A lock left free serves its queue, and is announced only when nobody
+/// in the queue was handed it.
+impl<R, O> decision::Decision for LockDecision<R, O> {
+    type Reply = R;
+
+    fn tally(&self) -> Tally {
+        self.tally
+    }
+
+    fn event(&self) -> Option<Event> {
+        self.event
+    }
+
+    fn serves(&self) -> bool {
+        self.event.is_some_and(Event::frees_lock)
+    }
+
+    fn publishes(&self) -> Publish {
+        match self.serves() {
+            true => Publish::UnlessServed,
+            false => Publish::Never,
+        }
+    }
+
+    fn into_reply(self) -> R {
+        self.reply
     }
 }
 
@@ -147,28 +158,31 @@ pub fn acquire<O>(
     owner: O,
     view: LockView,
     expire_at: i64,
-) -> Result<Decision<Acquired, O>, LockError> {
+) -> Result<LockDecision<Acquired, O>, LockError> {
     let set = |count| Write::SetCount {
         owner,
         count,
         expire_at: Some(expire_at),
     };
     Ok(match view {
-        LockView::Free => Decision::new(Acquired::Taken, set(1), Some(Event::Acquired)),
+        LockView::Free => LockDecision::new(Acquired::Taken, set(1), Some(Event::Acquired))
+            .counting(Tally::Acquired),
         LockView::Mine(count) => {
             let count = count.checked_add(1).ok_or(LockError::CountOverflow)?;
-            Decision::new(Acquired::Reentered, set(count), None)
+            LockDecision::new(Acquired::Reentered, set(count), None).counting(Tally::Reentered)
         }
-        LockView::Held => Decision::new(Acquired::Busy, Write::None, None),
+        LockView::Held => {
+            LockDecision::new(Acquired::Busy, Write::None, None).counting(Tally::Contended)
+        }
     })
 }
 
 /// Extend the lease of a lock the caller holds (a watchdog's call).
 /// Replies whether the caller holds it.
-pub fn renew<O>(view: LockView, expire_at: i64) -> Decision<bool, O> {
+pub fn renew<O>(view: LockView, expire_at: i64) -> LockDecision<bool, O> {
     match view {
-        LockView::Mine(_) => Decision::new(true, Write::ExpireAt(expire_at), None),
-        LockView::Free | LockView::Held => Decision::new(false, Write::None, None),
+        LockView::Mine(_) => LockDecision::new(true, Write::ExpireAt(expire_at), None),
+        LockView::Free | LockView::Held => LockDecision::new(false, Write::None, None),
     }
 }
 
@@ -186,9 +200,9 @@ pub enum Released {
 /// Release one hold of `owner`. On the last one the key is deleted;
 /// otherwise the lease is reset to `expire_at` when one is given, and kept
 /// as it is when not.
-pub fn release<O>(owner: O, view: LockView, expire_at: Option<i64>) -> Decision<Released, O> {
+pub fn release<O>(owner: O, view: LockView, expire_at: Option<i64>) -> LockDecision<Released, O> {
     let LockView::Mine(count) = view else {
-        return Decision::new(Released::NotHeld, Write::None, None);
+        return LockDecision::new(Released::NotHeld, Write::None, None);
     };
     // Redisson decrements with HINCRBY and deletes at <= 0, so a count that was
     // somehow 0 or negative also frees the lock. Saturating keeps i64::MIN sane.
@@ -199,9 +213,10 @@ pub fn release<O>(owner: O, view: LockView, expire_at: Option<i64>) -> Decision<
             count: remaining,
             expire_at,
         };
-        Decision::new(Released::StillHeld, write, None)
+        LockDecision::new(Released::StillHeld, write, None)
     } else {
-        Decision::new(Released::Freed, Write::Delete, Some(Event::Released))
+        LockDecision::new(Released::Freed, Write::Delete, Some(Event::Released))
+            .counting(Tally::Released)
     }
 }
 
@@ -215,11 +230,12 @@ pub enum Forced {
 }
 
 /// Delete the lock whoever holds it.
-pub fn force<O>(view: LockView) -> Decision<Forced, O> {
+pub fn force<O>(view: LockView) -> LockDecision<Forced, O> {
     match view {
-        LockView::Free => Decision::new(Forced::NoLock, Write::None, None),
+        LockView::Free => LockDecision::new(Forced::NoLock, Write::None, None),
         LockView::Held | LockView::Mine(_) => {
-            Decision::new(Forced::Deleted, Write::Delete, Some(Event::Forced))
+            LockDecision::new(Forced::Deleted, Write::Delete, Some(Event::Forced))
+                .counting(Tally::Forced)
         }
     }
 }
@@ -231,13 +247,13 @@ pub struct HandedOff;
 /// Hand a lock that has just been freed to the waiter `owner`: it becomes the
 /// only owner with one hold and a fresh lease. (The waiter's queue position,
 /// not a race, decides who gets it: that is what makes waiting fair.)
-pub fn hand_off<O>(owner: O, expire_at: i64) -> Decision<HandedOff, O> {
+pub fn hand_off<O>(owner: O, expire_at: i64) -> LockDecision<HandedOff, O> {
     let write = Write::SetCount {
         owner,
         count: 1,
         expire_at: Some(expire_at),
     };
-    Decision::new(HandedOff, write, Some(Event::Acquired))
+    LockDecision::new(HandedOff, write, Some(Event::Acquired)).counting(Tally::HandedOff)
 }
 
 #[cfg(test)]
@@ -261,6 +277,7 @@ mod tests {
         assert_eq!(d.reply, Acquired::Taken);
         assert_eq!(d.write, set(1, Some(AT)));
         assert_eq!(d.event, Some(Event::Acquired));
+        assert_eq!(d.tally, Tally::Acquired);
     }
 
     #[test]
@@ -269,6 +286,7 @@ mod tests {
         assert_eq!(d.reply, Acquired::Reentered);
         assert_eq!(d.write, set(3, Some(AT)));
         assert_eq!(d.event, None);
+        assert_eq!(d.tally, Tally::Reentered);
     }
 
     #[test]
@@ -277,6 +295,27 @@ mod tests {
         assert_eq!(d.reply, Acquired::Busy);
         assert_eq!(d.write, Write::None);
         assert_eq!(d.event, None);
+        assert_eq!(d.tally, Tally::Contended);
+    }
+
+    #[test]
+    fn a_lock_left_free_serves_its_queue_and_is_announced_only_if_nobody_took_it() {
+        use crate::decision::Decision;
+        let freed = release(ME, LockView::Mine(1), None);
+        assert!(freed.serves());
+        assert_eq!(freed.publishes(), Publish::UnlessServed);
+        let forced = force::<&str>(LockView::Held);
+        assert_eq!(
+            (forced.serves(), forced.publishes()),
+            (true, Publish::UnlessServed)
+        );
+        let still_held = release(ME, LockView::Mine(2), None);
+        assert_eq!(
+            (still_held.serves(), still_held.publishes()),
+            (false, Publish::Never)
+        );
+        let taken = acquire(ME, LockView::Free, AT).unwrap();
+        assert_eq!((taken.serves(), taken.publishes()), (false, Publish::Never));
     }
 
     #[test]
@@ -291,12 +330,12 @@ mod tests {
     fn renew_only_for_a_holder() {
         assert_eq!(
             renew::<&str>(LockView::Mine(1), AT),
-            Decision::new(true, Write::ExpireAt(AT), None)
+            LockDecision::new(true, Write::ExpireAt(AT), None)
         );
         for view in [LockView::Held, LockView::Free] {
             assert_eq!(
                 renew::<&str>(view, AT),
-                Decision::new(false, Write::None, None)
+                LockDecision::new(false, Write::None, None)
             );
         }
     }
@@ -305,7 +344,7 @@ mod tests {
     fn release_by_a_non_holder_changes_nothing() {
         for view in [LockView::Free, LockView::Held] {
             let d = release(ME, view, Some(AT));
-            assert_eq!(d, Decision::new(Released::NotHeld, Write::None, None));
+            assert_eq!(d, LockDecision::new(Released::NotHeld, Write::None, None));
         }
     }
 
@@ -324,7 +363,8 @@ mod tests {
         let d = release(ME, LockView::Mine(1), None);
         assert_eq!(
             d,
-            Decision::new(Released::Freed, Write::Delete, Some(Event::Released))
+            LockDecision::new(Released::Freed, Write::Delete, Some(Event::Released))
+                .counting(Tally::Released)
         );
     }
 
@@ -343,12 +383,13 @@ mod tests {
         for view in [LockView::Held, LockView::Mine(4)] {
             assert_eq!(
                 force::<&str>(view),
-                Decision::new(Forced::Deleted, Write::Delete, Some(Event::Forced))
+                LockDecision::new(Forced::Deleted, Write::Delete, Some(Event::Forced))
+                    .counting(Tally::Forced)
             );
         }
         assert_eq!(
             force::<&str>(LockView::Free),
-            Decision::new(Forced::NoLock, Write::None, None)
+            LockDecision::new(Forced::NoLock, Write::None, None)
         );
     }
 
@@ -366,22 +407,6 @@ mod tests {
         assert_eq!(Write::<&str>::ExpireAt(AT).deadline(), Some(AT));
         assert_eq!(Write::<&str>::Delete.deadline(), None);
         assert_eq!(Write::<&str>::None.deadline(), None);
-    }
-
-    #[test]
-    fn only_release_and_force_free_the_lock() {
-        assert!(!Event::Acquired.frees_lock());
-        assert!(Event::Released.frees_lock());
-        assert!(Event::Forced.frees_lock());
-    }
-
-    #[test]
-    fn event_names_are_the_documented_ones() {
-        let names: Vec<&str> = [Event::Acquired, Event::Released, Event::Forced]
-            .iter()
-            .map(|e| e.name().to_str().unwrap())
-            .collect();
-        assert_eq!(names, ["lock.acquire", "lock.release", "lock.force"]);
     }
 
     #[test]

@@ -21,7 +21,7 @@
 //! signals a key as modified itself, and only when it writes (see `apply`).
 
 use crate::errors::{self, Refusal};
-use crate::ffi::key::{Key, KeyKind, Mode};
+use crate::ffi::key::{Key, KeyKind, OpenMode};
 use crate::ffi::{with_decimal, Ctx, RStr};
 use crate::lock::{parse_hold_count, LockView, Write};
 
@@ -34,15 +34,15 @@ pub struct LockKey<'a> {
 impl<'a> LockKey<'a> {
     /// Opens `name` for writing. Refuses a key that exists and is not a hash.
     pub fn open_write(ctx: Ctx<'a>, name: RStr<'a>) -> Result<LockKey<'a>, Refusal> {
-        Self::open(ctx, name, Mode::Write)
+        Self::open(ctx, name, OpenMode::Write)
     }
 
     /// Opens `name` for reading only.
     pub fn open_read(ctx: Ctx<'a>, name: RStr<'a>) -> Result<LockKey<'a>, Refusal> {
-        Self::open(ctx, name, Mode::Read)
+        Self::open(ctx, name, OpenMode::Read)
     }
 
-    fn open(ctx: Ctx<'a>, name: RStr<'a>, mode: Mode) -> Result<LockKey<'a>, Refusal> {
+    fn open(ctx: Ctx<'a>, name: RStr<'a>, mode: OpenMode) -> Result<LockKey<'a>, Refusal> {
         let key = Key::open(ctx, name, mode);
         match key.kind() {
             KeyKind::Empty | KeyKind::Hash => Ok(LockKey { ctx, key }),

@@ -18,7 +18,7 @@
 //! replicas to acknowledge at once (`REPLCONF GETACK *`, as `WAIT` does). One
 //! timer for all pending grants looks every [`LOOK_EVERY_MS`] at the offsets
 //! the replicas acknowledged (`INFO replication`), and stops when none is
-//! pending. The glue is in `handoff.rs`; replica offsets in `replicas.rs`.
+//! pending. The glue is in `waiting/synced.rs`; replica offsets in `replicas.rs`.
 
 use crate::errors::{self, Refusal};
 /// How often pending grants look at the replicas' acknowledgements.

@@ -1,6 +1,6 @@
 //! Reply shapes shared by a command and the waiting that finishes it: a
 //! `LOCK.ACQUIRE ... WAIT` is answered by the command itself or, later, by
-//! the wait queue (`handoff.rs`), in the same shapes.
+//! the wait queue (`waiting/`), in the same shapes.
 
 use crate::ffi::Ctx;
 

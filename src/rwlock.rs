@@ -28,32 +28,11 @@
 //! Decisions are lists of [`Effect`]s the glue (`rwlock_key.rs`) applies and
 //! replicates as plain commands with absolute deadlines.
 
+use crate::decision::{Decision, Event, Publish};
 use crate::errors::{self, Refusal};
+use crate::grant_policy::Mode;
 use crate::lock::parse_hold_count;
-
-/// The `mode` field's value.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RwMode {
-    Read,
-    Write,
-}
-
-impl RwMode {
-    pub fn parse(raw: &[u8]) -> Option<RwMode> {
-        match raw {
-            b"read" => Some(RwMode::Read),
-            b"write" => Some(RwMode::Write),
-            _ => None,
-        }
-    }
-
-    pub fn text(self) -> &'static [u8] {
-        match self {
-            RwMode::Read => b"read",
-            RwMode::Write => b"write",
-        }
-    }
-}
+use crate::stats::Tally;
 
 /// What the key holds, as far as a read-write lock is concerned.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -61,7 +40,7 @@ pub enum Shape {
     /// No key.
     Free,
     /// A read-write lock in this mode.
-    Rw(RwMode),
+    Rw(Mode),
     /// A hash that is not a read-write lock (a plain lock): busy for us.
     Other,
 }
@@ -101,7 +80,7 @@ pub enum Field {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Effect {
     /// `HSET name mode <mode>`.
-    SetMode(RwMode),
+    SetMode(Mode),
     /// `HSET name <field> <count>`.
     SetCount(Field, i64),
     /// `HDEL name <field>`.
@@ -125,17 +104,18 @@ pub enum RwEvent {
     Acquired,
     /// Fewer holders than before (a last read or write hold released): the
     /// queue may now be served; `freed` when nobody holds it any more.
-    Released { message: RwMode, freed: bool },
+    Released { message: Mode, freed: bool },
     /// Deleted by `LOCK.FORCE`.
-    Forced { message: RwMode },
+    Forced { message: Mode },
 }
 
-/// A decision: reply, effects, event.
+/// A decision: reply, effects, event, what it counts.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RwDecision<R> {
     pub reply: R,
     pub effects: Vec<Effect>,
     pub event: Option<RwEvent>,
+    pub tally: Tally,
 }
 
 impl<R> RwDecision<R> {
@@ -144,18 +124,68 @@ impl<R> RwDecision<R> {
             reply,
             effects,
             event,
+            tally: Tally::Nothing,
         }
     }
 
     fn nothing(reply: R) -> Self {
         RwDecision::new(reply, Vec::new(), None)
     }
+
+    fn counting(self, tally: Tally) -> Self {
+        RwDecision { tally, ..self }
+    }
+
+    /// Redisson's unlock message, when the lock is left free: after a read
+    /// unlock or after a write unlock.
+    pub fn unlock_message(&self) -> Option<Mode> {
+        match self.event? {
+            RwEvent::Released { message, freed } => freed.then_some(message),
+            RwEvent::Forced { message } => Some(message),
+            RwEvent::Acquired => None,
+        }
+    }
 }
 
 impl RwDecision<RwAcquired> {
     /// Not grantable now: nothing changes.
     pub fn busy(ttl_ms: i64) -> Self {
-        RwDecision::nothing(RwAcquired::Busy(ttl_ms))
+        RwDecision::nothing(RwAcquired::Busy(ttl_ms)).counting(Tally::Contended)
+    }
+}
+
+/// Fewer holders serve the queue (readers may join the ones left, a
+/// writer take a lock left free); a lock left free is announced, with the
+/// mode it was unlocked from, only when nobody in the queue was served.
+impl<R> Decision for RwDecision<R> {
+    type Reply = R;
+
+    fn tally(&self) -> Tally {
+        self.tally
+    }
+
+    fn event(&self) -> Option<Event> {
+        match self.event? {
+            RwEvent::Acquired => Some(Event::Acquired),
+            RwEvent::Released { freed: true, .. } => Some(Event::Released),
+            RwEvent::Released { freed: false, .. } => None,
+            RwEvent::Forced { .. } => Some(Event::Forced),
+        }
+    }
+
+    fn serves(&self) -> bool {
+        self.event.is_some_and(|e| e != RwEvent::Acquired)
+    }
+
+    fn publishes(&self) -> Publish {
+        match self.unlock_message() {
+            Some(_) => Publish::UnlessServed,
+            None => Publish::Never,
+        }
+    }
+
+    fn into_reply(self) -> R {
+        self.reply
     }
 }
 
@@ -215,7 +245,7 @@ pub fn read_acquire(
         Shape::Free => Ok(RwDecision::new(
             RwAcquired::Taken,
             vec![
-                Effect::SetMode(RwMode::Read),
+                Effect::SetMode(Mode::Read),
                 Effect::SetCount(Field::Read, 1),
                 Effect::SetHold {
                     n: 1,
@@ -224,10 +254,11 @@ pub fn read_acquire(
                 Effect::ExpireAt(expire_at),
             ],
             Some(RwEvent::Acquired),
-        )),
-        Shape::Rw(RwMode::Read) if holds || !queued => read_again(view, now, expire_at),
-        Shape::Rw(RwMode::Write) if view.writes > 0 => read_again(view, now, expire_at),
-        Shape::Rw(_) | Shape::Other => Ok(RwDecision::nothing(RwAcquired::Busy(view.ttl_ms))),
+        )
+        .counting(Tally::Granted(Mode::Read))),
+        Shape::Rw(Mode::Read) if holds || !queued => read_again(view, now, expire_at),
+        Shape::Rw(Mode::Write) if view.writes > 0 => read_again(view, now, expire_at),
+        Shape::Rw(_) | Shape::Other => Ok(RwDecision::busy(view.ttl_ms)),
     }
 }
 
@@ -250,7 +281,8 @@ fn read_again(view: RwView, now: i64, expire_at: i64) -> Result<RwDecision<RwAcq
             Effect::ExpireAt(hash_at),
         ],
         None,
-    ))
+    )
+    .counting(Tally::Granted(Mode::Read)))
 }
 
 /// Take the write hold (or re-enter it) for the caller, lease `lease_ms`.
@@ -266,13 +298,14 @@ pub fn write_acquire(
         Shape::Free => Ok(RwDecision::new(
             RwAcquired::Taken,
             vec![
-                Effect::SetMode(RwMode::Write),
+                Effect::SetMode(Mode::Write),
                 Effect::SetCount(Field::Write, 1),
                 Effect::ExpireAt(expire_at),
             ],
             Some(RwEvent::Acquired),
-        )),
-        Shape::Rw(RwMode::Write) if view.writes > 0 => {
+        )
+        .counting(Tally::Granted(Mode::Write))),
+        Shape::Rw(Mode::Write) if view.writes > 0 => {
             // Redisson's rule: a re-entry adds the lease to what is left.
             let at = match view.ttl_ms {
                 ttl if ttl >= 0 => expire_at.saturating_add(ttl),
@@ -285,10 +318,11 @@ pub fn write_acquire(
                     Effect::ExpireAt(at),
                 ],
                 None,
-            ))
+            )
+            .counting(Tally::Granted(Mode::Write)))
         }
-        Shape::Rw(RwMode::Read) if view.reads > 0 => Err(RwError::UpgradeRefused),
-        Shape::Rw(_) | Shape::Other => Ok(RwDecision::nothing(RwAcquired::Busy(view.ttl_ms))),
+        Shape::Rw(Mode::Read) if view.reads > 0 => Err(RwError::UpgradeRefused),
+        Shape::Rw(_) | Shape::Other => Ok(RwDecision::busy(view.ttl_ms)),
     }
 }
 
@@ -351,7 +385,7 @@ pub fn read_release(
         (Some(at), false) => {
             effects.push(Effect::ExpireAt(at));
             let event = (remaining == 0).then_some(RwEvent::Released {
-                message: RwMode::Read,
+                message: Mode::Read,
                 freed: false,
             });
             RwDecision::new(reply, effects, event)
@@ -367,11 +401,11 @@ pub fn read_release(
         (None, false) => {
             effects.push(Effect::Delete);
             let event = RwEvent::Released {
-                message: RwMode::Read,
+                message: Mode::Read,
                 freed: true,
             };
             // Redisson answers 1 when its unlock deleted the lock.
-            RwDecision::new(RwReleased::Done, effects, Some(event))
+            RwDecision::new(RwReleased::Done, effects, Some(event)).counting(Tally::Released)
         }
     }
 }
@@ -381,7 +415,7 @@ pub fn read_release(
 /// deleted, or, if the caller still holds read (it downgraded), left in
 /// read mode.
 pub fn write_release(view: RwView, expire_at: Option<i64>) -> RwDecision<RwReleased> {
-    if view.writes <= 0 || view.shape != Shape::Rw(RwMode::Write) {
+    if view.writes <= 0 || view.shape != Shape::Rw(Mode::Write) {
         return RwDecision::nothing(RwReleased::NotHeld);
     }
     let remaining = view.writes - 1;
@@ -391,21 +425,18 @@ pub fn write_release(view: RwView, expire_at: Option<i64>) -> RwDecision<RwRelea
         return RwDecision::new(RwReleased::StillHeld, effects, None);
     }
     if view.reads > 0 {
-        let effects = vec![
-            Effect::DelField(Field::Write),
-            Effect::SetMode(RwMode::Read),
-        ];
+        let effects = vec![Effect::DelField(Field::Write), Effect::SetMode(Mode::Read)];
         let event = RwEvent::Released {
-            message: RwMode::Write,
+            message: Mode::Write,
             freed: false,
         };
         return RwDecision::new(RwReleased::Done, effects, Some(event));
     }
     let event = RwEvent::Released {
-        message: RwMode::Write,
+        message: Mode::Write,
         freed: true,
     };
-    RwDecision::new(RwReleased::Done, vec![Effect::Delete], Some(event))
+    RwDecision::new(RwReleased::Done, vec![Effect::Delete], Some(event)).counting(Tally::Released)
 }
 
 /// Renew every hold of the caller to `expire_at` (a watchdog's call): its
@@ -449,7 +480,8 @@ pub fn force(shape: Shape) -> RwDecision<bool> {
             true,
             vec![Effect::Delete],
             Some(RwEvent::Forced { message: mode }),
-        ),
+        )
+        .counting(Tally::Forced),
         Shape::Free | Shape::Other => RwDecision::nothing(false),
     }
 }
@@ -458,17 +490,20 @@ pub fn force(shape: Shape) -> RwDecision<bool> {
 /// what [`read_acquire`] / [`write_acquire`] do for a caller that holds
 /// nothing, with no queue ahead.
 pub fn hand_off(
-    mode: RwMode,
+    mode: Mode,
     view: RwView,
     now: i64,
     lease_ms: i64,
 ) -> Result<RwDecision<RwAcquired>, RwError> {
     let expire_at = now.saturating_add(lease_ms);
     let decision = match mode {
-        RwMode::Read => read_acquire(view, false, now, expire_at)?,
-        RwMode::Write => write_acquire(view, now, lease_ms)?,
+        Mode::Read => read_acquire(view, false, now, expire_at)?,
+        Mode::Write => write_acquire(view, now, lease_ms)?,
     };
-    Ok(decision)
+    Ok(match decision.reply {
+        RwAcquired::Busy(_) => decision,
+        _ => decision.counting(Tally::HandedOffAs(mode)),
+    })
 }
 
 #[cfg(test)]
@@ -486,8 +521,8 @@ mod tests {
         }
     }
 
-    const READ: Shape = Shape::Rw(RwMode::Read);
-    const WRITE: Shape = Shape::Rw(RwMode::Write);
+    const READ: Shape = Shape::Rw(Mode::Read);
+    const WRITE: Shape = Shape::Rw(Mode::Write);
 
     /// Other readers whose latest live hold ends at `at`.
     fn readers_until(at: i64) -> OtherHolds {
@@ -497,7 +532,7 @@ mod tests {
         }
     }
 
-    fn released(message: RwMode, freed: bool) -> Option<RwEvent> {
+    fn released(message: Mode, freed: bool) -> Option<RwEvent> {
         Some(RwEvent::Released { message, freed })
     }
 
@@ -508,7 +543,7 @@ mod tests {
         assert_eq!(
             d.effects,
             vec![
-                Effect::SetMode(RwMode::Read),
+                Effect::SetMode(Mode::Read),
                 Effect::SetCount(Field::Read, 1),
                 Effect::SetHold {
                     n: 1,
@@ -518,12 +553,13 @@ mod tests {
             ]
         );
         assert_eq!(d.event, Some(RwEvent::Acquired));
+        assert_eq!(d.tally, Tally::Granted(Mode::Read));
         let d = write_acquire(RwView::FREE, NOW, 100).unwrap();
         assert_eq!(d.reply, RwAcquired::Taken);
         assert_eq!(
             d.effects,
             vec![
-                Effect::SetMode(RwMode::Write),
+                Effect::SetMode(Mode::Write),
                 Effect::SetCount(Field::Write, 1),
                 Effect::ExpireAt(NOW + 100),
             ]
@@ -641,7 +677,7 @@ mod tests {
                 Effect::Delete
             ]
         );
-        assert_eq!(d.event, released(RwMode::Read, true));
+        assert_eq!(d.event, released(Mode::Read, true));
     }
 
     #[test]
@@ -698,12 +734,9 @@ mod tests {
         let d = write_release(view(WRITE, 2, 1, 9), None);
         assert_eq!(
             d.effects,
-            vec![
-                Effect::DelField(Field::Write),
-                Effect::SetMode(RwMode::Read)
-            ]
+            vec![Effect::DelField(Field::Write), Effect::SetMode(Mode::Read)]
         );
-        assert_eq!(d.event, released(RwMode::Write, false));
+        assert_eq!(d.event, released(Mode::Write, false));
     }
 
     #[test]
@@ -740,10 +773,25 @@ mod tests {
         assert_eq!(
             force(WRITE).event,
             Some(RwEvent::Forced {
-                message: RwMode::Write
+                message: Mode::Write
             })
         );
         assert!(!force(Shape::Other).reply);
         assert!(!force(Shape::Free).reply);
+    }
+
+    #[test]
+    fn each_decision_says_what_it_counts_and_when_its_unlock_is_announced() {
+        let handed = hand_off(Mode::Write, RwView::FREE, NOW, 100).unwrap();
+        assert_eq!(handed.tally, Tally::HandedOffAs(Mode::Write));
+        let freed = write_release(view(WRITE, 0, 1, 50), None);
+        assert_eq!(freed.tally, Tally::Released);
+        let announced = (freed.event(), freed.publishes());
+        assert_eq!(announced, (Some(Event::Released), Publish::UnlessServed));
+        // A writer that still reads: readers behind it may join, but the
+        // lock is not free, so nothing is announced.
+        let kept = write_release(view(WRITE, 1, 1, 50), None);
+        let announced = (kept.event(), kept.serves(), kept.publishes());
+        assert_eq!(announced, (None, true, Publish::Never));
     }
 }

@@ -20,10 +20,11 @@
 //! looked at one by one (their keys expire on their own).
 
 use crate::errors::Refusal;
-use crate::ffi::key::{Key, KeyKind, Mode};
+use crate::ffi::key::{Key, KeyKind, OpenMode};
 use crate::ffi::{with_decimal, Ctx, OwnedStr, RStr};
+use crate::grant_policy::Mode;
 use crate::lock_key::LockKey;
-use crate::rwlock::{parse_count, Effect, Field, OtherHolds, RwMode, RwView, Shape};
+use crate::rwlock::{parse_count, Effect, Field, OtherHolds, RwView, Shape};
 
 /// The most holds per owner looked at one by one (a count written by
 /// someone else could be anything up to `i64::MAX`).
@@ -39,15 +40,15 @@ thread_local! {
     // Made once: every fresh lock writes them (a new string per write would
     // cost an allocation each, for the write and for its replication).
     static MODE_FIELD: OwnedStr = OwnedStr::new(MODE);
-    static READ: OwnedStr = OwnedStr::new(RwMode::Read.text());
-    static WRITE: OwnedStr = OwnedStr::new(RwMode::Write.text());
+    static READ: OwnedStr = OwnedStr::new(Mode::Read.text());
+    static WRITE: OwnedStr = OwnedStr::new(Mode::Write.text());
 }
 
 /// Runs `f` with the Redis strings `mode` and `mode`'s value.
-fn with_mode<T>(mode: RwMode, f: impl FnOnce(RStr, RStr) -> T) -> T {
+fn with_mode<T>(mode: Mode, f: impl FnOnce(RStr, RStr) -> T) -> T {
     let value = match mode {
-        RwMode::Read => &READ,
-        RwMode::Write => &WRITE,
+        Mode::Read => &READ,
+        Mode::Write => &WRITE,
     };
     MODE_FIELD.with(|field| value.with(|value| f(field.borrow(), value.borrow())))
 }
@@ -93,7 +94,7 @@ pub struct Holder {
 
 /// Everything about a read-write lock, for `LOCK.INFO`.
 pub struct Snapshot {
-    pub mode: RwMode,
+    pub mode: Mode,
     pub readers: Vec<Holder>,
     pub writer: Option<Holder>,
 }
@@ -127,7 +128,7 @@ impl<'k, 'a> RwLockKey<'k, 'a> {
         if !self.exists() {
             return Shape::Free;
         }
-        match MODE_FIELD.with(|mode| self.key.hash_get(mode.borrow(), RwMode::parse)) {
+        match MODE_FIELD.with(|mode| self.key.hash_get(mode.borrow(), Mode::parse)) {
             Some(Some(mode)) => Shape::Rw(mode),
             _ => Shape::Other,
         }
@@ -150,7 +151,7 @@ impl<'k, 'a> RwLockKey<'k, 'a> {
     /// What the state machine needs to decide for `owner`.
     pub fn view(&self, owner: RStr) -> Result<RwView, Refusal> {
         let shape = self.shape();
-        if shape != Shape::Rw(RwMode::Read) && shape != Shape::Rw(RwMode::Write) {
+        if shape != Shape::Rw(Mode::Read) && shape != Shape::Rw(Mode::Write) {
             return Ok(RwView {
                 shape,
                 reads: 0,
@@ -180,7 +181,7 @@ impl<'k, 'a> RwLockKey<'k, 'a> {
                     .iter()
                     .filter(|(field, _)| field != MODE && !field.ends_with(WRITE_SUFFIX))
                     .count() as u64;
-                (readers, mode == RwMode::Write)
+                (readers, mode == Mode::Write)
             }
         }
     }
@@ -188,7 +189,7 @@ impl<'k, 'a> RwLockKey<'k, 'a> {
     /// The deadline of a hold key, `None` when it is gone.
     fn hold_deadline(&self, key: &[u8]) -> Option<i64> {
         let name = OwnedStr::new(key);
-        let hold = Key::open(self.ctx, name.borrow(), Mode::Read);
+        let hold = Key::open(self.ctx, name.borrow(), OpenMode::Read);
         match hold.kind() {
             KeyKind::Empty => None,
             // A hold without expiry (someone else wrote it) lives forever.
@@ -311,7 +312,7 @@ impl<'k, 'a> RwLockKey<'k, 'a> {
                 }
                 Effect::SetHold { n, at } => {
                     let hold = OwnedStr::new(&hold_key(name.as_bytes(), owner.as_bytes(), n));
-                    let key = Key::open(ctx, hold.borrow(), Mode::Write);
+                    let key = Key::open(ctx, hold.borrow(), OpenMode::Write);
                     with_decimal(1, |one| {
                         key.string_set(one);
                         key.set_abs_expire_ms(at);
@@ -325,7 +326,7 @@ impl<'k, 'a> RwLockKey<'k, 'a> {
                 Effect::RenewHolds { count, at } => {
                     for n in 1..=count.min(MAX_HOLDS_SCANNED) {
                         let hold = OwnedStr::new(&hold_key(name.as_bytes(), owner.as_bytes(), n));
-                        let key = Key::open(ctx, hold.borrow(), Mode::Write);
+                        let key = Key::open(ctx, hold.borrow(), OpenMode::Write);
                         if key.kind() != KeyKind::Empty {
                             key.set_abs_expire_ms(at);
                             ctx.replicate_pexpireat(hold.borrow(), at);
@@ -359,7 +360,7 @@ impl<'k, 'a> RwLockKey<'k, 'a> {
 
     fn delete_hold(&self, key: &[u8]) {
         let hold = OwnedStr::new(key);
-        let opened = Key::open(self.ctx, hold.borrow(), Mode::Write);
+        let opened = Key::open(self.ctx, hold.borrow(), OpenMode::Write);
         if opened.kind() != KeyKind::Empty {
             opened.delete();
             self.ctx.replicate_del(hold.borrow());

@@ -4,17 +4,19 @@
 //! A semaphore is a string `name` holding the permits available. Leased
 //! permits (`LOCK.PERMITACQUIRE`) are also members of the sorted set
 //! `{name}:timeout`, scored by their deadline on the server's clock
-//! (`value_key.rs`, `permits_key.rs` read and write them). Every decision
+//! (`value_key.rs`, `semaphore_key.rs` read and write them). Every decision
 //! here says what to write, what to publish on `redisson_sc:{name}`, and
 //! whether permits were freed (then the wait queue is served:
-//! `handoff/semaphore.rs`).
+//! `waiting/semaphore.rs`).
 //!
 //! Fairness is the queue's (`grant_policy::Permits`): a command that finds
 //! clients queued does not take permits before them, even when enough are
 //! free for it, because they are kept for the head of the queue.
 
 use crate::args::strict_i64;
+use crate::decision::{Decision, Event, Publish};
 use crate::errors::{self, Refusal};
+use crate::stats::Tally;
 
 /// The score of a permit without a lease: Redisson's `nonExpirableTimeout`.
 pub const NON_EXPIRING: i64 = 922_337_203_685_477;
@@ -127,7 +129,37 @@ pub struct SemDecision<R> {
     pub publish: Option<i64>,
     /// Permits were freed: serve the queue.
     pub freed: bool,
+    pub tally: Tally,
     pub reply: R,
+}
+
+/// Freed permits serve the queue; the count is announced after the queue
+/// took its share (Redisson's waiters read it as what is left for them).
+impl<R> Decision for SemDecision<R> {
+    type Reply = R;
+
+    fn tally(&self) -> Tally {
+        self.tally
+    }
+
+    fn event(&self) -> Option<Event> {
+        None
+    }
+
+    fn serves(&self) -> bool {
+        self.freed
+    }
+
+    fn publishes(&self) -> Publish {
+        match self.publish {
+            Some(_) => Publish::Always,
+            None => Publish::Never,
+        }
+    }
+
+    fn into_reply(self) -> R {
+        self.reply
+    }
 }
 
 impl<R> SemDecision<R> {
@@ -139,6 +171,7 @@ impl<R> SemDecision<R> {
             remove: Vec::new(),
             publish: None,
             freed: false,
+            tally: Tally::Nothing,
             reply,
         }
     }
@@ -209,9 +242,13 @@ pub fn acquire(value: Option<i64>, permits: i64, queued: bool) -> SemDecision<To
     match takes(value, permits, queued) {
         Some(left) => SemDecision {
             value: Some(left),
+            tally: Tally::PermitsAcquired,
             ..SemDecision::nothing(Took(true))
         },
-        None => SemDecision::nothing(Took(false)),
+        None => SemDecision {
+            tally: Tally::PermitsContended,
+            ..SemDecision::nothing(Took(false))
+        },
     }
 }
 
@@ -228,9 +265,13 @@ pub fn acquire_leased(
         Some(left) => SemDecision {
             value: Some(left),
             add: ids.iter().map(|id| (*id, deadline)).collect(),
+            tally: Tally::PermitsAcquired,
             ..SemDecision::nothing(Some(ids))
         },
-        None => SemDecision::nothing(None),
+        None => SemDecision {
+            tally: Tally::PermitsContended,
+            ..SemDecision::nothing(None)
+        },
     }
 }
 
@@ -275,6 +316,7 @@ pub fn reclaim(value: Option<i64>, expired: Vec<Vec<u8>>) -> Result<SemDecision<
         // Redisson announces a reclaim only when permits are available after it.
         publish: added.publish.filter(|v| *v > 0),
         freed: added.freed,
+        tally: Tally::PermitsReclaimed(count as u64),
         reply: count,
     })
 }
@@ -347,14 +389,16 @@ mod tests {
     fn acquire_takes_only_what_is_free_and_never_ahead_of_the_queue() {
         assert_eq!(acquire(Some(3), 2, false).value, Some(1));
         assert_eq!(acquire(Some(3), 2, false).reply, Took(true));
-        assert_eq!(
-            acquire(Some(1), 2, false),
-            SemDecision::nothing(Took(false))
-        );
-        assert_eq!(acquire(None, 1, false), SemDecision::nothing(Took(false)));
+        assert_eq!(acquire(Some(3), 2, false).tally, Tally::PermitsAcquired);
+        let not_taken = SemDecision {
+            tally: Tally::PermitsContended,
+            ..SemDecision::nothing(Took(false))
+        };
+        assert_eq!(acquire(Some(1), 2, false), not_taken);
+        assert_eq!(acquire(None, 1, false), not_taken);
         assert_eq!(
             acquire(Some(5), 1, true),
-            SemDecision::nothing(Took(false)),
+            not_taken,
             "clients queue: the permits are theirs first"
         );
     }
@@ -390,6 +434,12 @@ mod tests {
             (Some(1), Some(1), true, 1)
         );
         assert_eq!(d.remove, vec![vec![1; 16]]);
+        assert_eq!(d.tally, Tally::PermitsReclaimed(1));
+        assert_eq!(
+            (d.serves(), d.publishes()),
+            (true, Publish::Always),
+            "served first, then announced"
+        );
         let still_short = reclaim(Some(-3), vec![vec![1; 16]]).unwrap();
         assert_eq!((still_short.publish, still_short.freed), (None, false));
         assert_eq!(reclaim(Some(2), vec![]).unwrap(), SemDecision::nothing(0));

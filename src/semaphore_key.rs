@@ -15,7 +15,7 @@
 
 use crate::errors::{self, Refusal};
 use crate::fencing;
-use crate::ffi::key::{Key, KeyKind, Mode};
+use crate::ffi::key::{Key, KeyKind, OpenMode};
 use crate::ffi::{Ctx, OwnedStr, RStr};
 use crate::rwlock_key::hold_prefix;
 use crate::semaphore::{parse_value, PermitId, SemDecision};
@@ -90,7 +90,7 @@ impl<'a> SemaphoreKeys<'a> {
     pub fn open(
         ctx: Ctx<'a>,
         names: &'a SemaphoreNames<'a>,
-        mode: Mode,
+        mode: OpenMode,
     ) -> Result<SemaphoreKeys<'a>, Refusal> {
         let value = ValueKey::open(ctx, names.value, mode)?;
         let permits = Key::open(ctx, names.permits.borrow(), mode);

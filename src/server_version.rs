@@ -24,7 +24,7 @@
 
 use std::fmt;
 
-/// A server version, `major.minor.patch`.
+/// A server version: major, minor, patch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Version {
     pub major: u32,

@@ -5,7 +5,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::lock::{Acquired, Forced, HandedOff, Released};
+use crate::grant_policy::Mode;
 
 #[derive(Default)]
 pub struct Counter(AtomicU64);
@@ -80,106 +80,75 @@ pub static LATCHES_OPENED: Counter = Counter::new();
 /// Latches whose `PX` expiry passed.
 pub static LATCHES_EXPIRED: Counter = Counter::new();
 
-/// Counts a read-write lock grant.
-pub fn count_rw_grant(mode: crate::rwlock::RwMode) {
+/// What one decision counts: the decision says it (`decision.rs`), the one
+/// carry-out counts it (`waiting/carry_out.rs`). The counters of waiting
+/// itself (started, granted, timed out) and of `SYNC` grants move where
+/// that happens, in the waiting wing; the fence's and tokens' where they
+/// are decided and issued.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Tally {
+    Nothing,
+    /// A lock taken: free before, the caller's now.
+    Acquired,
+    /// A lock re-entered by its owner.
+    Reentered,
+    /// An acquire that found the lock held by someone else (or, for a
+    /// read-write lock, not grantable now).
+    Contended,
+    /// A lock's (or read-write lock's) last hold released: it is free.
+    Released,
+    /// A lock deleted by `LOCK.FORCE`.
+    Forced,
+    /// A lock handed from its freeing event straight to its first waiter.
+    HandedOff,
+    /// A read or write hold granted (fresh or re-entered) by a command.
+    Granted(Mode),
+    /// A read or write hold handed straight to a waiter.
+    HandedOffAs(Mode),
+    /// Permits taken (a `LOCK.PERMITACQUIRE` of n permits counts once).
+    PermitsAcquired,
+    /// Permits not taken: too few free, or clients queued.
+    PermitsContended,
+    /// This many leased permits taken back after their deadline.
+    PermitsReclaimed(u64),
+    /// A latch that reached zero or was deleted.
+    LatchOpened,
+    /// A latch whose `PX` expiry passed.
+    LatchExpired,
+}
+
+impl Tally {
+    pub fn count(self) {
+        match self {
+            Tally::Nothing => {}
+            Tally::Acquired => ACQUIRED.incr(),
+            Tally::Reentered => REENTERED.incr(),
+            Tally::Contended => CONTENDED.incr(),
+            Tally::Released => RELEASED.incr(),
+            Tally::Forced => FORCED.incr(),
+            Tally::HandedOff => {
+                ACQUIRED.incr();
+                HANDOFFS.incr();
+            }
+            Tally::Granted(mode) => rw_granted(mode).incr(),
+            Tally::HandedOffAs(mode) => {
+                rw_granted(mode).incr();
+                HANDOFFS.incr();
+            }
+            Tally::PermitsAcquired => PERMITS_ACQUIRED.incr(),
+            Tally::PermitsContended => PERMITS_CONTENDED.incr(),
+            Tally::PermitsReclaimed(n) => PERMITS_RECLAIMED.add(n),
+            Tally::LatchOpened => LATCHES_OPENED.incr(),
+            Tally::LatchExpired => LATCHES_EXPIRED.incr(),
+        }
+    }
+}
+
+fn rw_granted(mode: Mode) -> &'static Counter {
     match mode {
-        crate::rwlock::RwMode::Read => RW_READS_GRANTED.incr(),
-        crate::rwlock::RwMode::Write => RW_WRITES_GRANTED.incr(),
+        Mode::Read => &RW_READS_GRANTED,
+        Mode::Write => &RW_WRITES_GRANTED,
     }
-}
-
-/// A decision's outcome, counted where it is carried out (`handoff::carry_out`):
-/// the one place the lock counters move.
-pub trait Counted {
-    fn count(&self);
-}
-
-impl Counted for Acquired {
-    fn count(&self) {
-        match self {
-            Acquired::Taken => ACQUIRED.incr(),
-            Acquired::Reentered => REENTERED.incr(),
-            Acquired::Busy => CONTENDED.incr(),
-        }
-    }
-}
-
-impl Counted for Released {
-    fn count(&self) {
-        if *self == Released::Freed {
-            RELEASED.incr();
-        }
-    }
-}
-
-impl Counted for Forced {
-    fn count(&self) {
-        if *self == Forced::Deleted {
-            FORCED.incr();
-        }
-    }
-}
-
-/// A lock handed from a freeing event straight to its first waiter.
-impl Counted for HandedOff {
-    fn count(&self) {
-        ACQUIRED.incr();
-        HANDOFFS.incr();
-        WAITS_GRANTED.incr();
-    }
-}
-
-/// A read or write acquire: one that found the lock not grantable is
-/// contended, as for the lock (grants are counted by mode, where the mode is
-/// known: [`count_rw_grant`]).
-impl Counted for crate::rwlock::RwAcquired {
-    fn count(&self) {
-        if let crate::rwlock::RwAcquired::Busy(_) = self {
-            CONTENDED.incr();
-        }
-    }
-}
-
-/// A read or write release: a lock left free is counted by its event.
-impl Counted for crate::rwlock::RwReleased {
-    fn count(&self) {}
-}
-
-/// A renewal (whether the owner held the lock): not counted.
-impl Counted for bool {
-    fn count(&self) {}
-}
-
-impl Counted for crate::semaphore::Took {
-    fn count(&self) {
-        match self.0 {
-            true => PERMITS_ACQUIRED.incr(),
-            false => PERMITS_CONTENDED.incr(),
-        }
-    }
-}
-
-/// A leased acquire: the ids granted, or none.
-impl Counted for Option<Vec<crate::semaphore::PermitId>> {
-    fn count(&self) {
-        match self {
-            Some(_) => PERMITS_ACQUIRED.incr(),
-            None => PERMITS_CONTENDED.incr(),
-        }
-    }
-}
-
-/// Leased permits reclaimed.
-impl Counted for usize {
-    fn count(&self) {
-        PERMITS_RECLAIMED.add(*self as u64);
-    }
-}
-
-/// A count or number of permits answered (`LOCK.SEMADD`, `LOCK.SEMRELEASE`,
-/// `LOCK.SEMDRAIN`, `LOCK.PERMITRELEASE`): not counted.
-impl Counted for i64 {
-    fn count(&self) {}
 }
 
 /// Every counter with its `INFO` field name, in display order.

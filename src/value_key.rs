@@ -9,7 +9,7 @@
 //! | [`ValueKey::delete`] | `DEL name` |
 
 use crate::errors::{self, Refusal};
-use crate::ffi::key::{Key, KeyKind, Mode};
+use crate::ffi::key::{Key, KeyKind, OpenMode};
 use crate::ffi::{Ctx, OwnedStr, RStr};
 
 thread_local! {
@@ -25,7 +25,7 @@ pub struct ValueKey<'a> {
 
 impl<'a> ValueKey<'a> {
     /// Opens `name`. Refuses a key that exists and is not a string.
-    pub fn open(ctx: Ctx<'a>, name: RStr<'a>, mode: Mode) -> Result<ValueKey<'a>, Refusal> {
+    pub fn open(ctx: Ctx<'a>, name: RStr<'a>, mode: OpenMode) -> Result<ValueKey<'a>, Refusal> {
         let key = Key::open(ctx, name, mode);
         match key.kind() {
             KeyKind::Empty | KeyKind::String => Ok(ValueKey { ctx, key }),

@@ -25,13 +25,19 @@
 //! memory stays flat however often clients come and go, and `MODULE UNLOAD`
 //! is possible as soon as nobody waits.
 //!
-//! The glue that blocks clients, runs timers and hands locks over lives in
-//! `handoff.rs`.
+//! Each waiter and each watch carries its **kind** (`K`): in the module,
+//! the callbacks of the kind it waits for (`waiting/queue.rs`), so that the
+//! queue and its timer serve every kind without naming one. A queue's kind
+//! is its head waiter's (or its watch's): a key that changed type while
+//! clients waited is looked at as what they wait for.
+//!
+//! The glue that blocks clients, runs timers and hands objects over lives
+//! in `waiting/`.
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::Hash;
 
-use crate::grant_policy::{grant_run, Ask, GrantPolicy, Kind};
+use crate::grant_policy::{grant_run, Ask, GrantPolicy};
 use crate::replica_sync::SyncSpec;
 
 /// How long after a WAIT deadline the queue keeps waking up for a waiter
@@ -39,11 +45,13 @@ use crate::replica_sync::SyncSpec;
 /// a ms); after that Redis's own cron tick answers it.
 pub const TIMEOUT_GRACE_MS: i64 = 5;
 
-/// A client waiting for a lock; `C` is its blocked-client handle.
+/// A client waiting for a lock; `C` is its blocked-client handle, `K` the
+/// kind of object it waits for.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Waiter<C> {
+pub struct Waiter<C, K> {
     /// The blocked-client handle.
     pub client: C,
+    pub kind: K,
     pub owner: Vec<u8>,
     /// The lease it asked for, applied from the moment it is granted.
     pub lease_ms: i64,
@@ -55,11 +63,11 @@ pub struct Waiter<C> {
     pub token: bool,
     /// Its grant is answered only once replicas acknowledged it (`SYNC`).
     pub sync: Option<SyncSpec>,
-    /// What it waits for: the lock, or a read or write hold.
+    /// What it waits for: the lock, a read or write hold, permits, a latch.
     pub ask: Ask,
 }
 
-impl<C> Waiter<C> {
+impl<C, K> Waiter<C, K> {
     /// Whether its WAIT timeout has come by `now_ms` (Redis times it out
     /// once its clock passes since + timeout; a millisecond early, to be
     /// safe). Never for a waiter without a timeout.
@@ -101,21 +109,24 @@ pub enum TimerPlan<T> {
 
 /// Why a queue is kept without waiters: its object has a deadline to act on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Watch {
-    pub kind: Kind,
+pub struct Watch<K> {
+    pub kind: K,
     /// The object's own deadline, when it matters after the key is gone (a
     /// latch's expiry: gone at or after it, the latch expired).
     pub deadline: Option<i64>,
 }
 
-struct Queue<C, T> {
-    waiters: VecDeque<Waiter<C>>,
+/// The queues of one database, by key.
+type Database<C, T, K> = HashMap<Vec<u8>, Queue<C, T, K>>;
+
+struct Queue<C, T, K> {
+    waiters: VecDeque<Waiter<C, K>>,
     /// The one timer that will look at this lock next, if any.
     timer: Option<QueueTimer<T>>,
-    watch: Option<Watch>,
+    watch: Option<Watch<K>>,
 }
 
-impl<C, T> Default for Queue<C, T> {
+impl<C, T, K> Default for Queue<C, T, K> {
     fn default() -> Self {
         Queue {
             waiters: VecDeque::new(),
@@ -126,16 +137,17 @@ impl<C, T> Default for Queue<C, T> {
 }
 
 /// Every wait queue of the server. `C` identifies a blocked client, `T` a
-/// timer (Redis handles in the module, plain numbers in tests).
-pub struct WaitQueues<C, T> {
-    queues: HashMap<i32, HashMap<Vec<u8>, Queue<C, T>>>,
+/// timer, `K` a kind of object (Redis handles and the kinds' callbacks in
+/// the module, plain values in tests).
+pub struct WaitQueues<C, T, K> {
+    queues: HashMap<i32, Database<C, T, K>>,
     /// Which queue each waiting client is in.
     index: HashMap<C, (i32, Vec<u8>)>,
     /// Timers of dropped queues, still to be stopped.
     orphaned_timers: Vec<T>,
 }
 
-impl<C, T> Default for WaitQueues<C, T> {
+impl<C, T, K> Default for WaitQueues<C, T, K> {
     fn default() -> Self {
         WaitQueues {
             queues: HashMap::new(),
@@ -145,7 +157,7 @@ impl<C, T> Default for WaitQueues<C, T> {
     }
 }
 
-impl<C: Copy + Eq + Hash, T: Copy> WaitQueues<C, T> {
+impl<C: Copy + Eq + Hash, T: Copy, K: Copy> WaitQueues<C, T, K> {
     /// Whether there is no queue at all: nobody waits, nothing is watched.
     pub fn is_empty(&self) -> bool {
         self.queues.is_empty()
@@ -160,29 +172,35 @@ impl<C: Copy + Eq + Hash, T: Copy> WaitQueues<C, T> {
         self.queue(db, key).is_some_and(|q| !q.waiters.is_empty())
     }
 
-    fn queue(&self, db: i32, key: &[u8]) -> Option<&Queue<C, T>> {
+    fn queue(&self, db: i32, key: &[u8]) -> Option<&Queue<C, T, K>> {
         self.queues.get(&db).and_then(|keys| keys.get(key))
     }
 
     /// What kind of object a key's queue is for: its head waiter's, or its
     /// watch's. `None`: no queue.
-    pub fn kind(&self, db: i32, key: &[u8]) -> Option<Kind> {
+    pub fn kind(&self, db: i32, key: &[u8]) -> Option<K> {
         let queue = self.queue(db, key)?;
         queue
             .waiters
             .front()
-            .map(|w| w.ask.kind())
+            .map(|w| w.kind)
             .or(queue.watch.map(|w| w.kind))
     }
 
+    /// Whether any waiter of a key's queue asks for what `asks` says.
+    pub fn any_ask(&self, db: i32, key: &[u8], asks: impl Fn(Ask) -> bool) -> bool {
+        self.queue(db, key)
+            .is_some_and(|q| q.waiters.iter().any(|w| asks(w.ask)))
+    }
+
     /// The watch of a key's queue, if any.
-    pub fn watched(&self, db: i32, key: &[u8]) -> Option<Watch> {
+    pub fn watched(&self, db: i32, key: &[u8]) -> Option<Watch<K>> {
         self.queue(db, key).and_then(|q| q.watch)
     }
 
     /// Keeps a key's queue (and its timer) while nobody waits: its object
     /// has a deadline to act on ([`Watch`]).
-    pub fn watch(&mut self, db: i32, key: &[u8], watch: Watch) {
+    pub fn watch(&mut self, db: i32, key: &[u8], watch: Watch<K>) {
         let keys = self.queues.entry(db).or_default();
         match keys.get_mut(key) {
             Some(queue) => queue.watch = Some(watch),
@@ -206,7 +224,7 @@ impl<C: Copy + Eq + Hash, T: Copy> WaitQueues<C, T> {
     }
 
     /// Appends a waiter to the back of its key's queue.
-    pub fn push(&mut self, db: i32, key: &[u8], waiter: Waiter<C>) {
+    pub fn push(&mut self, db: i32, key: &[u8], waiter: Waiter<C, K>) {
         self.index.insert(waiter.client, (db, key.to_vec()));
         self.queues
             .entry(db)
@@ -231,8 +249,8 @@ impl<C: Copy + Eq + Hash, T: Copy> WaitQueues<C, T> {
         key: &[u8],
         free: P::Free,
         now_ms: i64,
-        ask_of: impl Fn(&Waiter<C>) -> &P::Ask,
-    ) -> Vec<Waiter<C>> {
+        ask_of: impl Fn(&Waiter<C, K>) -> &P::Ask,
+    ) -> Vec<Waiter<C, K>> {
         let Some(queue) = self.queues.get_mut(&db).and_then(|keys| keys.get_mut(key)) else {
             return Vec::new();
         };
@@ -255,7 +273,7 @@ impl<C: Copy + Eq + Hash, T: Copy> WaitQueues<C, T> {
     /// Takes the first waiter of a free lock's queue: the one to grant it to
     /// (tests: the pass the module runs, on a free lock).
     #[cfg(test)]
-    pub fn pop_next(&mut self, db: i32, key: &[u8]) -> Option<Waiter<C>> {
+    pub fn pop_next(&mut self, db: i32, key: &[u8]) -> Option<Waiter<C, K>> {
         use crate::grant_policy::{ReadWrite, RwHolders};
         self.pop_run::<ReadWrite>(db, key, RwHolders::default(), 0, |w| w.ask.mode())
             .pop()
@@ -264,7 +282,7 @@ impl<C: Copy + Eq + Hash, T: Copy> WaitQueues<C, T> {
     /// Removes a client wherever it waits (timeout, disconnect), with the
     /// key it waited for. `None` if it is not waiting any more (already
     /// granted).
-    pub fn remove_client(&mut self, client: C) -> Option<(Vec<u8>, Waiter<C>)> {
+    pub fn remove_client(&mut self, client: C) -> Option<(Vec<u8>, Waiter<C, K>)> {
         let (db, key) = self.index.remove(&client)?;
         let queue = self.queues.get_mut(&db)?.get_mut(&key)?;
         let position = queue.waiters.iter().position(|w| w.client == client)?;
@@ -274,7 +292,7 @@ impl<C: Copy + Eq + Hash, T: Copy> WaitQueues<C, T> {
     }
 
     /// Removes every waiter of every queue.
-    pub fn drain_all(&mut self) -> Vec<Waiter<C>> {
+    pub fn drain_all(&mut self) -> Vec<Waiter<C, K>> {
         self.index.clear();
         let queues = std::mem::take(&mut self.queues);
         let mut drained = Vec::new();
@@ -402,11 +420,12 @@ impl<C: Copy + Eq + Hash, T: Copy> WaitQueues<C, T> {
 mod tests {
     use super::*;
 
-    type Queues = WaitQueues<usize, u64>;
+    type Queues = WaitQueues<usize, u64, &'static str>;
 
-    fn waiter(client: usize) -> Waiter<usize> {
+    fn waiter(client: usize) -> Waiter<usize, &'static str> {
         Waiter {
             client,
+            kind: "lock",
             owner: format!("o{client}").into_bytes(),
             lease_ms: 1000,
             since_ms: 100,
@@ -439,7 +458,7 @@ mod tests {
         timing_out.timeout_ms = 50; // since 100: times out at 150
         q.push(0, b"k", timing_out);
         q.push(0, b"k", waiter(2));
-        fn mode(w: &Waiter<usize>) -> &Mode {
+        fn mode<'a>(w: &'a Waiter<usize, &'static str>) -> &'a Mode {
             w.ask.mode()
         }
         let run = q.pop_run::<ReadWrite>(0, b"k", RwHolders::default(), 149, mode);
@@ -463,16 +482,16 @@ mod tests {
     fn a_watched_queue_stays_without_waiters_until_unwatched() {
         let mut q = Queues::default();
         let watch = Watch {
-            kind: Kind::Latch,
+            kind: "latch",
             deadline: Some(5),
         };
         q.watch(0, b"k", watch);
-        assert_eq!(q.kind(0, b"k"), Some(Kind::Latch));
+        assert_eq!(q.kind(0, b"k"), Some("latch"));
         assert!(!q.has_waiters(0, b"k"));
         q.push(0, b"k", waiter(1));
         assert_eq!(
             q.kind(0, b"k"),
-            Some(Kind::Lock),
+            Some("lock"),
             "the head waiter's kind first"
         );
         assert!(q.remove_client(1).is_some());
@@ -652,9 +671,10 @@ mod tests {
 
     #[test]
     fn queues_wake_just_after_the_earliest_wait_timeout() {
-        let mut q: WaitQueues<usize, u32> = WaitQueues::default();
+        let mut q: WaitQueues<usize, u32, &str> = WaitQueues::default();
         let waiter = |client, since_ms, timeout_ms| Waiter {
             client,
+            kind: "lock",
             owner: b"o".to_vec(),
             lease_ms: 1,
             since_ms,
@@ -690,7 +710,7 @@ mod tests {
         for client in 1..=5 {
             q.push(0, b"k", waiter(client));
         }
-        fn mode(w: &Waiter<usize>) -> &Mode {
+        fn mode<'a>(w: &'a Waiter<usize, &'static str>) -> &'a Mode {
             if w.client == 4 {
                 &Mode::Write
             } else {

@@ -1,7 +1,7 @@
 //! The line the module logs at load: its version, its commit, the server.
 //! (The refusal of a server older than 7.0 is unit-tested in
 //! `src/server_version.rs` and run against a real Redis 6.2 by
-//! `scripts/check-dist.sh`, which `make test-ops` runs.)
+//! `scripts/test-ops.sh` (`make test-ops`).)
 
 use redis_lock_test_support::*;
 

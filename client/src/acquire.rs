@@ -10,8 +10,8 @@
 //! `LOCK.ACQUIRE ... WAIT` on a connection of its own (a blocked connection
 //! cannot carry other commands). Either send may break in transit: the
 //! hold count decides whether it ran (`counted.rs`). It runs in a task of
-//! its own, so a caller that stops waiting cannot leave a lock behind
-//! ([`LockClient::abandon`]).
+//! its own (`request.rs`), so a caller that stops waiting cannot leave a
+//! lock behind ([`LockClient::abandon`]).
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -23,39 +23,7 @@ use crate::error::{refused, LockError, Result};
 use crate::guard::LockGuard;
 use crate::holds::{later, lease_end, Entry, Lost};
 use crate::protocol::{self, Acquired, Holder, LockKind};
-
-/// How long to wait for a held lock.
-#[derive(Clone, Copy, Debug)]
-pub(crate) enum Wait {
-    No,
-    For(Duration),
-    Forever,
-}
-
-impl From<Duration> for Wait {
-    /// A zero wait is one attempt.
-    fn from(wait: Duration) -> Wait {
-        if wait.is_zero() {
-            Wait::No
-        } else {
-            Wait::For(wait)
-        }
-    }
-}
-
-/// What a caller asks for: one acquisition's arguments.
-#[derive(Debug)]
-pub(crate) struct Ask {
-    /// A lock, or a read or write hold of a read-write lock.
-    pub(crate) kind: LockKind,
-    pub(crate) name: String,
-    pub(crate) owner: String,
-    /// The caller's lease (no watchdog); None: the watchdog's, renewed.
-    pub(crate) lease: Option<Duration>,
-    pub(crate) wait: Wait,
-    /// With a fencing token (`TOKEN`).
-    pub(crate) fenced: bool,
-}
+use crate::request::{detached, Ask, Wait};
 
 /// When a grant's lease ends on the server, as far as the client can tell
 /// ([`LockClient::grant_expiry`]).
@@ -119,30 +87,22 @@ impl LockClient {
     /// grant that completes after the caller left is released the same way,
     /// through its guard's drop.
     pub(crate) async fn acquire_as(&self, ask: Ask) -> Result<Option<LockGuard>> {
-        let (mut reply, caller) = tokio::sync::oneshot::channel();
         let this = self.clone();
-        self.inner.runtime.spawn(async move {
+        detached(&self.inner.runtime, move |mut caller| async move {
             let tracker: Tracker = Arc::default();
             let finished = tokio::select! {
                 biased;
-                result = this.acquire_inner(&ask, &tracker) => {
-                    Some(result)
-                }
-                () = reply.closed() => None,
+                result = this.acquire_inner(&ask, &tracker) => Some(result),
+                () = caller.left() => None,
             };
             match finished {
                 // If the caller left meanwhile, the guard comes back here
                 // and its drop releases the lock.
-                Some(result) => drop(reply.send(result)),
+                Some(result) => caller.answer(result),
                 None => this.abandon(&tracker).await,
             }
-        });
-        // `caller` only errs if the task was dropped: the runtime shut down.
-        caller.await.unwrap_or_else(|_| {
-            Err(LockError::Runtime(std::io::Error::other(
-                "the client's runtime shut down during the acquisition",
-            )))
         })
+        .await
     }
 
     /// Cleans up after a caller that stopped waiting for an acquisition:

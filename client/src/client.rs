@@ -1,26 +1,20 @@
-//! [`LockClient`]: the client's public face (building it, owner ids, the
-//! lock API) and giving a hold back.
+//! [`LockClient`]: the client's public face: building it, its owner ids,
+//! and what every object's API (`lock.rs`, `semaphore.rs`, `latch.rs`,
+//! `multi.rs`) sends its commands through.
 //!
-//! What happens underneath lives in rooms of its own: taking a lock in
-//! `acquire.rs`, sending and safe retries in `counted.rs`, the hold counts
-//! in `holds.rs`, the commands and replies in `protocol.rs`, the
-//! connections in `conn.rs`.
+//! What happens underneath lives in rooms of its own: what the clones share
+//! in `inner.rs`, taking a lock in `acquire.rs`, sending and safe retries in
+//! `counted.rs`, the hold counts in `holds.rs`, the commands and replies in
+//! `protocol/`, the connections in `conn.rs`.
 
 use std::sync::{Arc, Weak};
-use std::time::Duration;
 
-use tokio::sync::Notify;
-
-use crate::acquire::{Ask, Wait};
-use crate::conn::{timeout_error, Backend, Connections, SentinelBackend};
-use crate::counted::{Counted, Outcome};
+use crate::conn::{Backend, SentinelBackend};
 use crate::error::{LockError, Result};
-use crate::guard::{Fenced, LockGuard};
-use crate::holds::{Entry, Lost, Registry};
+use crate::inner::Inner;
 use crate::options::Options;
 use crate::owner;
-use crate::protocol::{self, LockKind};
-use crate::tracking::{connect_single, Connector, Tracking};
+use crate::protocol;
 use crate::watchdog;
 
 /// A client for the redis-lock module: Redisson's `RLock` API in Rust.
@@ -51,28 +45,6 @@ impl std::fmt::Debug for LockClient {
             .field("id", &self.id())
             .field("cluster", &self.is_cluster())
             .finish()
-    }
-}
-
-/// What the clones of one client share.
-pub(crate) struct Inner {
-    pub(crate) id: String,
-    /// The connections and the options: every command goes through it.
-    pub(crate) counted: Counted,
-    /// The hold counts, and the lost signals.
-    pub(crate) holds: Registry,
-    pub(crate) runtime: tokio::runtime::Handle,
-    /// Wakes the watchdog task (a new grant, or the client is gone).
-    pub(crate) wake: Arc<Notify>,
-    watchdog_started: std::sync::Once,
-    /// The fast lost signal (None: a cluster, or turned off).
-    pub(crate) tracking: Option<Tracking>,
-}
-
-impl Drop for Inner {
-    fn drop(&mut self) {
-        // Lets the watchdog task see that its client is gone and end.
-        self.wake.notify_one();
     }
 }
 
@@ -122,7 +94,8 @@ impl LockClient {
     /// the clients of a demoted master; a dead one refuses) or are refused
     /// with `READONLY`, and the client connects to the new master: the
     /// watchdog renews there, a wait queues there again, and a lock that did
-    /// not survive the failover is reported lost ([`LockGuard::lost`]).
+    /// not survive the failover is reported lost
+    /// ([`LockGuard::lost`](crate::LockGuard::lost)).
     /// A failover takes seconds (Sentinel's `down-after-milliseconds` plus
     /// an election): give [`Options::retries`] × [`Options::retry_interval`]
     /// that long, or calls made during it fail with
@@ -178,42 +151,7 @@ impl LockClient {
             )
         })?;
         options.check()?;
-        let conns = Connections::new(backend, options.command_timeout);
-        let tracked = options.track_locks && !conns.is_cluster();
-        let timeout = options.command_timeout;
-        let inner = Arc::new_cyclic(|weak: &Weak<Inner>| {
-            let tracking = tracked.then(|| {
-                let weak_inner = weak.clone();
-                let connect: Connector = Box::new(move |pushes| {
-                    let weak_inner = weak_inner.clone();
-                    Box::pin(async move {
-                        // The server the commands go to: through Sentinel,
-                        // the master it names now.
-                        let inner = weak_inner
-                            .upgrade()
-                            .ok_or_else(|| timeout_error("the client is gone"))?;
-                        let client = inner
-                            .counted
-                            .conns
-                            .master_client()
-                            .await?
-                            .ok_or_else(|| timeout_error("no master"))?;
-                        drop(inner);
-                        connect_single(client, timeout, pushes).await
-                    })
-                });
-                Tracking::start(weak.clone(), &runtime, connect)
-            });
-            Inner {
-                id: uuid::Uuid::new_v4().to_string(),
-                counted: Counted { conns, options },
-                holds: Registry::default(),
-                runtime,
-                wake: Arc::new(Notify::new()),
-                watchdog_started: std::sync::Once::new(),
-                tracking,
-            }
-        });
+        let inner = Inner::new(backend, options, runtime);
         Ok(LockClient { inner, owner: None })
     }
 
@@ -256,272 +194,6 @@ impl LockClient {
     /// The explicit owner id, if [`LockClient::as_owner`] set one.
     pub(crate) fn explicit_owner(&self) -> Option<&str> {
         self.owner.as_deref()
-    }
-
-    /// Takes the lock, waiting as long as it takes, in the server's FIFO
-    /// queue. The watchdog keeps the lease ([`Options::watchdog_lease`])
-    /// alive until the guard is released; [`LockGuard::lost`] tells you if it
-    /// cannot. Re-entrant: the same owner may take it again.
-    pub async fn lock(&self, name: &str) -> Result<LockGuard> {
-        self.lock_with(LockKind::Lock, name, false).await
-    }
-
-    /// Tries to take the lock, waiting at most `wait` (zero: one attempt).
-    /// With `lease: Some(..)` the lock frees itself after it and no watchdog
-    /// runs (as in Redisson); with `None` the watchdog keeps it. `Ok(None)`
-    /// when someone else held it for the whole wait.
-    ///
-    /// ```no_run
-    /// # use std::time::Duration;
-    /// # async fn demo(locks: redis_lock_client::LockClient) -> Result<(), redis_lock_client::LockError> {
-    /// match locks.try_lock("report", Duration::from_secs(2), Some(Duration::from_secs(10))).await? {
-    ///     Some(guard) => { /* at most 10 s of work */ guard.unlock().await? }
-    ///     None => println!("busy for 2 s, giving up"),
-    /// }
-    /// # Ok(()) }
-    /// ```
-    pub async fn try_lock(
-        &self,
-        name: &str,
-        wait: Duration,
-        lease: Option<Duration>,
-    ) -> Result<Option<LockGuard>> {
-        self.try_lock_with(LockKind::Lock, name, wait, lease, false)
-            .await
-    }
-
-    /// [`LockClient::lock`], also returning the lock's fencing token
-    /// ([`LockGuard::token`]): a number the module makes larger with every
-    /// grant, for the protected resource to reject writes older than one it
-    /// has seen (Redisson's `RFencedLock`). Needs a module with
-    /// `LOCK.ACQUIRE ... TOKEN`.
-    ///
-    /// ```no_run
-    /// # async fn demo(locks: redis_lock_client::LockClient) -> Result<(), redis_lock_client::LockError> {
-    /// let guard = locks.lock_fenced("stock").await?;
-    /// let token = guard.token();
-    /// // send `token` with every write; the resource refuses older ones
-    /// # let _ = token;
-    /// guard.unlock().await?;
-    /// # Ok(()) }
-    /// ```
-    pub async fn lock_fenced(&self, name: &str) -> Result<Fenced<LockGuard>> {
-        Fenced::of(self.lock_with(LockKind::Lock, name, true).await?)
-    }
-
-    /// [`LockClient::try_lock`] with a fencing token, see [`LockClient::lock_fenced`].
-    pub async fn try_lock_fenced(
-        &self,
-        name: &str,
-        wait: Duration,
-        lease: Option<Duration>,
-    ) -> Result<Option<Fenced<LockGuard>>> {
-        self.try_lock_with(LockKind::Lock, name, wait, lease, true)
-            .await?
-            .map(Fenced::of)
-            .transpose()
-    }
-
-    /// Takes a read hold of the read-write lock `name` (Redisson's
-    /// `RReadWriteLock.readLock().lock()`), waiting as long as it takes in
-    /// the server's one FIFO queue of readers and writers; the watchdog
-    /// keeps it (`LOCK.RWRENEW`). Readers share the lock; a writer excludes
-    /// them. The queue is fair both ways: a reader that arrives while a
-    /// writer waits queues behind it.
-    ///
-    /// Re-entrant, and an owner holding the write lock may also take read
-    /// (a downgrade: its write release then leaves it reading). Each read
-    /// hold has a lease of its own; the returned guard is one hold, with
-    /// everything a [`LockGuard`] does ([`LockGuard::lost`],
-    /// [`LockGuard::unlock`], release on drop).
-    ///
-    /// ```no_run
-    /// # async fn demo(locks: redis_lock_client::LockClient) -> Result<(), redis_lock_client::LockError> {
-    /// let reading = locks.read_lock("catalog").await?; // others may read too
-    /// // ... read ...
-    /// reading.unlock().await?;
-    /// let writing = locks.write_lock("catalog").await?; // nobody else reads or writes
-    /// // ... write ...
-    /// writing.unlock().await?;
-    /// # Ok(()) }
-    /// ```
-    pub async fn read_lock(&self, name: &str) -> Result<LockGuard> {
-        self.lock_with(LockKind::Read, name, false).await
-    }
-
-    /// Takes the write hold of the read-write lock `name` (Redisson's
-    /// `writeLock().lock()`), waiting as long as it takes until no one else
-    /// reads or writes; the watchdog keeps it. Re-entrant.
-    ///
-    /// An owner that holds the lock for reading is refused at once with
-    /// [`LockError::UpgradeRefused`]: it would wait for its own read holds
-    /// forever (release them first). Redisson leaves it waiting.
-    pub async fn write_lock(&self, name: &str) -> Result<LockGuard> {
-        self.lock_with(LockKind::Write, name, false).await
-    }
-
-    /// [`LockClient::read_lock`], waiting at most `wait` (zero: one
-    /// attempt), as [`LockClient::try_lock`]: with `lease: Some(..)` the
-    /// hold ends after it and no watchdog runs; `Ok(None)` when the lock
-    /// could not be had within `wait`.
-    ///
-    /// Each read hold has its own lease: re-entered holds with a caller's
-    /// lease end one by one, and the guards report the lock lost when the
-    /// first of them ends. `LOCK.RWRENEW` renews every hold an owner has on
-    /// a name, so a leased hold of an owner that also holds the name under
-    /// the watchdog (a writer reading) lasts as long as that one.
-    pub async fn try_read_lock(
-        &self,
-        name: &str,
-        wait: Duration,
-        lease: Option<Duration>,
-    ) -> Result<Option<LockGuard>> {
-        self.try_lock_with(LockKind::Read, name, wait, lease, false)
-            .await
-    }
-
-    /// [`LockClient::write_lock`], waiting at most `wait`, as
-    /// [`LockClient::try_lock`]. [`LockError::UpgradeRefused`] when this
-    /// owner holds the lock for reading.
-    pub async fn try_write_lock(
-        &self,
-        name: &str,
-        wait: Duration,
-        lease: Option<Duration>,
-    ) -> Result<Option<LockGuard>> {
-        self.try_lock_with(LockKind::Write, name, wait, lease, false)
-            .await
-    }
-
-    /// [`LockClient::write_lock`] with a fencing token
-    /// ([`LockGuard::token`], `LOCK.WACQUIRE ... TOKEN`): one per grant,
-    /// growing, from the same counter as [`LockClient::lock_fenced`]'s.
-    /// Reads are not fenced.
-    pub async fn write_lock_fenced(&self, name: &str) -> Result<Fenced<LockGuard>> {
-        Fenced::of(self.lock_with(LockKind::Write, name, true).await?)
-    }
-
-    /// [`LockClient::try_write_lock`] with a fencing token, see
-    /// [`LockClient::write_lock_fenced`].
-    pub async fn try_write_lock_fenced(
-        &self,
-        name: &str,
-        wait: Duration,
-        lease: Option<Duration>,
-    ) -> Result<Option<Fenced<LockGuard>>> {
-        self.try_lock_with(LockKind::Write, name, wait, lease, true)
-            .await?
-            .map(Fenced::of)
-            .transpose()
-    }
-
-    /// `lock` / `read_lock` / `write_lock` and their fenced forms: the
-    /// caller's owner, no lease, no end to the wait.
-    async fn lock_with(&self, kind: LockKind, name: &str, fenced: bool) -> Result<LockGuard> {
-        let ask = Ask {
-            kind,
-            name: name.to_string(),
-            owner: self.owner(),
-            lease: None,
-            wait: Wait::Forever,
-            fenced,
-        };
-        self.acquire_as(ask)
-            .await?
-            .ok_or_else(|| LockError::Protocol("a wait without end ended without the lock".into()))
-    }
-
-    /// The `try_` forms: a zero `wait` is one attempt.
-    async fn try_lock_with(
-        &self,
-        kind: LockKind,
-        name: &str,
-        wait: Duration,
-        lease: Option<Duration>,
-        fenced: bool,
-    ) -> Result<Option<LockGuard>> {
-        let ask = Ask {
-            kind,
-            name: name.to_string(),
-            owner: self.owner(),
-            lease,
-            wait: Wait::from(wait),
-            fenced,
-        };
-        self.acquire_as(ask).await
-    }
-
-    /// Whether anyone holds the lock (Redisson's `isLocked`).
-    pub async fn is_locked(&self, name: &str) -> Result<bool> {
-        let cmd = protocol::is_locked(name);
-        self.simple_parsed(&cmd, protocol::parse_flag).await
-    }
-
-    /// The lock's remaining lease, whoever holds it: `None` when it is free
-    /// (or has no expiry, which a lock taken through the module never lacks).
-    pub async fn remaining_lease(&self, name: &str) -> Result<Option<Duration>> {
-        protocol::parse_pttl(&self.simple(&protocol::lease_left(name)).await?)
-    }
-
-    /// Deletes the lock whoever holds it (`LOCK.FORCE`, Redisson's
-    /// `forceUnlock`): an operator's tool. The holder's
-    /// [`LockGuard::lost`] fires within milliseconds (with
-    /// [`Options::track_locks`], on a single server), or at its watchdog's
-    /// next renewal. True if a lock existed.
-    pub async fn force_unlock(&self, name: &str) -> Result<bool> {
-        let cmd = protocol::force(name);
-        self.simple_parsed(&cmd, protocol::parse_flag).await
-    }
-
-    /// Gives back one hold of `entry` (the guard's unlock and drop).
-    pub(crate) async fn release(&self, entry: &Arc<Entry>) -> Result<()> {
-        let _op = entry.op.lock().await;
-        let (known, renew, lost) = {
-            let state = entry.state();
-            (state.holds(), state.watchdog(), state.is_retired())
-        };
-        let not_held = || LockError::NotHeld {
-            name: entry.name.clone(),
-        };
-        if known == 0 {
-            return Err(not_held());
-        }
-        if lost {
-            // Lost (lease ended or forced): the server has nothing of this
-            // tenure left, and a new tenure of the same owner must not lose
-            // a hold to this guard.
-            entry.state().drop_lost_hold();
-            return Err(not_held());
-        }
-        // Holds remain: restart the watchdog's lease, as Redisson does (a
-        // read release has none to restart: each read hold has its own).
-        let lease_ms = match (renew, known > 1) {
-            (Some(renew), true) => Some(protocol::lease_ms(renew)?),
-            _ => None,
-        };
-        let cmd = protocol::release(entry.holder(), lease_ms);
-        let counted = &self.inner.counted;
-        let within = counted.options.command_timeout;
-        let outcome = counted
-            .run(&cmd, entry.holder(), (known, known - 1), &|_| {}, within)
-            .await;
-        let held = match outcome {
-            Ok(Outcome::Reply(v)) => protocol::parse_release(&v)?,
-            Ok(Outcome::AppliedUnseen) => true,
-            Err(LockError::HoldCountMismatch { found: 0, .. }) => false,
-            Err(e) => return Err(e),
-        };
-        let holds = entry.state().released(held);
-        if !held {
-            // The server had no hold left: any other guard of this tenure
-            // has lost the lock too, and is told.
-            self.inner.holds.mark_lost(entry, Lost::NotHeld);
-            return Err(not_held());
-        }
-        if holds == 0 {
-            self.inner.holds.retire(entry);
-        }
-        Ok(())
     }
 
     /// A command whose resending is harmless, on this client's connections.

@@ -146,7 +146,7 @@ impl LockGuard {
         Ok(renewed)
     }
 
-    /// Releases this hold. [`LockError::NotHeld`](crate::LockError::NotHeld)
+    /// Releases this hold. [`LockError::NotHeld`]
     /// when the lock was lost before (its lease ended or it was forced):
     /// whatever was done under it may have overlapped another holder.
     pub async fn unlock(mut self) -> Result<()> {

@@ -17,12 +17,12 @@ use std::time::{Duration, Instant};
 
 use redis::Value;
 
-use crate::acquire::{Ask, Wait};
 use crate::client::LockClient;
 use crate::error::{LockError, Result};
 use crate::guard::LockGuard;
 use crate::holds::Lost;
 use crate::protocol::{self, Holder, LockKind};
+use crate::request::{Ask, Wait};
 
 /// All of several locks, or none: taken one after the other in the order
 /// given, within one shared wait budget; if one cannot be had, those already

@@ -27,7 +27,6 @@ use std::time::{Duration, Instant};
 use redis::{Cmd, Value};
 use tokio::sync::watch;
 
-use crate::acquire::Wait;
 use crate::client::LockClient;
 use crate::conn::Handle;
 use crate::counted::{unconfirmed, Sent};
@@ -35,6 +34,7 @@ use crate::error::{refused, LockError, Result};
 use crate::guard::Held;
 use crate::holds::{later, lease_end, Entry, Lost};
 use crate::protocol;
+use crate::request::{detached, Wait};
 
 /// A semaphore (Redisson's `RSemaphore`): a count of permits, taken and
 /// given back by anyone, with no owner and no lease (nothing renews them;
@@ -143,9 +143,8 @@ impl LockClient {
     /// grant made in that very instant is lost to the semaphore (a leased
     /// permit's comes back when its lease ends).
     async fn take(&self, take: Take, wait: Wait) -> Result<Option<(Value, Instant)>> {
-        let (mut reply, caller) = tokio::sync::oneshot::channel();
         let this = self.clone();
-        self.inner.runtime.spawn(async move {
+        let got = detached(&self.inner.runtime, move |mut caller| async move {
             let counted = &this.inner.counted;
             let started = Instant::now();
             let conn: Mutex<Option<Handle>> = Mutex::new(None);
@@ -190,7 +189,7 @@ impl LockClient {
             let result = tokio::select! {
                 biased;
                 result = &mut attempt => result,
-                () = reply.closed() => {
+                () = caller.left() => {
                     // The caller left. A wait in progress is ended, and
                     // the reply awaited; a first try is let finish, and
                     // no wait follows it.
@@ -228,13 +227,9 @@ impl LockClient {
                     sent,
                 })
             });
-            drop(reply.send(result));
-        });
-        let got = caller.await.unwrap_or_else(|_| {
-            Err(LockError::Runtime(std::io::Error::other(
-                "the client's runtime shut down during the acquisition",
-            )))
-        })?;
+            caller.answer(result);
+        })
+        .await?;
         Ok(got.map(Grant::keep))
     }
 }

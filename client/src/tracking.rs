@@ -34,9 +34,8 @@ use redis::aio::{ConnectionLike, MultiplexedConnection};
 use redis::{AsyncConnectionConfig, PushInfo, PushKind, Value};
 use tokio::sync::mpsc;
 
-use crate::client::Inner;
 use crate::conn::timeout_error;
-use crate::holds::Entry;
+use crate::holds::{Entry, Registry};
 use crate::protocol;
 
 /// The client's handle on its tracking task.
@@ -45,15 +44,23 @@ pub(crate) struct Tracking {
 }
 
 impl Tracking {
-    /// Starts the tracking task of the client behind `inner`, on `runtime`.
-    /// `connect` makes a RESP3 connection whose pushes go to the sender.
+    /// Starts the tracking task of the client whose hold registry is
+    /// `holds`, on `runtime`; its reads time out after `timeout`. `connect`
+    /// makes a RESP3 connection whose pushes go to the sender. The task and
+    /// its checks end their work when the registry is gone (the client is).
     pub(crate) fn start(
-        inner: Weak<Inner>,
+        holds: Weak<Registry>,
         runtime: &tokio::runtime::Handle,
+        timeout: Duration,
         connect: Connector,
     ) -> Tracking {
         let (watch, watch_rx) = mpsc::unbounded_channel();
-        runtime.spawn(run(inner, watch_rx, connect));
+        let checks = Checks {
+            holds,
+            runtime: runtime.clone(),
+            timeout,
+        };
+        runtime.spawn(run(checks, watch_rx, connect));
         Tracking { watch }
     }
 
@@ -119,8 +126,16 @@ fn is_refusal(e: &redis::RedisError) -> bool {
 /// The longest pause between attempts to connect again.
 const MAX_BACKOFF: Duration = Duration::from_secs(1);
 
+/// What a check needs: the registry to mark a loss in, where to run,
+/// how long a read may take.
+struct Checks {
+    holds: Weak<Registry>,
+    runtime: tokio::runtime::Handle,
+    timeout: Duration,
+}
+
 async fn run(
-    inner: Weak<Inner>,
+    checks: Checks,
     mut watch_rx: mpsc::UnboundedReceiver<Arc<Entry>>,
     connect: Connector,
 ) {
@@ -141,7 +156,7 @@ async fn run(
                     // gap was not pushed.
                     for entries in watched.values() {
                         for entry in entries {
-                            spawn_check(&inner, &c, entry.clone());
+                            checks.spawn(&c, entry.clone());
                         }
                     }
                     con = Some(c);
@@ -173,7 +188,7 @@ async fn run(
                     same.push(entry.clone());
                 }
                 if let Some(c) = &con {
-                    spawn_check(&inner, c, entry);
+                    checks.spawn(c, entry);
                 }
             }
             push = push_rx.recv() => {
@@ -184,7 +199,7 @@ async fn run(
                         let Some(c) = &con else { continue };
                         for name in invalidated(&push.data, &watched) {
                             for entry in watched.get(&name).into_iter().flatten() {
-                                spawn_check(&inner, c, entry.clone());
+                                checks.spawn(c, entry.clone());
                             }
                         }
                     }
@@ -228,36 +243,35 @@ fn invalidated(data: &[Value], watched: &HashMap<String, Vec<Arc<Entry>>>) -> Ve
         .collect()
 }
 
-/// Reads `entry`'s hold count on the tracking connection (re-arming the
-/// notification) and marks it lost if the count is 0.
-fn spawn_check(inner: &Weak<Inner>, con: &MultiplexedConnection, entry: Arc<Entry>) {
-    let Some(strong) = inner.upgrade() else {
-        return;
-    };
-    let runtime = strong.runtime.clone();
-    let timeout = strong.counted.options.command_timeout;
-    drop(strong);
-    let inner = inner.clone();
-    let mut con = con.clone();
-    runtime.spawn(async move {
-        // Not while an acquisition or release of this hold is under way:
-        // its outcome is not recorded yet.
-        let _op = entry.op.lock().await;
-        if !entry.state().is_held() {
-            return;
+impl Checks {
+    /// Reads `entry`'s hold count on the tracking connection (re-arming the
+    /// notification) and marks it lost if the count is 0.
+    fn spawn(&self, con: &MultiplexedConnection, entry: Arc<Entry>) {
+        if self.holds.strong_count() == 0 {
+            return; // the client is gone
         }
-        let hget = protocol::hold_count(&entry.name, &entry.field);
-        let reply = tokio::time::timeout(timeout, con.req_packed_command(&hget)).await;
-        // Failures are left to the renewal (and a broken connection to the
-        // task, which hears of it).
-        if let Ok(Ok(count)) = reply {
-            if protocol::is_hold_count_zero(&count) {
-                if let Some(inner) = inner.upgrade() {
-                    inner.holds.mark_gone(&entry, Instant::now());
+        let (holds, timeout) = (self.holds.clone(), self.timeout);
+        let mut con = con.clone();
+        self.runtime.spawn(async move {
+            // Not while an acquisition or release of this hold is under way:
+            // its outcome is not recorded yet.
+            let _op = entry.op.lock().await;
+            if !entry.state().is_held() {
+                return;
+            }
+            let hget = protocol::hold_count(&entry.name, &entry.field);
+            let reply = tokio::time::timeout(timeout, con.req_packed_command(&hget)).await;
+            // Failures are left to the renewal (and a broken connection to the
+            // task, which hears of it).
+            if let Ok(Ok(count)) = reply {
+                if protocol::is_hold_count_zero(&count) {
+                    if let Some(holds) = holds.upgrade() {
+                        holds.mark_gone(&entry, Instant::now());
+                    }
                 }
             }
-        }
-    });
+        });
+    }
 }
 
 #[cfg(test)]

@@ -27,8 +27,8 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 
-use crate::client::Inner;
 use crate::holds::{Entry, Lost, Next};
+use crate::inner::Inner;
 
 /// How long the task sleeps with nothing to watch.
 const IDLE: Duration = Duration::from_secs(3600);

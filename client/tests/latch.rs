@@ -10,7 +10,6 @@ mod support;
 use std::time::{Duration, Instant};
 
 use redis_lock_client::{Awaited, CountDownLatch, LockClient, LockError, Options};
-use redis_lock_test_support::semaphore::{latch_queue_becomes, latch_waiters};
 use redis_lock_test_support::*;
 use support::{
     assert_not_stalled_by_a_wait, blocking_client_on, client_on, new_latch, server_with_client,

@@ -15,9 +15,6 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use redis_lock_client::{LockClient, LockError, Lost, Options, PermitExpirableSemaphore, Permits};
-use redis_lock_test_support::semaphore::{
-    latch_queue_becomes, sem_info, sem_queue_becomes, sem_waiters,
-};
 use redis_lock_test_support::*;
 use support::{
     assert_not_stalled_by_a_wait, blocking_client_on, client_on, granted, handed_to, new_latch,

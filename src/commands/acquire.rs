@@ -11,7 +11,7 @@
 //! With `WAIT timeout-ms`, a held lock blocks the client in the key's FIFO
 //! queue instead: it is answered nil once the lock is handed to it, or, when
 //! `timeout-ms` passes first (0 = never), the integer above. Where blocking is
-//! not allowed (MULTI, Lua, a replica) WAIT is ignored. See `handoff.rs`.
+//! not allowed (MULTI, Lua, a replica) WAIT is ignored. See `waiting/lock.rs`.
 //!
 //! With `TOKEN`, each grant (taken, re-entered, or handed on to this waiter)
 //! also raises the lock's fencing-token counter, and the reply is Redisson
@@ -49,10 +49,10 @@ use crate::errors::{self, Refusal};
 use crate::ffi::command::{Access, ArgDoc, ArgKind, Command, CommandResult, CommandSpec, KeyFlags};
 use crate::ffi::{Ctx, RStr};
 use crate::grant_policy::Ask;
-use crate::handoff::{self, Wants};
 use crate::lock::{self, Acquired};
 use crate::lock_key::LockKey;
 use crate::replica_sync::SyncSpec;
+use crate::waiting::{self, carry_out, Wants};
 use crate::{config, replies};
 
 /// `LOCK.ACQUIRE`, as registered.
@@ -213,12 +213,10 @@ impl Command for LockAcquire {
         let now = ctx.now_ms();
         let expire_at = check_before_opening(now, cmd.key, cmd.lease_ms, cmd.wait_ms, cmd.token)?;
         let key = LockKey::open_write(ctx, cmd.key)?;
-        let mut view = key.view(cmd.owner)?;
-        if handoff::settle(ctx, &key) {
-            // The lock had been freed behind the queue's back: its first waiter
-            // has it now, and this caller queues behind the others.
-            view = key.view(cmd.owner)?;
-        }
+        // A lock freed behind the queue's back goes to its first waiter
+        // before this caller decides, and the caller queues behind the others.
+        waiting::lock::settle(ctx, &key)?;
+        let view = key.view(cmd.owner)?;
         let decision = lock::acquire(cmd.owner, view, expire_at).map_err(|e| e.refusal())?;
         let sync = SyncSpec::effective(cmd.sync, config::sync_default());
         let granted = matches!(decision.reply, Acquired::Taken | Acquired::Reentered);
@@ -227,19 +225,19 @@ impl Command for LockAcquire {
         }
         let counter = counter_key::wanted_counter(cmd.key, granted && cmd.token)?;
         let next_token = NextToken::prepare_if(ctx, counter.as_ref())?;
-        match handoff::carry_out(ctx, &key, decision) {
+        match carry_out(ctx, &key, decision) {
             Acquired::Taken | Acquired::Reentered => {
                 let token = next_token.map(|next| next.issue(expire_at));
                 match sync {
                     Some(spec) => {
-                        handoff::await_replicas(ctx, &key, cmd.owner.as_bytes(), token, spec);
+                        waiting::lock::await_replicas(ctx, &key, cmd.owner.as_bytes(), token, spec);
                     }
                     None => replies::granted(ctx, token),
                 }
             }
             Acquired::Busy => match cmd.wait_ms {
                 Some(timeout_ms) if ctx.can_block() => {
-                    handoff::wait(ctx, &key, cmd.waiter(timeout_ms, sync, Ask::Lock));
+                    waiting::lock::wait(ctx, &key, cmd.waiter(timeout_ms, sync, Ask::Lock));
                 }
                 _ => replies::busy(ctx, key.ttl_ms(), cmd.token),
             },

@@ -37,7 +37,7 @@ use crate::counter_key::{self, CounterKey};
 use crate::errors::{self, Refusal};
 use crate::fencing::{self, Expiry, Fence};
 use crate::ffi::command::{Access, ArgDoc, ArgKind, Command, CommandResult, CommandSpec, KeyFlags};
-use crate::ffi::key::Mode;
+use crate::ffi::key::OpenMode;
 use crate::ffi::{Ctx, RStr};
 use crate::stats;
 
@@ -82,7 +82,7 @@ impl Command for LockFence {
         if counter_key::has_counter(ctx, cmd.key) {
             return Err(errors::fence_on_lock_key(cmd.key.as_bytes()));
         }
-        let mut fence = CounterKey::open(ctx, cmd.key, Mode::Write)?;
+        let mut fence = CounterKey::open(ctx, cmd.key, OpenMode::Write)?;
         match fencing::fence(fence.value(), cmd.token) {
             Fence::Stale { seen } => {
                 stats::FENCES_REFUSED.incr();

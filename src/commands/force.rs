@@ -14,11 +14,12 @@ use crate::args::KeyOnly;
 use crate::commands::arg_docs::KEY;
 use crate::ffi::command::{Access, Command, CommandResult, CommandSpec, KeyFlags};
 use crate::ffi::{Ctx, RStr};
-use crate::handoff;
 use crate::lock::{self, Forced};
 use crate::lock_key::LockKey;
 use crate::rwlock::{self, Shape};
 use crate::rwlock_key::RwLockKey;
+use crate::waiting::carry_out;
+use crate::waiting::lock::RwCaller;
 
 /// `LOCK.FORCE`, as registered.
 pub struct LockForce;
@@ -42,11 +43,15 @@ impl Command for LockForce {
         if let Shape::Rw(_) = shape {
             // A read-write lock: its hold keys go too. The decision's one
             // effect, Delete, names no owner; the key stands in for one.
-            let forced = handoff::carry_out_rw(ctx, &key, cmd.key, rwlock::force(shape));
+            let caller = RwCaller {
+                lock: &key,
+                owner: cmd.key,
+            };
+            let forced = carry_out(ctx, &caller, rwlock::force(shape));
             ctx.reply_integer(i64::from(forced));
             return Ok(());
         }
-        let forced = handoff::carry_out(ctx, &key, lock::force(key.presence()));
+        let forced = carry_out(ctx, &key, lock::force(key.presence()));
         ctx.reply_integer(i64::from(forced == Forced::Deleted));
         Ok(())
     }

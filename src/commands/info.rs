@@ -21,12 +21,12 @@ use crate::args::KeyOnly;
 use crate::commands::arg_docs::KEY;
 use crate::counter_key::{self, CounterKey};
 use crate::ffi::command::{Access, Command, CommandResult, CommandSpec, KeyFlags};
-use crate::ffi::key::Mode;
+use crate::ffi::key::OpenMode;
 use crate::ffi::{Ctx, RStr};
-use crate::handoff;
 use crate::lock::parse_hold_count;
 use crate::lock_key::LockKey;
 use crate::rwlock_key::{RwLockKey, Snapshot};
+use crate::waiting;
 
 /// `LOCK.INFO`, as registered.
 pub struct LockInfo;
@@ -52,7 +52,7 @@ impl Command for LockInfo {
             .into_iter()
             .filter(|(field, _)| rw.is_none() || field != b"mode")
             .collect();
-        let waiters = handoff::snapshot(ctx, cmd.key);
+        let waiters = waiting::snapshot(ctx, cmd.key);
         let token = last_token(ctx, cmd.key);
 
         ctx.reply_map(if rw.is_some() { 9 } else { 6 });
@@ -130,7 +130,7 @@ fn reply_rw(ctx: Ctx, rw: &Snapshot) {
 /// The value of the lock's token counter, if it has a readable one.
 fn last_token(ctx: Ctx, key: RStr) -> Option<i64> {
     let name = counter_key::counter_name(key).ok()?;
-    let counter = CounterKey::open(ctx, name.borrow(), Mode::Read).ok()?;
+    let counter = CounterKey::open(ctx, name.borrow(), OpenMode::Read).ok()?;
     counter.value()
 }
 

@@ -1,7 +1,7 @@
 //! The count-down latch's commands, on Redisson `RCountDownLatch`'s layout:
 //! the string `key` holds the count and is deleted at zero; messages on
 //! `redisson_countdownlatch__channel__{key}` (`1` a new count, `0` open).
-//! `latch.rs` decides, `handoff/latch.rs` carries out and answers waiters.
+//! `latch.rs` decides, `waiting/latch.rs` carries out and answers waiters.
 //!
 //! * `LOCK.LATCHSET key count [PX ttl-ms]`: sets the count when `key` does
 //!   not exist (`trySetCount`). Reply: 1 set, 0 it exists. With `PX` the
@@ -29,14 +29,12 @@ use crate::commands::arg_docs::{KEY, PX_TTL};
 use crate::commands::semaphore::parse_set;
 use crate::errors::{self, Refusal};
 use crate::ffi::command::{Access, ArgDoc, ArgKind, Command, CommandResult, CommandSpec, KeyFlags};
-use crate::ffi::key::Mode;
+use crate::ffi::key::OpenMode;
 use crate::ffi::{Ctx, RStr};
-use crate::handoff::{
-    self,
-    latch::{carry_out_latch, settle, wait},
-};
 use crate::latch;
 use crate::value_key::ValueKey;
+use crate::waiting::latch::{settle, wait, Latch};
+use crate::waiting::{self, carry_out};
 
 /// `LOCK.LATCHSET`, as registered.
 pub struct LatchSet;
@@ -70,9 +68,9 @@ pub fn parse_await<'a, A: Arg<'a>>(argv: &[A]) -> Result<(A, i64), Refusal> {
 
 /// Opens the latch for a change, first carrying out an expiry or delete
 /// that happened behind the module's back.
-fn open_settled<'a>(ctx: Ctx<'a>, key: RStr<'a>, mode: Mode) -> Result<ValueKey<'a>, Refusal> {
+fn open_settled<'a>(ctx: Ctx<'a>, key: RStr<'a>, mode: OpenMode) -> Result<ValueKey<'a>, Refusal> {
     let latch = ValueKey::open(ctx, key, mode)?;
-    settle(ctx, &latch);
+    settle(ctx, &latch)?;
     Ok(latch)
 }
 
@@ -94,10 +92,10 @@ impl Command for LatchSet {
     fn run(ctx: Ctx, argv: &[RStr]) -> CommandResult {
         let cmd = parse_set(LatchSet::SPEC.name(), argv, count)?;
         let expire_at = cmd.ttl_ms.map(|ttl| ctx.now_ms().saturating_add(ttl));
-        let latch = open_settled(ctx, cmd.key, Mode::Write)?;
+        let latch = open_settled(ctx, cmd.key, OpenMode::Write)?;
         let current = latch.get(latch::parse_count)?;
         let decision = latch::set_count(current, cmd.count, expire_at);
-        let set = carry_out_latch(ctx, &latch, decision);
+        let set = carry_out(ctx, &Latch::of(&latch), decision);
         ctx.reply_integer(i64::from(set));
         Ok(())
     }
@@ -116,9 +114,9 @@ impl Command for CountDown {
 
     fn run(ctx: Ctx, argv: &[RStr]) -> CommandResult {
         let cmd = args::KeyOnly::parse(CountDown::SPEC.name(), argv)?;
-        let latch = open_settled(ctx, cmd.key, Mode::Write)?;
+        let latch = open_settled(ctx, cmd.key, OpenMode::Write)?;
         let decision = latch::count_down(latch.get(latch::parse_count)?);
-        let left = carry_out_latch(ctx, &latch, decision);
+        let left = carry_out(ctx, &Latch::of(&latch), decision);
         ctx.reply_integer(left);
         Ok(())
     }
@@ -137,7 +135,7 @@ impl Command for LatchCount {
 
     fn run(ctx: Ctx, argv: &[RStr]) -> CommandResult {
         let cmd = args::KeyOnly::parse(LatchCount::SPEC.name(), argv)?;
-        let latch = ValueKey::open(ctx, cmd.key, Mode::Read)?;
+        let latch = ValueKey::open(ctx, cmd.key, OpenMode::Read)?;
         ctx.reply_integer(latch.get(latch::parse_count)?.unwrap_or(0).max(0));
         Ok(())
     }
@@ -157,7 +155,7 @@ impl Command for Await {
     fn run(ctx: Ctx, argv: &[RStr]) -> CommandResult {
         let (key, timeout_ms) = parse_await(argv)?;
         args::wait_fits(ctx.now_ms(), timeout_ms)?;
-        let latch = open_settled(ctx, key, Mode::Read)?;
+        let latch = open_settled(ctx, key, OpenMode::Read)?;
         if latch::is_open(latch.get(latch::parse_count)?) {
             ctx.reply_integer(1);
         } else if ctx.can_block() {
@@ -182,9 +180,9 @@ impl Command for LatchInfo {
 
     fn run(ctx: Ctx, argv: &[RStr]) -> CommandResult {
         let cmd = args::KeyOnly::parse(LatchInfo::SPEC.name(), argv)?;
-        let latch = ValueKey::open(ctx, cmd.key, Mode::Read)?;
+        let latch = ValueKey::open(ctx, cmd.key, OpenMode::Read)?;
         let count = latch.get(latch::parse_count)?.unwrap_or(0).max(0);
-        let waiters = handoff::snapshot(ctx, cmd.key);
+        let waiters = waiting::snapshot(ctx, cmd.key);
         ctx.reply_map(3);
         ctx.reply_simple(c"count");
         ctx.reply_integer(count);

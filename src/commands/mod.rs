@@ -3,7 +3,7 @@
 //! latch, `latch.rs`). Each file starts with the commands' reply contract, parses its arguments into a typed struct (unit-tested
 //! without Redis), declares its spec (name, flags, ACL categories, key spec,
 //! docs) and runs it: open the key, ask the state machine (`lock.rs`), and
-//! carry out its decision with `handoff::carry_out`, the one way a decision
+//! carry out its decision with `waiting::carry_out`, the one way a decision
 //! becomes effects.
 
 pub mod acquire;

@@ -3,7 +3,7 @@
 //! one member per permit taken (its id's 16 raw bytes) scored by its
 //! deadline on **the server's clock**. A permit whose deadline passes is
 //! taken back by the queue's timer at that moment and handed to the head
-//! of the queue (`handoff/semaphore.rs`): a holder that dies loses its
+//! of the queue (`waiting/semaphore.rs`): a holder that dies loses its
 //! permits after its lease, and the set holds only live permits.
 //!
 //! * `LOCK.PERMITACQUIRE key permits [LEASE lease-ms] [WAIT timeout-ms]`:
@@ -38,15 +38,13 @@ use crate::commands::semaphore::{self as sem_cmd, open_settled, AcquireArgs, Acq
 use crate::config;
 use crate::errors::{self, Refusal};
 use crate::ffi::command::{Access, Command, CommandResult, CommandSpec, KeyFlags};
-use crate::ffi::key::Mode;
+use crate::ffi::key::OpenMode;
 use crate::ffi::{Ctx, RStr};
 use crate::grant_policy::Ask;
-use crate::handoff::{
-    self,
-    semaphore::{carry_out_sem, lease_deadline, new_ids, wait},
-};
 use crate::semaphore::{self, id_hex, parse_id_hex, shown_deadline, PermitId};
 use crate::semaphore_key::{check_permits_slot, SemaphoreKeys, SemaphoreNames};
+use crate::waiting::semaphore::{self as sem_waiting, lease_deadline, new_ids, wait};
+use crate::waiting::{self, carry_out};
 
 /// `LOCK.PERMITACQUIRE`, as registered.
 pub struct PermitAcquire;
@@ -119,7 +117,7 @@ impl Command for PermitAcquire {
         let deadline = lease_deadline(now, cmd.lease_ms);
         let decision =
             semaphore::acquire_leased(sem.value()?, new_ids(cmd.permits), deadline, queued);
-        match (carry_out_sem(ctx, &sem, decision), cmd.wait_ms) {
+        match (carry_out(ctx, &sem, decision), cmd.wait_ms) {
             (Some(ids), _) => {
                 ctx.reply_array(ids.len());
                 for id in &ids {
@@ -156,7 +154,7 @@ impl Command for PermitRelease {
         let (sem, _) = open_settled(ctx, &names)?;
         let scores: Vec<Option<i64>> = ids.iter().map(|id| sem.deadline_of(id)).collect();
         let decision = semaphore::release_leased(sem.value()?, &ids, &scores, ctx.now_ms())?;
-        let released = carry_out_sem(ctx, &sem, decision);
+        let released = carry_out(ctx, &sem, decision);
         ctx.reply_integer(released);
         Ok(())
     }
@@ -181,11 +179,7 @@ impl Command for PermitRenew {
         let (sem, _) = open_settled(ctx, &names)?;
         // Expired permits were just taken back: a permit still in the set
         // is live.
-        let held = sem.deadline_of(&id).is_some();
-        if held {
-            sem.set_deadline(&id, deadline);
-            handoff::semaphore::deadlines_changed(ctx, &sem);
-        }
+        let held = sem_waiting::renew(ctx, &sem, &id, deadline);
         ctx.reply_integer(i64::from(held));
         Ok(())
     }
@@ -207,7 +201,7 @@ impl Command for SemInfo {
         const SHOWN: usize = 1_000;
         let cmd = args::KeyOnly::parse(SemInfo::SPEC.name(), argv)?;
         let names = SemaphoreNames::of(cmd.key);
-        let sem = SemaphoreKeys::open(ctx, &names, Mode::Read)?;
+        let sem = SemaphoreKeys::open(ctx, &names, OpenMode::Read)?;
         let available = sem_cmd::available(ctx, &sem)?;
         let now = ctx.now_ms();
         let permits: Vec<(Vec<u8>, i64)> = sem
@@ -215,7 +209,7 @@ impl Command for SemInfo {
             .into_iter()
             .filter(|(_, at)| *at > now)
             .collect();
-        let waiters = handoff::snapshot(ctx, cmd.key);
+        let waiters = waiting::snapshot(ctx, cmd.key);
         ctx.reply_map(4);
         ctx.reply_simple(c"available");
         ctx.reply_integer(available);

@@ -23,12 +23,13 @@
 
 use crate::args::{self, Arg};
 use crate::commands::arg_docs::{KEY, LEASE, OWNER};
+use crate::config;
 use crate::errors::Refusal;
 use crate::ffi::command::{Access, ArgDoc, Command, CommandResult, CommandSpec, KeyFlags};
 use crate::ffi::{Ctx, RStr};
 use crate::lock::{self, Released};
 use crate::lock_key::LockKey;
-use crate::{config, handoff};
+use crate::waiting::carry_out;
 
 /// `LOCK.RELEASE`, as registered.
 pub struct LockRelease;
@@ -101,7 +102,7 @@ impl Command for LockRelease {
         let expire_at = cmd.deadline(ctx)?;
         let key = LockKey::open_write(ctx, cmd.key)?;
         let decision = lock::release(cmd.owner, key.view(cmd.owner)?, expire_at);
-        match handoff::carry_out(ctx, &key, decision) {
+        match carry_out(ctx, &key, decision) {
             Released::NotHeld => ctx.reply_null(),
             Released::StillHeld => ctx.reply_integer(0),
             Released::Freed => ctx.reply_integer(1),

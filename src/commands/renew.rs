@@ -16,7 +16,8 @@ use crate::errors::Refusal;
 use crate::ffi::command::{Access, ArgDoc, Command, CommandResult, CommandSpec, KeyFlags};
 use crate::ffi::{Ctx, RStr};
 use crate::lock_key::LockKey;
-use crate::{config, handoff, lock};
+use crate::waiting::carry_out;
+use crate::{config, lock};
 
 /// `LOCK.RENEW`, as registered.
 pub struct LockRenew;
@@ -69,7 +70,7 @@ impl Command for LockRenew {
         let cmd = Renew::parse(argv)?;
         let expire_at = args::deadline(ctx.now_ms(), cmd.lease_ms, config::max_lease_ms())?;
         let key = LockKey::open_write(ctx, cmd.key)?;
-        let renewed = handoff::carry_out(ctx, &key, lock::renew(key.view(cmd.owner)?, expire_at));
+        let renewed = carry_out(ctx, &key, lock::renew(key.view(cmd.owner)?, expire_at));
         ctx.reply_integer(i64::from(renewed));
         Ok(())
     }

@@ -41,11 +41,13 @@ use crate::counter_key::{self, NextToken};
 use crate::errors::{self, Refusal};
 use crate::ffi::command::{Access, ArgDoc, Command, CommandResult, CommandSpec, KeyFlags};
 use crate::ffi::{Ctx, RStr};
-use crate::grant_policy::Ask;
+use crate::grant_policy::{Ask, Mode};
 use crate::lock_key::LockKey;
-use crate::rwlock::{self, RwAcquired, RwMode};
+use crate::rwlock::{self, RwAcquired};
 use crate::rwlock_key::RwLockKey;
-use crate::{fencing, handoff, replies, stats};
+use crate::waiting::lock::RwCaller;
+use crate::waiting::{self, carry_out};
+use crate::{fencing, replies};
 
 /// `LOCK.RACQUIRE`, as registered.
 pub struct LockRAcquire;
@@ -54,13 +56,13 @@ pub struct LockWAcquire;
 
 /// Parses `LOCK.RACQUIRE` / `LOCK.WACQUIRE`: `LOCK.ACQUIRE`'s grammar with
 /// `WAIT`, and `TOKEN` for writes; never `SYNC`.
-pub fn parse<'a, A: Arg<'a>>(mode: RwMode, argv: &[A]) -> Result<Acquire<A>, Refusal> {
+pub fn parse<'a, A: Arg<'a>>(mode: Mode, argv: &[A]) -> Result<Acquire<A>, Refusal> {
     let options = acquire::Options {
         command: match mode {
-            RwMode::Read => LockRAcquire::SPEC.name(),
-            RwMode::Write => LockWAcquire::SPEC.name(),
+            Mode::Read => LockRAcquire::SPEC.name(),
+            Mode::Write => LockWAcquire::SPEC.name(),
         },
-        token: mode == RwMode::Write,
+        token: mode == Mode::Write,
         sync: false,
         syntax: errors::SYNTAX_RW_ACQUIRE,
     };
@@ -84,7 +86,7 @@ impl Command for LockRAcquire {
     };
 
     fn run(ctx: Ctx, argv: &[RStr]) -> CommandResult {
-        run(ctx, parse(RwMode::Read, argv)?, RwMode::Read)
+        run(ctx, parse(Mode::Read, argv)?, Mode::Read)
     }
 }
 
@@ -101,15 +103,15 @@ impl Command for LockWAcquire {
     };
 
     fn run(ctx: Ctx, argv: &[RStr]) -> CommandResult {
-        run(ctx, parse(RwMode::Write, argv)?, RwMode::Write)
+        run(ctx, parse(Mode::Write, argv)?, Mode::Write)
     }
 }
 
-fn run(ctx: Ctx, cmd: Acquire<RStr>, mode: RwMode) -> CommandResult {
+fn run(ctx: Ctx, cmd: Acquire<RStr>, mode: Mode) -> CommandResult {
     let now = ctx.now_ms();
     let expire_at =
         acquire::check_before_opening(now, cmd.key, cmd.lease_ms, cmd.wait_ms, cmd.token)?;
-    if mode == RwMode::Read {
+    if mode == Mode::Read {
         // Each read hold is a key named by Redisson's `suffixName`: in the
         // lock's slot only for a name without braces or with a valid tag.
         fencing::hash_tag_kept(cmd.key.as_bytes())
@@ -118,11 +120,11 @@ fn run(ctx: Ctx, cmd: Acquire<RStr>, mode: RwMode) -> CommandResult {
     let lock = LockKey::open_write(ctx, cmd.key)?;
     // The queue first: a lock freed behind its back goes to the head, and
     // a newcomer that holds nothing queues behind whoever still waits.
-    let queued = handoff::settle_rw(ctx, &lock);
+    let queued = waiting::lock::settle_rw(ctx, &lock)?;
     let view = RwLockKey::of(&lock).view(cmd.owner)?;
     let decision = match mode {
-        RwMode::Read => rwlock::read_acquire(view, queued, now, expire_at),
-        RwMode::Write => match view.shape {
+        Mode::Read => rwlock::read_acquire(view, queued, now, expire_at),
+        Mode::Write => match view.shape {
             // Free but queued for: the head's, not this caller's.
             rwlock::Shape::Free if queued => Ok(rwlock::RwDecision::busy(view.ttl_ms)),
             _ => rwlock::write_acquire(view, now, cmd.lease_ms),
@@ -132,19 +134,18 @@ fn run(ctx: Ctx, cmd: Acquire<RStr>, mode: RwMode) -> CommandResult {
     let granted = !matches!(decision.reply, RwAcquired::Busy(_));
     let counter = counter_key::wanted_counter(cmd.key, granted && cmd.token)?;
     let next_token = NextToken::prepare_if(ctx, counter.as_ref())?;
-    match handoff::carry_out_rw(ctx, &lock, cmd.owner, decision) {
+    let caller = RwCaller {
+        lock: &lock,
+        owner: cmd.owner,
+    };
+    match carry_out(ctx, &caller, decision) {
         RwAcquired::Taken | RwAcquired::Reentered => {
-            stats::count_rw_grant(mode);
             let token = next_token.map(|next| next.issue(lock.deadline_ms().unwrap_or(expire_at)));
             replies::granted(ctx, token);
         }
         RwAcquired::Busy(ttl) => match cmd.wait_ms {
             Some(timeout_ms) if ctx.can_block() => {
-                let ask = match mode {
-                    RwMode::Read => Ask::Read,
-                    RwMode::Write => Ask::Write,
-                };
-                handoff::wait(ctx, &lock, cmd.waiter(timeout_ms, None, ask));
+                waiting::lock::wait(ctx, &lock, cmd.waiter(timeout_ms, None, Ask::Rw(mode)));
             }
             _ => replies::busy(ctx, ttl, cmd.token),
         },
@@ -161,39 +162,37 @@ mod tests {
     #[test]
     fn parses_options_in_any_order_and_token_for_writes_only() {
         let w = parse(
-            RwMode::Write,
+            Mode::Write,
             &argv(&["LOCK.WACQUIRE", "k", "o", "100", "TOKEN", "WAIT", "5"]),
         )
         .unwrap();
         assert_eq!((w.lease_ms, w.wait_ms, w.token), (100, Some(5), true));
-        let r = parse(RwMode::Read, &argv(&["LOCK.RACQUIRE", "k", "o", "100"])).unwrap();
+        let r = parse(Mode::Read, &argv(&["LOCK.RACQUIRE", "k", "o", "100"])).unwrap();
         assert_eq!((r.wait_ms, r.token), (None, false));
         let refused = |mode, args: &[&'static str]| parse(mode, &argv(args)).unwrap_err();
         assert!(
-            refused(RwMode::Read, &["LOCK.RACQUIRE", "k", "o", "1", "TOKEN"])
+            refused(Mode::Read, &["LOCK.RACQUIRE", "k", "o", "1", "TOKEN"])
                 .starts_with("ERR syntax error")
         );
         assert!(refused(
-            RwMode::Write,
+            Mode::Write,
             &["LOCK.WACQUIRE", "k", "o", "1", "WAIT", "1", "WAIT", "1"]
         )
         .starts_with("ERR syntax error"));
-        assert!(refused(RwMode::Read, &["LOCK.RACQUIRE", "k", "o"]).contains("'lock.racquire'"));
+        assert!(refused(Mode::Read, &["LOCK.RACQUIRE", "k", "o"]).contains("'lock.racquire'"));
         assert!(
-            refused(RwMode::Write, &["LOCK.WACQUIRE", "k", "o", "1", "WAIT"])
+            refused(Mode::Write, &["LOCK.WACQUIRE", "k", "o", "1", "WAIT"])
                 .starts_with("ERR syntax error")
         );
         assert!(refused(
-            RwMode::Write,
+            Mode::Write,
             &["LOCK.WACQUIRE", "k", "o", "1", "SYNC", "1", "1"]
         )
         .contains("SYNC is not offered for read-write locks"));
-        assert!(refused(RwMode::Read, &["LOCK.RACQUIRE", "k", "", "1"]).contains("owner"));
-        assert!(refused(RwMode::Read, &["LOCK.RACQUIRE", "k", "o", "0"]).contains("lease-ms"));
-        assert!(refused(
-            RwMode::Read,
-            &["LOCK.RACQUIRE", "k", "o", "1", "WAIT", "-1"]
-        )
-        .contains("WAIT"));
+        assert!(refused(Mode::Read, &["LOCK.RACQUIRE", "k", "", "1"]).contains("owner"));
+        assert!(refused(Mode::Read, &["LOCK.RACQUIRE", "k", "o", "0"]).contains("lease-ms"));
+        assert!(
+            refused(Mode::Read, &["LOCK.RACQUIRE", "k", "o", "1", "WAIT", "-1"]).contains("WAIT")
+        );
     }
 }

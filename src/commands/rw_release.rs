@@ -25,10 +25,11 @@
 use crate::commands::release::{self, Release};
 use crate::ffi::command::{Access, Command, CommandResult, CommandSpec, KeyFlags};
 use crate::ffi::{Ctx, RStr};
-use crate::handoff;
 use crate::lock_key::LockKey;
 use crate::rwlock::{self, RwReleased};
 use crate::rwlock_key::RwLockKey;
+use crate::waiting::carry_out;
+use crate::waiting::lock::RwCaller;
 
 /// `LOCK.RRELEASE`, as registered.
 pub struct LockRRelease;
@@ -59,7 +60,11 @@ impl Command for LockRRelease {
             reads => rw.others(cmd.owner.as_bytes(), reads - 1),
         };
         let decision = rwlock::read_release(view, &others, own_latest, ctx.now_ms());
-        reply(ctx, handoff::carry_out_rw(ctx, &lock, cmd.owner, decision));
+        let caller = RwCaller {
+            lock: &lock,
+            owner: cmd.owner,
+        };
+        reply(ctx, carry_out(ctx, &caller, decision));
         Ok(())
     }
 }
@@ -83,7 +88,11 @@ impl Command for LockWRelease {
         let lock = LockKey::open_write(ctx, cmd.key)?;
         let view = RwLockKey::of(&lock).view(cmd.owner)?;
         let decision = rwlock::write_release(view, expire_at);
-        reply(ctx, handoff::carry_out_rw(ctx, &lock, cmd.owner, decision));
+        let caller = RwCaller {
+            lock: &lock,
+            owner: cmd.owner,
+        };
+        reply(ctx, carry_out(ctx, &caller, decision));
         Ok(())
     }
 }

@@ -20,12 +20,14 @@
 
 use crate::args;
 use crate::commands::renew::{self, Renew};
+use crate::config;
 use crate::ffi::command::{Access, Command, CommandResult, CommandSpec, KeyFlags};
 use crate::ffi::{Ctx, RStr};
 use crate::lock_key::LockKey;
 use crate::rwlock;
 use crate::rwlock_key::RwLockKey;
-use crate::{config, handoff};
+use crate::waiting::carry_out;
+use crate::waiting::lock::RwCaller;
 
 /// `LOCK.RWRENEW`, as registered.
 pub struct LockRwRenew;
@@ -50,7 +52,11 @@ impl Command for LockRwRenew {
         let view = rw.view(cmd.owner)?;
         let (others, own_latest) = rw.others(cmd.owner.as_bytes(), view.reads);
         let decision = rwlock::renew(view, &others, own_latest, ctx.now_ms(), expire_at);
-        let renewed = handoff::carry_out_rw(ctx, &lock, cmd.owner, decision);
+        let caller = RwCaller {
+            lock: &lock,
+            owner: cmd.owner,
+        };
+        let renewed = carry_out(ctx, &caller, decision);
         ctx.reply_integer(i64::from(renewed));
         Ok(())
     }

@@ -1,7 +1,7 @@
 //! The semaphore's commands, on Redisson `RSemaphore`'s layout: the string
 //! `key` holds the available permits; every change is announced on
 //! `redisson_sc:{key}` with the new count (`semaphore.rs` decides,
-//! `handoff/semaphore.rs` carries out and serves the queue).
+//! `waiting/` carries out and serves the queue).
 //!
 //! * `LOCK.SEMSET key permits [PX ttl-ms]`: sets the permits when `key`
 //!   does not exist (`trySetPermits`). Reply: 1 set, 0 it exists.
@@ -35,13 +35,13 @@ use crate::args::{self, Arg};
 use crate::commands::arg_docs::{KEY, PERMITS, PX_TTL, WAIT};
 use crate::errors::{self, Refusal};
 use crate::ffi::command::{Access, ArgDoc, ArgKind, Command, CommandResult, CommandSpec, KeyFlags};
-use crate::ffi::key::Mode;
+use crate::ffi::key::OpenMode;
 use crate::ffi::{Ctx, RStr};
 use crate::grant_policy::Ask;
-use crate::handoff::semaphore::{carry_out_sem, settle, wait};
 use crate::semaphore::{self, Took};
 use crate::semaphore_key::{SemaphoreKeys, SemaphoreNames};
-use crate::stats::Counted;
+use crate::waiting::carry_out;
+use crate::waiting::semaphore::{settle, wait};
 
 /// `LOCK.SEMSET`, as registered.
 pub struct SemSet;
@@ -197,14 +197,14 @@ pub fn open_settled<'a>(
     ctx: Ctx<'a>,
     names: &'a SemaphoreNames<'a>,
 ) -> Result<(SemaphoreKeys<'a>, bool), Refusal> {
-    let sem = SemaphoreKeys::open(ctx, names, Mode::Write)?;
+    let sem = SemaphoreKeys::open(ctx, names, OpenMode::Write)?;
     let queued = settle(ctx, &sem)?;
     Ok((sem, queued))
 }
 
 /// Opens, settles, decides with `decide` and carries it out; replies the
 /// decision's integer.
-fn change<R: Counted + Into<i64>>(
+fn change<R: Into<i64>>(
     ctx: Ctx,
     key: RStr,
     decide: impl FnOnce(Option<i64>) -> Result<semaphore::SemDecision<R>, Refusal>,
@@ -212,7 +212,7 @@ fn change<R: Counted + Into<i64>>(
     let names = SemaphoreNames::of(key);
     let (sem, _) = open_settled(ctx, &names)?;
     let decision = decide(sem.value()?)?;
-    let reply = carry_out_sem(ctx, &sem, decision);
+    let reply = carry_out(ctx, &sem, decision);
     ctx.reply_integer(reply.into());
     Ok(())
 }
@@ -244,7 +244,7 @@ impl Command for SemSet {
         if created && expire_at.is_some() {
             sem.create_with_expiry(cmd.count, expire_at);
         }
-        let set = carry_out_sem(ctx, &sem, decision);
+        let set = carry_out(ctx, &sem, decision);
         ctx.reply_integer(i64::from(set));
         Ok(())
     }
@@ -296,7 +296,7 @@ impl Command for SemAcquire {
         let names = SemaphoreNames::of(cmd.key);
         let (sem, queued) = open_settled(ctx, &names)?;
         let decision = semaphore::acquire(sem.value()?, cmd.permits, queued);
-        match (carry_out_sem(ctx, &sem, decision), cmd.wait_ms) {
+        match (carry_out(ctx, &sem, decision), cmd.wait_ms) {
             (Took(true), _) => ctx.reply_integer(1),
             (Took(false), Some(timeout_ms)) if ctx.can_block() => {
                 let ask = Ask::Permits {
@@ -342,7 +342,7 @@ impl Command for SemAvailable {
     fn run(ctx: Ctx, argv: &[RStr]) -> CommandResult {
         let cmd = args::KeyOnly::parse(SemAvailable::SPEC.name(), argv)?;
         let names = SemaphoreNames::of(cmd.key);
-        let sem = SemaphoreKeys::open(ctx, &names, Mode::Read)?;
+        let sem = SemaphoreKeys::open(ctx, &names, OpenMode::Read)?;
         ctx.reply_integer(available(ctx, &sem)?);
         Ok(())
     }

@@ -1,5 +1,5 @@
 //! Blocked clients: `LOCK.ACQUIRE ... WAIT` parks its client here until the
-//! wait queues (`handoff.rs`) grant it the lock, its timeout passes, it
+//! wait queues (`waiting/`) grant it the lock, its timeout passes, it
 //! disconnects, or the server stops being a master.
 
 use std::os::raw::{c_int, c_void};

@@ -149,7 +149,7 @@ pub struct CommandSpec {
     pub key: KeyFlags,
     pub summary: &'static CStr,
     pub complexity: &'static CStr,
-    /// Redis arity: N exact, -N at least N (argv[0] included).
+    /// Redis arity: N exact, -N at least N (`argv[0]` included).
     pub arity: c_int,
     pub args: &'static [ArgDoc],
 }
@@ -168,7 +168,7 @@ pub type CommandResult = Result<(), Refusal>;
 /// A `LOCK.*` command.
 pub trait Command {
     const SPEC: CommandSpec;
-    /// Runs the command for `argv` (argv[0] is its name) and replies.
+    /// Runs the command for `argv` (`argv[0]` is its name) and replies.
     fn run(ctx: Ctx, argv: &[RStr]) -> CommandResult;
 }
 

@@ -545,3 +545,20 @@ impl<'a> Ctx<'a> {
         };
     }
 }
+
+/// Runs `body` for Redis: a panic is logged and swallowed instead of
+/// unwinding into C (which would abort the server).
+fn guarded(ctx: &Ctx, what: &str, body: impl FnOnce()) {
+    if std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)).is_err() {
+        ctx.log_warning(&format!("lock module: panic in {what}; ignored"));
+    }
+}
+
+/// How each callback the module gives Redis (timers, notifications, server
+/// events, waits) runs its `body`: with the context Redis passed (nothing
+/// when it passed none), [`guarded`].
+pub(crate) fn in_callback(ctx: Option<Ctx>, what: &str, body: impl FnOnce(Ctx)) {
+    if let Some(ctx) = ctx {
+        guarded(&ctx, what, || body(ctx));
+    }
+}

@@ -25,7 +25,7 @@ pub enum KeyKind {
 /// a key opened for writing is created on write, and a read-only open of a
 /// missing key costs nothing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Mode {
+pub enum OpenMode {
     Read,
     Write,
 }
@@ -40,10 +40,10 @@ pub struct Key<'a> {
 
 impl<'a> Key<'a> {
     /// Opens `name` in the selected database, for writing or only reading.
-    pub fn open(ctx: Ctx<'a>, name: RStr<'a>, mode: Mode) -> Key<'a> {
+    pub fn open(ctx: Ctx<'a>, name: RStr<'a>, mode: OpenMode) -> Key<'a> {
         let mode = match mode {
-            Mode::Write => raw::REDISMODULE_READ | raw::REDISMODULE_WRITE,
-            Mode::Read => raw::REDISMODULE_READ,
+            OpenMode::Write => raw::REDISMODULE_READ | raw::REDISMODULE_WRITE,
+            OpenMode::Read => raw::REDISMODULE_READ,
         };
         // SAFETY: a valid context and string; the key is closed on drop.
         let ptr = unsafe { api!(RedisModule_OpenKey)(ctx.as_ptr(), name.as_ptr(), mode as c_int) };

@@ -30,7 +30,9 @@ pub type Admit = fn(&Context) -> Status;
 
 const ERR: c_int = raw::Status::Err as c_int;
 
-/// The body of `RedisModule_OnLoad`.
+/// The body of `RedisModule_OnLoad`, for the module `version` (as
+/// `MODULE LIST` shows it), which `admit`s the server first and whose
+/// `init` runs last.
 ///
 /// # Safety
 /// `ctx`, `argv` and `argc` are what Redis passed to `RedisModule_OnLoad`.
@@ -38,6 +40,7 @@ pub unsafe fn on_load(
     ctx: *mut raw::RedisModuleCtx,
     argv: *mut *mut raw::RedisModuleString,
     argc: c_int,
+    version: c_int,
     admit: Admit,
     init: Init,
 ) -> c_int {
@@ -47,7 +50,7 @@ pub unsafe fn on_load(
         raw::Export_RedisModule_Init(
             ctx,
             NAME.as_ptr(),
-            crate::MODULE_VERSION,
+            version,
             raw::REDISMODULE_APIVER_1 as c_int,
         )
     };
@@ -122,25 +125,38 @@ fn log_refused_init(ctx: *mut raw::RedisModuleCtx) {
     };
 }
 
-/// Redis's entry point for `MODULE LOAD` and `loadmodule`.
-///
-/// # Safety
-/// Called by Redis only, with its load context and the module arguments.
+/// Defines the entry points Redis looks for, `RedisModule_OnLoad` and
+/// `RedisModule_OnUnload`, where it is invoked: in the crate's root, which
+/// gives its version, its `admit` and its `init`. So this file names nothing above the
+/// FFI, as the `redis_module!` macro lets a module do. (Unit-test builds
+/// have no entry points.)
 #[cfg(not(test))]
-#[no_mangle]
-pub unsafe extern "C" fn RedisModule_OnLoad(
-    ctx: *mut raw::RedisModuleCtx,
-    argv: *mut *mut raw::RedisModuleString,
-    argc: c_int,
-) -> c_int {
-    // SAFETY: Redis's own arguments to RedisModule_OnLoad, passed on as is.
-    unsafe { on_load(ctx, argv, argc, crate::module::admit, crate::module::init) }
-}
+macro_rules! entry_points {
+    (version: $version:expr, admit: $admit:path, init: $init:path) => {
+        /// Redis's entry point for `MODULE LOAD` and `loadmodule`.
+        ///
+        /// # Safety
+        /// Called by Redis only, with its load context and the module arguments.
+        #[no_mangle]
+        pub unsafe extern "C" fn RedisModule_OnLoad(
+            ctx: *mut $crate::ffi::raw::RedisModuleCtx,
+            argv: *mut *mut $crate::ffi::raw::RedisModuleString,
+            argc: std::os::raw::c_int,
+        ) -> std::os::raw::c_int {
+            // SAFETY: Redis's own arguments to RedisModule_OnLoad, passed on as is.
+            unsafe { $crate::ffi::load::on_load(ctx, argv, argc, $version, $admit, $init) }
+        }
 
-/// Redis's entry point for `MODULE UNLOAD`: nothing to undo by hand (Redis
-/// drops the commands, configs and subscriptions), so it always agrees.
-#[cfg(not(test))]
-#[no_mangle]
-pub extern "C" fn RedisModule_OnUnload(_ctx: *mut raw::RedisModuleCtx) -> c_int {
-    raw::Status::Ok as c_int
+        /// Redis's entry point for `MODULE UNLOAD`: nothing to undo by hand
+        /// (Redis drops the commands, configs and subscriptions), so it
+        /// always agrees.
+        #[no_mangle]
+        pub extern "C" fn RedisModule_OnUnload(
+            _ctx: *mut $crate::ffi::raw::RedisModuleCtx,
+        ) -> std::os::raw::c_int {
+            $crate::ffi::raw::Status::Ok as std::os::raw::c_int
+        }
+    };
 }
+#[cfg(not(test))]
+pub(crate) use entry_points;

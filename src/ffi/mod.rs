@@ -41,6 +41,7 @@ pub mod load;
 pub mod server;
 pub mod timer;
 
+pub(crate) use context::in_callback;
 pub use context::{with_decimal, Ctx, OwnedStr, RStr};
 
 pub(crate) use redis_module::raw;
@@ -72,23 +73,6 @@ pub(crate) fn missing(name: &str) -> ! {
 
 /// `REDISMODULE_OK` as the API returns it.
 pub(crate) const OK: std::os::raw::c_int = raw::REDISMODULE_OK as std::os::raw::c_int;
-
-/// Runs `body` for Redis: a panic is logged and swallowed instead of
-/// unwinding into C (which would abort the server).
-pub(crate) fn guarded(ctx: &Ctx, what: &str, body: impl FnOnce()) {
-    if std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)).is_err() {
-        ctx.log_warning(&format!("lock module: panic in {what}; ignored"));
-    }
-}
-
-/// How each callback the module gives Redis (timers, notifications, server
-/// events, waits) runs its `body`: with the context Redis passed (nothing
-/// when it passed none), [`guarded`].
-pub(crate) fn in_callback(ctx: Option<Ctx>, what: &str, body: impl FnOnce(Ctx)) {
-    if let Some(ctx) = ctx {
-        guarded(&ctx, what, || body(ctx));
-    }
-}
 
 /// `N` random bytes from Redis's own generator (permit ids).
 pub fn random_bytes<const N: usize>() -> [u8; N] {

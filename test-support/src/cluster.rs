@@ -7,7 +7,8 @@ use std::time::Duration;
 use redis::cluster::{ClusterClient, ClusterConnection};
 use redis::Value;
 
-use crate::server::{free_port, info_field, Options, Server};
+use crate::reply::info_field;
+use crate::server::{free_port, Options, Server};
 use crate::timing::poll_until;
 
 /// Three masters on loopback, each with the module, joined by

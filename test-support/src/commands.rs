@@ -8,7 +8,7 @@
 
 use redis::{ConnectionLike, ToRedisArgs, Value};
 
-use crate::server::info_field;
+use crate::reply::info_field;
 
 /// A command from its name and arguments in one list: `&["SET", "k", "v"]`,
 /// `&[b"LOCK.INFO", key]`, `&args` of a `Vec<Vec<u8>>`...
@@ -43,6 +43,15 @@ pub(crate) fn query<T: redis::FromRedisValue>(
             .join(" ");
         panic!("{line}: {e}")
     })
+}
+
+/// A command's arguments as a failing test shows them: each quoted, as
+/// lossy UTF-8 (`"LOCK.ACQUIRE" "k\u{0}" "a"`).
+pub fn show_args(args: &[Vec<u8>]) -> String {
+    args.iter()
+        .map(|a| format!("{:?}", String::from_utf8_lossy(a)))
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// `cmd` with `name` and one `arg`: most helpers below are one of these.

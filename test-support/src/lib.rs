@@ -13,11 +13,10 @@
 //! | [`commands`] | plain commands, typed (`HGETALL`, `PTTL`, `CONFIG`...) |
 //! | [`lock`] | `LOCK.*` commands, typed; `LOCK.INFO` decoded; the wait queue; `INFO` counters |
 //! | [`reply`] | bytes, strings and maps of a reply; server errors |
-//! | [`permits`] | semaphores and latches: their keys, their waiters, clients queued for them |
+//! | [`permits`] | semaphores and latches: their keys, `LOCK.SEMINFO` decoded, their waiters, clients queued for them (blocking and async) |
 //! | [`pubsub`] | unlock channels and a subscriber that needs no sleeps |
 //! | [`timing`] | polling (blocking and async), clocks, running a test alone |
 //! | [`raw`] | a raw RESP2 client: blocked commands, pushes, disconnects; queued waiters |
-//! | [`semaphore`] | `LOCK.SEMINFO` decoded (free count, permit deadlines); async waits for a semaphore's or latch's queue length |
 //! | [`redisson`] | Redisson's scripts (read from `redisson/*.lua`) and the calls it makes |
 //!
 //! Every test starts its own servers, so tests run in parallel; a server is
@@ -47,7 +46,6 @@ pub mod pubsub;
 pub mod raw;
 pub mod redisson;
 pub mod reply;
-pub mod semaphore;
 pub mod sentinel;
 pub mod server;
 pub mod timing;

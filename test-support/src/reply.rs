@@ -1,5 +1,6 @@
 //! Replies: the bytes, strings and maps of a `redis::Value` from either
-//! protocol, and server errors as the server sent them.
+//! protocol, the fields of an `INFO` text, and server errors as the server
+//! sent them.
 
 use redis::{RedisError, RedisResult, Value};
 
@@ -94,4 +95,12 @@ pub fn find_field(v: &Value, field: &str) -> Option<Value> {
 /// The value of `field` in a map reply; the test fails when there is none.
 pub fn field_of(v: &Value, field: &str) -> Value {
     find_field(v, field).unwrap_or_else(|| panic!("no field {field} in {v:?}"))
+}
+
+/// `field:value` out of an INFO text.
+pub fn info_field(info: &str, field: &str) -> Option<String> {
+    info.lines().find_map(|line| {
+        let (k, v) = line.split_once(':')?;
+        (k == field).then(|| v.trim().to_string())
+    })
 }

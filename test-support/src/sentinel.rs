@@ -19,10 +19,8 @@ use std::time::{Duration, Instant};
 
 use redis::{Connection, RedisResult, Value};
 
-use crate::reply::{as_string, map_pairs};
-use crate::server::{
-    connect, free_port, info_field, server_binary, show_log_tail, TestDir, STARTUP_TIMEOUT,
-};
+use crate::reply::{as_string, info_field, map_pairs};
+use crate::server::{connect, free_port, server_binary, show_log_tail, TestDir, STARTUP_TIMEOUT};
 use crate::timing::poll_until;
 
 /// What the sentinels monitor, and how fast they act.

@@ -16,6 +16,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use redis::{Connection, RedisResult, Value};
 
 use crate::module::module_path;
+use crate::reply::info_field;
 use crate::timing::poll_until;
 
 /// How long a server may take to answer PING, a replica to link up, etc.
@@ -593,14 +594,6 @@ pub(crate) fn connect(port: u16, resp3: bool) -> RedisResult<Connection> {
     con.set_read_timeout(Some(IO_TIMEOUT))?;
     con.set_write_timeout(Some(IO_TIMEOUT))?;
     Ok(con)
-}
-
-/// `field:value` out of an INFO text.
-pub fn info_field(info: &str, field: &str) -> Option<String> {
-    info.lines().find_map(|line| {
-        let (k, v) = line.split_once(':')?;
-        (k == field).then(|| v.trim().to_string())
-    })
 }
 
 /// The replication offset a server reports (its own on a master, the

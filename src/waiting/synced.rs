@@ -1,10 +1,17 @@
-//! Grants that wait for replicas: the glue (the decisions are in
-//! `replica_sync.rs`). A grant's client stays blocked until enough replicas
-//! acknowledged it, or the grant is undone; one timer looks for all of them.
+//! Grants that wait for replicas, the lock's `SYNC`: the glue (the
+//! decisions are in `replica_sync.rs`). A grant's client stays blocked
+//! until enough replicas acknowledged it, or the grant is undone; one timer
+//! looks for all of them. The `grants_synced` and `grants_undone` counters
+//! move here and nowhere else.
+//!
+//! An undo is a lock release carried out like any other (`lock.rs`'s
+//! decision through the one carry-out), so this room needs the lock's keys
+//! and decisions, not the lock's room.
 
 use std::cell::{Cell, RefCell};
 
-use super::{carry_out, writes_held_back, PAUSE_POLL_MS};
+use super::carry_out::carry_out;
+use super::queue::{writes_held_back, PAUSE_POLL_MS};
 use crate::ffi::blocking::{self, BlockedClient, Wake};
 use crate::ffi::timer::{self, TimerId, TimerJob};
 use crate::ffi::{Ctx, OwnedStr};
@@ -17,15 +24,21 @@ thread_local! {
     // Grants waiting for replica acknowledgements (replica_sync.rs), the
     // grants to undo once writes are allowed, and their one timer.
     static SYNCS: RefCell<SyncTable<BlockedClient>> = RefCell::new(SyncTable::default());
-    pub(super) static UNDO: RefCell<Vec<Undo>> = const { RefCell::new(Vec::new()) };
+    static UNDO: RefCell<Vec<Undo>> = const { RefCell::new(Vec::new()) };
     static SYNC_TIMER: Cell<Option<TimerId<SyncTick>>> = const { Cell::new(None) };
     // Replicas are to be asked for acknowledgements on the next look (it
     // could not be done in the same callback as an undo's writes).
     static ASK_NEXT: Cell<bool> = const { Cell::new(false) };
 }
 
-pub(super) fn syncs<T>(f: impl FnOnce(&mut SyncTable<BlockedClient>) -> T) -> T {
+fn syncs<T>(f: impl FnOnce(&mut SyncTable<BlockedClient>) -> T) -> T {
     SYNCS.with(|t| f(&mut t.borrow_mut()))
+}
+
+/// Takes `client`'s grant out, if it is one waiting for replicas (its
+/// WAIT timeout passed, or it left).
+pub(super) fn take_grant(client: BlockedClient) -> Option<PendingGrant<BlockedClient>> {
+    syncs(|t| t.remove_client(client))
 }
 
 /// Number of grants waiting for replica acknowledgements (`INFO lock`).
@@ -34,7 +47,7 @@ pub fn grants_awaiting_replicas() -> usize {
 }
 
 /// A grant to undo: one hold of `owner` on `key` in `db`.
-pub(super) struct Undo {
+struct Undo {
     db: i32,
     key: Vec<u8>,
     owner: Vec<u8>,
@@ -70,6 +83,7 @@ pub(super) fn hold_reply_for_replicas(
 /// `NOSYNC` reply; or, while writes are held back, as soon as they are
 /// allowed (on the sync timer). Returns whether it wrote.
 pub(super) fn undo(ctx: Ctx, grant: PendingGrant<BlockedClient>) -> bool {
+    stats::GRANTS_UNDONE.incr();
     let undo = Undo {
         db: grant.db,
         key: grant.key,
@@ -88,6 +102,7 @@ pub(super) fn undo(ctx: Ctx, grant: PendingGrant<BlockedClient>) -> bool {
 /// for a client that disconnected, where writing from Redis's callback (the
 /// client is being freed) is not worth the risk and nobody waits for a reply.
 pub(super) fn undo_soon(ctx: Ctx, grant: PendingGrant<BlockedClient>) {
+    stats::GRANTS_UNDONE.incr();
     UNDO.with(|later| {
         later.borrow_mut().push(Undo {
             db: grant.db,
@@ -157,13 +172,24 @@ fn answer(ctx: Ctx, grant: PendingGrant<BlockedClient>, outcome: Outcome) -> boo
             false
         }
         Outcome::TimedOut { acked } => {
-            stats::GRANTS_UNDONE.incr();
             let message = replica_sync::nosync(grant.spec, acked, "");
             let client = grant.client;
             let wrote = undo(ctx, grant);
             blocking::unblock(client, Some(Wake::Refused(message)));
             wrote
         }
+    }
+}
+
+/// The server became a replica: grants not acknowledged yet are dropped,
+/// with nothing undone (the new master's data decides), and their clients
+/// hear why.
+pub(super) fn server_demoted() {
+    UNDO.with(|undo| undo.borrow_mut().clear());
+    for grant in syncs(|t| t.drain_all()) {
+        stats::GRANTS_UNDONE.incr();
+        let message = replica_sync::nosync(grant.spec, 0, "this server became a replica");
+        blocking::unblock(grant.client, Some(Wake::Refused(message)));
     }
 }
 

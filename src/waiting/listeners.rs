@@ -2,15 +2,14 @@
 //! or expired behind their back) and server events (flush, role change,
 //! a replica's asynchronous load).
 
-use super::synced::{syncs, UNDO};
-use super::timers::look_at;
-use super::{queues, queues_then_stop_timers};
+use super::queue::{aim_timer, queues, queues_then_stop_timers, Aim};
+use super::synced;
 use crate::ffi::blocking::{self, Wake};
 use crate::ffi::context::NotifyClass;
 use crate::ffi::events::{KeyspaceListener, ServerEvent, ServerEventKind, ServerEventListener};
 use crate::ffi::{Ctx, RStr};
+use crate::stats;
 use crate::{counter_key, semaphore_key};
-use crate::{replica_sync, stats};
 
 /// Hears what others do to keys and to the server.
 struct Listener;
@@ -27,10 +26,10 @@ impl KeyspaceListener for Listener {
         // waits for this key and it is not watched). A change to a
         // semaphore's leased-permit set (Redisson's scripts lease, renew and
         // release there) is a change to the semaphore.
-        let (db, now) = (ctx.selected_db(), ctx.now_ms());
-        look_at(ctx, db, key.as_bytes(), now);
+        let db = ctx.selected_db();
+        aim_timer(ctx, db, key.as_bytes(), Aim::Now);
         for semaphore in semaphore_key::semaphores_of_permits_key(key.as_bytes()) {
-            look_at(ctx, db, semaphore, now);
+            aim_timer(ctx, db, semaphore, Aim::Now);
         }
     }
 }
@@ -40,9 +39,8 @@ impl ServerEventListener for Listener {
         match event {
             // FLUSHDB / FLUSHALL: every lock with waiters in the flushed db(s) is free.
             ServerEvent::Flushed { db } => {
-                let now = ctx.now_ms();
                 for (db, key) in queues(|q| q.keys(db)) {
-                    look_at(ctx, db, &key, now);
+                    aim_timer(ctx, db, &key, Aim::Now);
                 }
             }
             // The server became a replica: it must not hand out locks any more.
@@ -52,13 +50,7 @@ impl ServerEventListener for Listener {
                     blocking::unblock(waiter.client, Some(Wake::Demoted));
                 }
                 // Grants not acknowledged yet: the new master's data decides.
-                UNDO.with(|undo| undo.borrow_mut().clear());
-                for grant in syncs(|t| t.drain_all()) {
-                    stats::GRANTS_UNDONE.incr();
-                    let message =
-                        replica_sync::nosync(grant.spec, 0, "this server became a replica");
-                    blocking::unblock(grant.client, Some(Wake::Refused(message)));
-                }
+                synced::server_demoted();
             }
             // A replica swapped in a dataset loaded on the side. A replica
             // has no waiters (it never blocks clients and drains them when
@@ -66,9 +58,8 @@ impl ServerEventListener for Listener {
             // again in the new data rather than trusted from the old.
             ServerEvent::SwappedIn => {
                 stats::SWAPDB_LOADS.incr();
-                let now = ctx.now_ms();
                 for (db, key) in queues(|q| q.keys(None)) {
-                    look_at(ctx, db, &key, now);
+                    aim_timer(ctx, db, &key, Aim::Now);
                 }
             }
             ServerEvent::BecameMaster => counter_key::forget_node_id(),

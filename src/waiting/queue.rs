@@ -1,0 +1,406 @@
+//! The queue room: every wait queue of the server (`wait_queue.rs`, pure),
+//! its one timer, and what the queues ask of a kind of object.
+//!
+//! The queue and its timer serve every kind without naming one. Each
+//! waiter and each watch carries its kind's callbacks ([`Kind`]), handed
+//! over by the kind's own room when it queues a client or watches a
+//! deadline; when the timer fires, it calls the callbacks of the kind its
+//! queue is for. This is the shape of Redis's own `blocked.c`, which serves
+//! every kind of blocked client from one place and gives a module a
+//! callback rather than a case: a new kind of object brings its callbacks,
+//! and nothing here changes.
+//!
+//! **One timer per queue**, aimed by [`aim_timer`]: due just after the
+//! object's deadline (a lease, a leased permit, a latch's expiry), "now"
+//! when the object changed behind the queue's back, or just after a WAIT
+//! timeout so that Redis answers it on time. An earlier moment replaces
+//! the timer, a later one keeps it (it fires early, looks, and aims again).
+//! The timer stops when its queue goes, so nothing outlives the waiters.
+//!
+//! **Nothing is written while writes are held back** (`CLIENT PAUSE`,
+//! `FAILOVER`, `min-replicas-to-write` not met): Redis promises replicas
+//! that no write happens then. A timer that finds writes held back looks
+//! again every [`PAUSE_POLL_MS`] and only calls its kind once they are
+//! allowed, so every kind's hand-offs follow the end of a pause in FIFO
+//! order. Commands cannot barge meanwhile: Redis holds back every write
+//! command during the pause, and afterwards each kind settles its queue
+//! before deciding.
+
+use std::cell::{Cell, RefCell};
+
+use crate::errors::Refusal;
+use crate::ffi::blocking::{self, BlockedClient, Wake};
+use crate::ffi::timer::{self, TimerId, TimerJob};
+use crate::ffi::{Ctx, RStr};
+use crate::grant_policy::{Ask, GrantPolicy};
+use crate::replica_sync::SyncSpec;
+use crate::wait_queue::{self, QueueTimer, TimerPlan, WaitQueues, WaiterInfo};
+use crate::{replicas, stats};
+
+/// A kind of object clients wait for, as its queue sees it: the callbacks
+/// the queue and its timer call. Each kind's room implements it once
+/// (`lock.rs`, `semaphore.rs`, `latch.rs`) and hands it over with every
+/// waiter and watch.
+pub trait Kind: Sync {
+    /// The queue's timer fired for `key` of the selected database, on a
+    /// master with writes allowed: open the object, carry out what is due
+    /// (a lock freed or expired, leased permits past their deadline, a
+    /// latch gone) and aim the timer at what comes next.
+    fn due(&self, ctx: Ctx, key: &[u8]);
+
+    /// `waiter`'s WAIT timeout passed and it left the queue: reply as the
+    /// command replies when it cannot have what it asks for.
+    fn timed_out(&self, ctx: Ctx, key: &[u8], waiter: &Waiter);
+
+    /// Whether a waiter leaving may let those behind it be served (readers
+    /// behind a writer that gave up, a small request behind a large one);
+    /// then the timer looks at the object at once.
+    fn serves_when_one_leaves(&self) -> bool;
+}
+
+/// A kind, as waiters and watches carry it.
+pub type KindRef = &'static dyn Kind;
+/// A blocked client in a queue.
+pub type Waiter = wait_queue::Waiter<BlockedClient, KindRef>;
+/// Why a queue is kept while nobody waits.
+pub type Watch = wait_queue::Watch<KindRef>;
+
+type Queues = WaitQueues<BlockedClient, TimerId<Due>, KindRef>;
+
+thread_local! {
+    // Redis calls commands, callbacks, timers and notifications on its main
+    // thread only. Borrows are never held across a call into Redis, since a
+    // call (opening a key) can fire a notification that comes back here.
+    static QUEUES: RefCell<Queues> = RefCell::new(Queues::default());
+    static NEXT_TIMER_SEQ: Cell<u64> = const { Cell::new(0) };
+}
+
+/// Runs `f` on the queues (never across a call into Redis).
+pub(super) fn queues<T>(f: impl FnOnce(&mut Queues) -> T) -> T {
+    QUEUES.with(|q| f(&mut q.borrow_mut()))
+}
+
+/// Like [`queues`], for changes that may drop a queue: then stops the
+/// dropped queues' timers, so none outlives its waiters.
+pub(super) fn queues_then_stop_timers<T>(ctx: Ctx, f: impl FnOnce(&mut Queues) -> T) -> T {
+    let (result, orphaned) = queues(|q| {
+        let result = f(q);
+        (result, q.take_orphaned_timers())
+    });
+    for id in orphaned {
+        timer::stop(ctx, id);
+    }
+    result
+}
+
+/// Number of clients waiting, all objects together (`INFO lock`).
+pub fn waiting_clients() -> usize {
+    queues(|q| q.total())
+}
+
+/// Number of live queue timers (`INFO lock`): at most one per queue.
+pub fn live_timers() -> usize {
+    queues(|q| q.live_timers())
+}
+
+/// The waiters of `key` in queue order, for `LOCK.INFO` and its siblings.
+pub fn snapshot(ctx: Ctx, key: RStr) -> Vec<WaiterInfo> {
+    let (db, now) = (ctx.selected_db(), ctx.now_ms());
+    queues(|q| q.snapshot(db, key.as_bytes(), now))
+}
+
+/// Whether there is no queue at all: nobody waits, nothing is watched.
+pub fn nothing_waits() -> bool {
+    queues(|q| q.is_empty())
+}
+
+/// Whether clients queue for `key` of the selected database. Nobody
+/// waiting anywhere (the usual case) costs no lookup.
+pub fn has_waiters(ctx: Ctx, key: &[u8]) -> bool {
+    waiting_clients() > 0 && queues(|q| q.has_waiters(ctx.selected_db(), key))
+}
+
+/// Whether a waiter of `key`'s queue (selected database) asks for what
+/// `asks` says.
+pub fn any_asks(ctx: Ctx, key: &[u8], asks: impl Fn(Ask) -> bool) -> bool {
+    queues(|q| q.any_ask(ctx.selected_db(), key, asks))
+}
+
+/// `key`'s watch: `None` when it has no queue at all, `Some(None)` when
+/// clients wait but nothing is watched.
+pub fn watch_of(ctx: Ctx, key: &[u8]) -> Option<Option<Watch>> {
+    let db = ctx.selected_db();
+    queues(|q| q.kind(db, key).map(|_| q.watched(db, key)))
+}
+
+/// What a client that starts waiting asks for.
+pub struct Wants<'a> {
+    pub owner: &'a [u8],
+    /// The lease it gets from the moment it is granted.
+    pub lease_ms: i64,
+    /// How long it waits at most (0 = forever).
+    pub timeout_ms: i64,
+    /// A fencing token with the grant.
+    pub token: bool,
+    /// The grant is answered only once replicas acknowledged it.
+    pub sync: Option<SyncSpec>,
+    /// The lock, or a read-write lock's read or write hold, permits, a latch.
+    pub ask: Ask,
+}
+
+impl Wants<'static> {
+    /// What a semaphore's or latch's waiter asks for: no owner (permits
+    /// and latches have none), no token, no replica acknowledgements.
+    pub fn ownerless(ask: Ask, lease_ms: i64, timeout_ms: i64) -> Wants<'static> {
+        Wants {
+            owner: b"",
+            lease_ms,
+            timeout_ms,
+            token: false,
+            sync: None,
+            ask,
+        }
+    }
+}
+
+/// Puts the blocked `client` at the back of `key`'s queue in the selected
+/// database, waiting for `wants` of an object of `kind`.
+pub(super) fn enqueue(ctx: Ctx, key: &[u8], client: BlockedClient, kind: KindRef, wants: Wants) {
+    let db = ctx.selected_db();
+    let waiter = Waiter {
+        client,
+        kind,
+        owner: wants.owner.to_vec(),
+        lease_ms: wants.lease_ms,
+        since_ms: ctx.now_ms(),
+        timeout_ms: wants.timeout_ms,
+        token: wants.token,
+        sync: wants.sync,
+        ask: wants.ask,
+    };
+    queues(|q| q.push(db, key, waiter));
+    stats::WAITS_STARTED.incr();
+    wake_for_timeouts(ctx, db, key);
+}
+
+/// Takes the run of waiters policy `P` grants from the head of `key`'s
+/// queue (selected database), given what the object has `free`; `ask_of`
+/// says how `P` sees a waiter's ask. Waiters whose timeout has come are
+/// left to Redis (see [`WaitQueues::pop_run`]).
+pub fn take_run<P: GrantPolicy>(
+    ctx: Ctx,
+    key: &[u8],
+    free: P::Free,
+    ask_of: impl Fn(&Waiter) -> &P::Ask,
+) -> Vec<Waiter> {
+    let (db, now) = (ctx.selected_db(), ctx.live_now_ms());
+    queues_then_stop_timers(ctx, |q| q.pop_run::<P>(db, key, free, now, ask_of))
+}
+
+/// A waiter taken from its queue was granted what it asked for: counted
+/// here, the one place `waits_granted` moves, and answered with `answer`.
+/// `None`: its answer is held back, and answered later by whoever holds it
+/// (a grant waiting for replicas, `synced.rs`).
+pub fn granted(client: BlockedClient, answer: Option<Wake>) {
+    stats::WAITS_GRANTED.incr();
+    if let Some(wake) = answer {
+        blocking::unblock(client, Some(wake));
+    }
+}
+
+/// A waiter taken from its queue cannot have what it asked for: it hears
+/// `refusal`.
+pub fn refused(client: BlockedClient, refusal: Refusal) {
+    blocking::unblock(client, Some(Wake::Refused(refusal)));
+}
+
+/// Where the queue's timer goes: the one way it is aimed, after a decision
+/// ([`Target::aim`](super::carry_out::Target::aim)), a look, or news from
+/// the server.
+pub enum Aim {
+    /// No change.
+    Keep,
+    /// Just after this deadline of the object (when Redis counts it
+    /// expired), if clients wait for it: a lease that ends hands the lock
+    /// on then, not when Redis's background expiry gets to it.
+    After(i64),
+    /// At once: the object may have changed behind the queue's back (a
+    /// `DEL`, a Redisson script, a flush), or a waiter left.
+    Now,
+    /// Keep the queue, and its timer just after `at`, even while nobody
+    /// waits: the object has a deadline of its own to act on (a leased
+    /// permit to take back, a latch to expire).
+    Watch(Watch, i64),
+    /// Nothing to watch any more: the queue goes with its last waiter.
+    Unwatch,
+}
+
+/// Aims `key`'s queue timer (`db`) as `aim` says; nothing when nobody
+/// waits for the object and it is not watched.
+pub fn aim_timer(ctx: Ctx, db: i32, key: &[u8], aim: Aim) {
+    match aim {
+        Aim::Keep => {}
+        Aim::After(deadline) => {
+            if !nothing_waits() {
+                arm(ctx, db, key, after(deadline));
+            }
+        }
+        Aim::Now => arm(ctx, db, key, ctx.now_ms()),
+        Aim::Watch(watch, at) => {
+            queues(|q| q.watch(db, key, watch));
+            arm(ctx, db, key, after(at));
+        }
+        Aim::Unwatch => queues_then_stop_timers(ctx, |q| q.unwatch(db, key)),
+    }
+}
+
+/// The first moment an object with `deadline` counts as expired: Redis
+/// expires a key once now > deadline.
+pub fn after(deadline: i64) -> i64 {
+    deadline.saturating_add(1)
+}
+
+/// Makes sure the server wakes up just after the earliest WAIT timeout of
+/// `key`'s queue, so Redis answers it on time (see
+/// [`WaitQueues::timeout_wake`]).
+fn wake_for_timeouts(ctx: Ctx, db: i32, key: &[u8]) {
+    if let Some(at) = queues(|q| q.timeout_wake(db, key, ctx.now_ms())) {
+        arm(ctx, db, key, at);
+    }
+}
+
+/// How often an object that must be looked at is looked at again while
+/// writes are held back: a hand-off follows the end of a pause by at most
+/// this.
+pub const PAUSE_POLL_MS: i64 = 5;
+
+/// The longest a timer is set for. A lease may end centuries from now, and
+/// Redis computes a timer's due time as `now_us + period_ms * 1000`, which
+/// overflows (undefined behaviour, a due time anywhere) for periods past
+/// ~292 000 years. A timer that fires before the deadline finds the object
+/// as it was and aims again, so long leases just take a few hops.
+const MAX_TIMER_DELAY_MS: i64 = 3_600_000;
+
+/// A queue's timer job: the object of `key` in `db` is due a look. `seq`
+/// tells whether it is still the queue's current timer when it fires (see
+/// [`QueueTimer`]).
+pub(super) struct Due {
+    db: i32,
+    key: Vec<u8>,
+    seq: u64,
+}
+
+impl TimerJob for Due {
+    fn fire(self, ctx: Ctx) {
+        if queues(|q| q.timer_fired(self.db, &self.key, self.seq)) {
+            look(ctx, self.db, &self.key);
+            wake_for_timeouts(ctx, self.db, &self.key);
+        }
+    }
+}
+
+/// Makes sure `key`'s queue timer is due by `at` (unix ms); nothing when
+/// the key has no queue.
+fn arm(ctx: Ctx, db: i32, key: &[u8], at: i64) {
+    let stop = match queues(|q| q.plan_timer(db, key, at)) {
+        TimerPlan::NoQueue | TimerPlan::Keep => return,
+        TimerPlan::Start { stop } => stop,
+    };
+    if let Some(id) = stop {
+        timer::stop(ctx, id);
+    }
+    let seq = NEXT_TIMER_SEQ.with(|next| {
+        next.set(next.get().wrapping_add(1));
+        next.get()
+    });
+    let job = Due {
+        db,
+        key: key.to_vec(),
+        seq,
+    };
+    let delay_ms = at.saturating_sub(ctx.now_ms()).clamp(0, MAX_TIMER_DELAY_MS);
+    let id = timer::start(ctx, delay_ms, job);
+    queues_then_stop_timers(ctx, |q| {
+        q.timer_started(db, key, QueueTimer { id, seq, due: at })
+    });
+}
+
+/// What a fired timer does next (the policy, without Redis).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Step {
+    /// Nothing: this server is no master.
+    Nothing,
+    /// Look again at this time (unix ms).
+    LookAgainAt(i64),
+    /// Hand the object to its kind.
+    Open,
+}
+
+/// Never open a key while writes are held back (paused: Redis holds expiry
+/// back then; or too few good replicas for `min-replicas-to-write`), and
+/// never as a replica.
+fn next_step(master: bool, held_back: bool, now: i64) -> Step {
+    if !master {
+        Step::Nothing
+    } else if held_back {
+        Step::LookAgainAt(now.saturating_add(PAUSE_POLL_MS))
+    } else {
+        Step::Open
+    }
+}
+
+/// Whether a write the module would make on its own (a timer's hand-off)
+/// must wait: Redis promises no writes while writes are paused, and refuses
+/// write commands with `NOREPLICAS` while fewer than `min-replicas-to-write`
+/// replicas are good. Commands need no check: Redis refuses them itself
+/// (a script's writes, MULTI's EXEC included) before they reach the module.
+pub fn writes_held_back(ctx: Ctx) -> bool {
+    ctx.writes_paused() || replicas::too_few_good(ctx)
+}
+
+/// A queue's timer fired: the checks every kind shares (a master, writes
+/// not held back, the key's database), then the kind of the queue's head
+/// waiter (or of its watch) carries out what is due.
+fn look(ctx: Ctx, db: i32, key: &[u8]) {
+    let Some(kind) = queues(|q| q.kind(db, key)) else {
+        return; // nobody waits, nothing watched
+    };
+    match next_step(ctx.is_master(), writes_held_back(ctx), ctx.now_ms()) {
+        Step::Nothing => {}
+        Step::LookAgainAt(at) => arm(ctx, db, key, at),
+        Step::Open => {
+            if ctx.select_db(db) {
+                kind.due(ctx, key);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NOW: i64 = 1_000;
+
+    #[test]
+    fn nothing_is_opened_while_writes_are_paused() {
+        assert_eq!(
+            next_step(true, true, NOW),
+            Step::LookAgainAt(NOW + PAUSE_POLL_MS)
+        );
+        assert_eq!(next_step(true, false, NOW), Step::Open);
+    }
+
+    #[test]
+    fn as_a_replica_nothing_happens() {
+        for paused in [false, true] {
+            assert_eq!(next_step(false, paused, NOW), Step::Nothing);
+        }
+    }
+
+    #[test]
+    fn deadlines_count_from_the_first_expired_millisecond() {
+        assert_eq!(after(10), 11);
+        assert_eq!(after(i64::MAX), i64::MAX);
+    }
+}
