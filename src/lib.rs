@@ -52,6 +52,7 @@ mod fencing;
 mod ffi;
 mod grant_policy;
 mod latch;
+mod listing;
 mod lock;
 mod lock_key;
 mod replica_sync;
@@ -59,6 +60,7 @@ mod replicas;
 mod replies;
 mod rwlock;
 mod rwlock_key;
+mod scan_cursors;
 mod semaphore;
 mod semaphore_key;
 mod server_version;
@@ -201,6 +203,9 @@ mod module {
                 "grants_awaiting_replicas",
                 waiting::grants_awaiting_replicas() as u64,
             );
+            let (listings, bytes) = commands::scan::walks_usage();
+            info.field_u64("scan_listings", listings as u64);
+            info.field_u64("scan_listing_bytes", bytes as u64);
             let (policy, evicts) = eviction::current();
             info.section("eviction");
             info.field_str("maxmemory_policy", &policy);

@@ -81,6 +81,8 @@ impl<C, K> Waiter<C, K> {
 pub struct WaiterInfo {
     pub owner: Vec<u8>,
     pub ask: Ask,
+    /// When it started waiting (unix ms).
+    pub since_ms: i64,
     pub waited_ms: i64,
     pub timeout_ms: i64,
 }
@@ -323,6 +325,7 @@ impl<C: Copy + Eq + Hash, T: Copy, K: Copy> WaitQueues<C, T, K> {
             .map(|w| WaiterInfo {
                 owner: w.owner.clone(),
                 ask: w.ask,
+                since_ms: w.since_ms,
                 waited_ms: (now_ms - w.since_ms).max(0),
                 timeout_ms: w.timeout_ms,
             })

@@ -145,6 +145,115 @@ pub fn config_get(ctx: Ctx, name: &CStr) -> Option<Vec<u8>> {
     value
 }
 
+/// One step of `SCAN` over the selected database, as the server runs it
+/// (its `MATCH` glob, its `COUNT` of work, its skipping of expired keys):
+/// the next cursor (0 at the end) and the keys found. `None` if the server
+/// refused (it does not for a valid cursor).
+pub fn scan_step(
+    ctx: Ctx,
+    cursor: u64,
+    pattern: Option<&[u8]>,
+    count: u64,
+) -> Option<(u64, Vec<Vec<u8>>)> {
+    let cursor = cursor.to_string();
+    let count = count.to_string();
+    let mut args: Vec<&[u8]> = vec![cursor.as_bytes()];
+    if let Some(pattern) = pattern {
+        args.extend([&b"MATCH"[..], pattern]);
+    }
+    args.extend([&b"COUNT"[..], count.as_bytes()]);
+    let args: Vec<super::OwnedStr> = args.into_iter().map(super::OwnedStr::new).collect();
+    let argv: Vec<*mut raw::RedisModuleString> = args.iter().map(|a| a.borrow().as_ptr()).collect();
+    // SAFETY: "v" takes the argv array and its length, both alive for the
+    // call; the reply is freed below.
+    let reply = unsafe {
+        api!(RedisModule_Call)(
+            ctx.as_ptr(),
+            c"SCAN".as_ptr(),
+            c"v".as_ptr(),
+            argv.as_ptr(),
+            argv.len(),
+        )
+    };
+    let reply = NonNull::new(reply)?;
+    // SAFETY: a live reply; its elements and strings belong to it and are
+    // copied out before it is freed.
+    let step = unsafe {
+        let bytes = |element: *mut raw::RedisModuleCallReply| -> Option<Vec<u8>> {
+            if element.is_null() {
+                return None;
+            }
+            let mut len = 0usize;
+            let ptr = api!(RedisModule_CallReplyStringPtr)(element, &mut len);
+            (!ptr.is_null()).then(|| std::slice::from_raw_parts(ptr.cast::<u8>(), len).to_vec())
+        };
+        let array = raw::REDISMODULE_REPLY_ARRAY as c_int;
+        let step = (api!(RedisModule_CallReplyType)(reply.as_ptr()) == array)
+            .then(|| {
+                let next = bytes(api!(RedisModule_CallReplyArrayElement)(reply.as_ptr(), 0))?;
+                let next: u64 = std::str::from_utf8(&next).ok()?.parse().ok()?;
+                let keys = api!(RedisModule_CallReplyArrayElement)(reply.as_ptr(), 1);
+                if keys.is_null() || api!(RedisModule_CallReplyType)(keys) != array {
+                    return None;
+                }
+                let n = api!(RedisModule_CallReplyLength)(keys);
+                let keys = (0..n)
+                    .filter_map(|i| bytes(api!(RedisModule_CallReplyArrayElement)(keys, i)))
+                    .collect();
+                Some((next, keys))
+            })
+            .flatten();
+        api!(RedisModule_FreeCallReply)(reply.as_ptr());
+        step
+    };
+    step
+}
+
+/// The user of the client behind `ctx`, to check key permissions against
+/// (`None` when it cannot be found: a user deleted meanwhile).
+pub struct CallerUser {
+    user: NonNull<raw::RedisModuleUser>,
+}
+
+impl CallerUser {
+    pub fn of(ctx: Ctx) -> Option<CallerUser> {
+        // SAFETY: a command's context; the name is freed right after the
+        // lookup, which copies nothing from it but the user pointer.
+        let user = unsafe {
+            let name = api!(RedisModule_GetCurrentUserName)(ctx.as_ptr());
+            if name.is_null() {
+                return None;
+            }
+            let user = api!(RedisModule_GetModuleUserFromUserName)(name);
+            api!(RedisModule_FreeString)(ctx.as_ptr(), name);
+            user
+        };
+        NonNull::new(user).map(|user| CallerUser { user })
+    }
+
+    /// Whether the user may read `key` (its key patterns, `%R~` included),
+    /// as a command whose key spec reads the key would be checked.
+    pub fn may_read(&self, key: super::RStr) -> bool {
+        // SAFETY: a live user (freed on drop, used within the command that
+        // looked it up) and a valid string.
+        unsafe {
+            api!(RedisModule_ACLCheckKeyPermissions)(
+                self.user.as_ptr(),
+                key.as_ptr(),
+                raw::REDISMODULE_CMD_KEY_ACCESS as c_int,
+            ) == OK
+        }
+    }
+}
+
+impl Drop for CallerUser {
+    fn drop(&mut self) {
+        // SAFETY: made by GetModuleUserFromUserName, freed once (this frees
+        // the handle, not the ACL user).
+        unsafe { api!(RedisModule_FreeModuleUser)(self.user.as_ptr()) };
+    }
+}
+
 /// Asks every replica to acknowledge its replication offset now
 /// (`REPLCONF GETACK *` into the replication stream, not the AOF), as
 /// Redis's own `WAIT` does; replicas otherwise acknowledge once a second.

@@ -41,7 +41,7 @@ pub mod semaphore;
 mod synced;
 
 pub use carry_out::carry_out;
-pub use queue::{snapshot, Wants};
+pub use queue::{queued_keys, snapshot, Wants};
 
 // The module entry point uses these; unit-test builds leave it out.
 #[cfg_attr(test, allow(unused_imports))]

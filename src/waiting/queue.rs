@@ -109,6 +109,16 @@ pub fn snapshot(ctx: Ctx, key: RStr) -> Vec<WaiterInfo> {
     queues(|q| q.snapshot(db, key.as_bytes(), now))
 }
 
+/// The keys of the selected database that have a queue (for the listing,
+/// which also shows waiters of objects whose key does not exist).
+pub fn queued_keys(ctx: Ctx) -> Vec<Vec<u8>> {
+    let db = ctx.selected_db();
+    queues(|q| q.keys(Some(db)))
+        .into_iter()
+        .map(|(_, key)| key)
+        .collect()
+}
+
 /// Whether there is no queue at all: nobody waits, nothing is watched.
 pub fn nothing_waits() -> bool {
     queues(|q| q.is_empty())
