@@ -51,6 +51,8 @@ mod eviction;
 mod fencing;
 mod ffi;
 mod grant_policy;
+mod histogram;
+mod hot_keys;
 mod latch;
 mod listing;
 mod lock;
@@ -65,6 +67,8 @@ mod semaphore;
 mod semaphore_key;
 mod server_version;
 mod stats;
+mod stats_reset;
+mod timings;
 mod value_key;
 mod wait_queue;
 mod waiting;
@@ -98,8 +102,12 @@ mod module {
 
     use crate::ffi::events::{self, ServerEvent, ServerEventKind, ServerEventListener};
     use crate::ffi::server::{self, InfoProvider, InfoWriter, ModuleOptions};
+    use crate::ffi::timer::{self, TimerJob};
     use crate::ffi::Ctx;
-    use crate::{commands, config, eviction, replicas, server_version, stats, waiting};
+    use crate::{
+        commands, config, eviction, hot_keys, replicas, server_version, stats, stats_reset,
+        timings, waiting,
+    };
 
     crate::ffi::load::entry_points!(version: crate::MODULE_VERSION, admit: admit, init: init);
 
@@ -169,8 +177,11 @@ mod module {
             ctx,
             ModuleOptions::NO_IMPLICIT_SIGNAL_MODIFIED.and(ModuleOptions::HANDLE_REPL_ASYNC_LOAD),
         );
-        // The module's INFO callback (`INFO lock`).
+        // The module's INFO callback (`INFO lock`), and the context it calls
+        // Redis with.
+        server::keep_detached_context(ctx);
         server::register_info::<Info>(ctx);
+        timer::start(ctx, 0, MarkStats);
         Status::Ok
     }
 
@@ -188,11 +199,15 @@ mod module {
         }
     }
 
-    /// `INFO lock`: the `lock_stats` and `lock_eviction` sections.
+    /// `INFO lock`: the `lock_stats`, `lock_times`, `lock_hot_keys` and
+    /// `lock_eviction` sections.
     struct Info;
 
     impl InfoProvider for Info {
-        fn write_info(info: &mut InfoWriter) {
+        fn write_info(info: &mut InfoWriter, for_crash_report: bool) {
+            if !for_crash_report {
+                server::with_detached(notice_reset);
+            }
             info.section("stats");
             for (name, counter) in stats::all() {
                 info.field_u64(name, counter.get());
@@ -206,10 +221,66 @@ mod module {
             let (listings, bytes) = commands::scan::walks_usage();
             info.field_u64("scan_listings", listings as u64);
             info.field_u64("scan_listing_bytes", bytes as u64);
+            if let Some(report) = timings::report() {
+                write_times(info, &report);
+            }
             let (policy, evicts) = eviction::current();
             info.section("eviction");
             info.field_str("maxmemory_policy", &policy);
             info.field_u64("evicts_locks", u64::from(evicts));
+        }
+    }
+
+    /// Forgets the wait and hold times and hot keys if `CONFIG RESETSTAT`
+    /// ran since the last look (`stats_reset.rs`): compares the server's
+    /// count of `LOCK.INFO` calls with the module's.
+    fn notice_reset(ctx: Ctx) {
+        let calls = server::info_field(ctx, c"commandstats", c"cmdstat_lock.info");
+        if timings::check_reset(stats_reset::calls_of(calls.as_deref())).run_once {
+            server::call_quietly(ctx, c"LOCK.INFO", c"lock:stats-mark");
+        }
+    }
+
+    /// Marks the command statistics once the server runs (a timer just
+    /// after load), so that a `CONFIG RESETSTAT` before the first
+    /// `INFO lock` is noticed too.
+    struct MarkStats;
+
+    impl TimerJob for MarkStats {
+        fn fire(self, ctx: Ctx) {
+            notice_reset(ctx);
+        }
+    }
+
+    /// `lock_times`: count and percentiles (microseconds) of the wait
+    /// times per kind and the hold times of locks and read-write locks;
+    /// `lock_hot_keys`: the most waited-for keys.
+    fn write_times(info: &mut InfoWriter, report: &timings::Report) {
+        info.section("times");
+        for (measure, rows) in [("wait", &report.waits), ("hold", &report.holds)] {
+            for (kind, summary) in rows.iter() {
+                let prefix = format!("{measure}_{}", kind.name());
+                info.field_u64(&format!("{prefix}_count"), summary.count);
+                for (name, value) in summary.percentiles {
+                    info.field_u64(&format!("{prefix}_{name}_us"), value);
+                }
+            }
+        }
+        info.section("hot_keys");
+        for (table, unit, keys) in [
+            ("most_waiters", "waiters", &report.by_waiters),
+            ("longest_waits", "waited_us", &report.by_wait_time),
+        ] {
+            for (rank, key) in keys.iter().enumerate() {
+                let value = format!(
+                    "db={},key={},{unit}={},error={}",
+                    key.db,
+                    hot_keys::info_text(key),
+                    key.weight,
+                    key.error
+                );
+                info.field_str(&format!("{table}_{}", rank + 1), &value);
+            }
         }
     }
 

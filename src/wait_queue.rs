@@ -57,6 +57,9 @@ pub struct Waiter<C, K> {
     pub lease_ms: i64,
     /// When it started waiting (unix ms).
     pub since_ms: i64,
+    /// When it started waiting, on a monotonic microsecond clock (for its
+    /// wait time, `timings.rs`).
+    pub joined_us: u64,
     /// Its WAIT timeout (0 = forever).
     pub timeout_ms: i64,
     /// It asked for a fencing token (`TOKEN`) with the grant.
@@ -432,6 +435,7 @@ mod tests {
             owner: format!("o{client}").into_bytes(),
             lease_ms: 1000,
             since_ms: 100,
+            joined_us: 0,
             timeout_ms: 0,
             token: false,
             sync: None,
@@ -558,6 +562,7 @@ mod tests {
             b"k",
             Waiter {
                 since_ms: 150,
+                joined_us: 0,
                 timeout_ms: 500,
                 ..waiter(2)
             },
@@ -681,6 +686,7 @@ mod tests {
             owner: b"o".to_vec(),
             lease_ms: 1,
             since_ms,
+            joined_us: 0,
             timeout_ms,
             token: false,
             sync: None,

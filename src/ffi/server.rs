@@ -273,6 +273,41 @@ pub fn request_replica_acks(ctx: Ctx) {
     }
 }
 
+/// A context of the module's own, for calls outside any command (the INFO
+/// callback has none): made once at load, never freed (one per load).
+static DETACHED: std::sync::atomic::AtomicPtr<raw::RedisModuleCtx> =
+    std::sync::atomic::AtomicPtr::new(std::ptr::null_mut());
+
+/// Makes the module's own context (at load).
+pub fn keep_detached_context(ctx: Ctx) {
+    // SAFETY: a load-time context; the detached context Redis returns lives
+    // until freed, which it never is.
+    let detached = unsafe { api!(RedisModule_GetDetachedThreadSafeContext)(ctx.as_ptr()) };
+    DETACHED.store(detached, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Runs `f` with the module's own context, on Redis's main thread (where
+/// INFO callbacks run); `None` before it was made.
+pub fn with_detached<T>(f: impl FnOnce(Ctx) -> T) -> Option<T> {
+    let ptr = DETACHED.load(std::sync::atomic::Ordering::Relaxed);
+    // SAFETY: made at load and never freed; used on the main thread only.
+    unsafe { Ctx::from_raw(ptr) }.map(f)
+}
+
+/// Runs `command key` (one key argument, its reply dropped) as the module
+/// itself: for `LOCK.INFO` run once to mark the command statistics
+/// (`stats_reset.rs`).
+pub fn call_quietly(ctx: Ctx, command: &CStr, key: &CStr) {
+    // SAFETY: "c" takes the one C string; the reply is freed at once.
+    unsafe {
+        let reply =
+            api!(RedisModule_Call)(ctx.as_ptr(), command.as_ptr(), c"c".as_ptr(), key.as_ptr());
+        if !reply.is_null() {
+            api!(RedisModule_FreeCallReply)(reply);
+        }
+    }
+}
+
 /// Writes the module's `INFO` sections.
 pub struct InfoWriter {
     ctx: *mut raw::RedisModuleInfoCtx,
@@ -295,7 +330,9 @@ impl InfoWriter {
 
 /// Provides the module's `INFO` sections.
 pub trait InfoProvider {
-    fn write_info(info: &mut InfoWriter);
+    /// `for_crash_report`: INFO is written into a crash report, from a
+    /// server that may be in any state: read only, call nothing.
+    fn write_info(info: &mut InfoWriter, for_crash_report: bool);
 }
 
 /// Makes `P` the module's `INFO` callback (replacing the crate's default).
@@ -303,12 +340,12 @@ pub fn register_info<P: InfoProvider>(ctx: Ctx) {
     raw::register_info_function(ctx.as_ptr(), Some(info_callback::<P>));
 }
 
-extern "C" fn info_callback<P: InfoProvider>(ctx: *mut raw::RedisModuleInfoCtx, _crash: c_int) {
+extern "C" fn info_callback<P: InfoProvider>(ctx: *mut raw::RedisModuleInfoCtx, crash: c_int) {
     if ctx.is_null() {
         return;
     }
     // INFO also runs in crash reports: never unwind from here.
     let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        P::write_info(&mut InfoWriter { ctx })
+        P::write_info(&mut InfoWriter { ctx }, crash != 0)
     }));
 }

@@ -65,6 +65,7 @@ impl WaitHandler for Waiting {
             return;
         };
         stats::WAITS_TIMED_OUT.incr();
+        queue::wait_ended(ctx, &key, &waiter, false);
         left(ctx, &key, &waiter);
         waiter.kind.timed_out(ctx, &key, &waiter);
         blocking::unblock(client, None);

@@ -176,7 +176,12 @@ impl<R> Target<LatchDecision<R>> for Latch<'_, '_> {
         let run = take_run::<Opened>(ctx, self.name.as_bytes(), true, |w| w.ask.opening());
         let served = !run.is_empty();
         for waiter in run {
-            queue::granted(waiter.client, Some(Wake::Integer(reply)));
+            queue::granted(
+                ctx,
+                self.name.as_bytes(),
+                &waiter,
+                Some(Wake::Integer(reply)),
+            );
         }
         served
     }

@@ -336,10 +336,15 @@ fn grant(ctx: Ctx, lock: &LockKey, waiter: Waiter) -> bool {
     let token = next_token.map(|next| next.issue(expire_at));
     match waiter.sync {
         Some(spec) => {
-            queue::granted(waiter.client, None);
+            queue::granted(ctx, lock.name().as_bytes(), &waiter, None);
             hold_reply_for_replicas(ctx, waiter.client, lock, &waiter.owner, token, spec);
         }
-        None => queue::granted(waiter.client, Some(Wake::Granted { token })),
+        None => queue::granted(
+            ctx,
+            lock.name().as_bytes(),
+            &waiter,
+            Some(Wake::Granted { token }),
+        ),
     }
     true
 }

@@ -33,9 +33,10 @@ use crate::ffi::blocking::{self, BlockedClient, Wake};
 use crate::ffi::timer::{self, TimerId, TimerJob};
 use crate::ffi::{Ctx, RStr};
 use crate::grant_policy::{Ask, GrantPolicy};
+use crate::listing::ObjectKind;
 use crate::replica_sync::SyncSpec;
 use crate::wait_queue::{self, QueueTimer, TimerPlan, WaitQueues, WaiterInfo};
-use crate::{replicas, stats};
+use crate::{replicas, stats, timings};
 
 /// A kind of object clients wait for, as its queue sees it: the callbacks
 /// the queue and its timer call. Each kind's room implements it once
@@ -183,6 +184,7 @@ pub(super) fn enqueue(ctx: Ctx, key: &[u8], client: BlockedClient, kind: KindRef
         owner: wants.owner.to_vec(),
         lease_ms: wants.lease_ms,
         since_ms: ctx.now_ms(),
+        joined_us: timings::now_us(),
         timeout_ms: wants.timeout_ms,
         token: wants.token,
         sync: wants.sync,
@@ -190,6 +192,7 @@ pub(super) fn enqueue(ctx: Ctx, key: &[u8], client: BlockedClient, kind: KindRef
     };
     queues(|q| q.push(db, key, waiter));
     stats::WAITS_STARTED.incr();
+    timings::wait_started(db, key);
     wake_for_timeouts(ctx, db, key);
 }
 
@@ -207,15 +210,24 @@ pub fn take_run<P: GrantPolicy>(
     queues_then_stop_timers(ctx, |q| q.pop_run::<P>(db, key, free, now, ask_of))
 }
 
-/// A waiter taken from its queue was granted what it asked for: counted
-/// here, the one place `waits_granted` moves, and answered with `answer`.
-/// `None`: its answer is held back, and answered later by whoever holds it
-/// (a grant waiting for replicas, `synced.rs`).
-pub fn granted(client: BlockedClient, answer: Option<Wake>) {
+/// A waiter taken from `key`'s queue was granted what it asked for:
+/// counted here, the one place `waits_granted` and the wait times move, and
+/// answered with `answer`. `None`: its answer is held back, and answered
+/// later by whoever holds it (a grant waiting for replicas, `synced.rs`).
+pub fn granted(ctx: Ctx, key: &[u8], waiter: &Waiter, answer: Option<Wake>) {
     stats::WAITS_GRANTED.incr();
+    wait_ended(ctx, key, waiter, true);
     if let Some(wake) = answer {
-        blocking::unblock(client, Some(wake));
+        blocking::unblock(waiter.client, Some(wake));
     }
+}
+
+/// `waiter` of `key`'s queue stopped waiting, granted or not (timed out):
+/// its wait time.
+pub(super) fn wait_ended(ctx: Ctx, key: &[u8], waiter: &Waiter, granted: bool) {
+    let waited = timings::now_us().saturating_sub(waiter.joined_us);
+    let kind = ObjectKind::of_ask(waiter.ask);
+    timings::wait_ended(kind, ctx.selected_db(), key, waited, granted);
 }
 
 /// A waiter taken from its queue cannot have what it asked for: it hears

@@ -202,7 +202,7 @@ fn grant(ctx: Ctx, sem: &SemaphoreKeys, waiter: Waiter) -> bool {
         // type while it waited): it can never be served here.
         _ => return refuse(waiter.client, errors::WRONGTYPE),
     };
-    queue::granted(waiter.client, Some(wake));
+    queue::granted(ctx, sem.name().as_bytes(), &waiter, Some(wake));
     true
 }
 

@@ -1,0 +1,263 @@
+//! Wait and hold times per kind, and the most contended keys, in fixed
+//! memory: behind `INFO lock`'s `lock_times` and `lock_hot_keys`. No FFI.
+//!
+//! * **Wait time**: from joining a queue to the grant, for every waiter the
+//!   module queues (`LOCK.* ... WAIT`, `LOCK.AWAIT`), per kind of object.
+//!   Waits that time out are not grants: they are counted by
+//!   `lock_waits_timed_out`, and in the hot keys' wait time.
+//! * **Hold time**: from a lock (or read-write lock) going from free to
+//!   held to it going free again, when the module sees both: it sees every
+//!   start it makes (a `LOCK.*` acquire, a hand-off) and every end it makes
+//!   (a `LOCK.*` release or force, which a hand-off follows). A lock taken
+//!   by Redisson's script was not seen starting, and one released by
+//!   Redisson's script or ending by its lease was not seen ending (unless a
+//!   queue was watching it): neither is measured. Starts wait for their end
+//!   in a table of [`HOLD_SLOTS`] slots by key hash: two keys held at once
+//!   in one slot keep only the later start, so with more locks held at once
+//!   than slots some holds go unmeasured, never mismeasured by another key.
+//!   A start whose end was never seen is overwritten by the key's next
+//!   start.
+//! * **Hot keys**: Space-Saving tables (`hot_keys.rs`) by waiters and by
+//!   time waited.
+//!
+//! `CONFIG RESETSTAT` forgets them all, as `stats_reset.rs` notices it.
+
+use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
+use std::sync::{LazyLock, Mutex, MutexGuard};
+use std::time::Instant;
+
+use crate::histogram::Histogram;
+use crate::hot_keys::{HotKey, HotKeys};
+use crate::listing::ObjectKind;
+use crate::stats::Tally;
+use crate::stats_reset::{Checked, ResetWatch};
+
+/// The kinds whose waits are measured, in `INFO` order.
+pub const WAIT_KINDS: [ObjectKind; 5] = [
+    ObjectKind::Lock,
+    ObjectKind::RwLock,
+    ObjectKind::Semaphore,
+    ObjectKind::Permits,
+    ObjectKind::Latch,
+];
+/// The kinds whose holds are measured.
+pub const HOLD_KINDS: [ObjectKind; 2] = [ObjectKind::Lock, ObjectKind::RwLock];
+/// Slots of the table of holds waiting for their end (16 bytes each).
+pub const HOLD_SLOTS: usize = 4096;
+
+/// A start waiting for its end: the key's hash (0 = empty), when, which
+/// kind.
+#[derive(Clone, Copy, Default)]
+struct HoldStart {
+    hash: u64,
+    at_us: u64,
+    rw: bool,
+}
+
+struct Timings {
+    waits: [Histogram; 5],
+    holds: [Histogram; 2],
+    starts: Box<[HoldStart; HOLD_SLOTS]>,
+    by_waiters: HotKeys,
+    by_wait_time: HotKeys,
+    reset: ResetWatch,
+}
+
+impl Timings {
+    fn new() -> Timings {
+        Timings {
+            waits: std::array::from_fn(|_| Histogram::new()),
+            holds: std::array::from_fn(|_| Histogram::new()),
+            starts: Box::new([HoldStart::default(); HOLD_SLOTS]),
+            by_waiters: HotKeys::new(),
+            by_wait_time: HotKeys::new(),
+            reset: ResetWatch::new(),
+        }
+    }
+
+    fn forget(&mut self) {
+        self.waits.iter_mut().for_each(Histogram::reset);
+        self.holds.iter_mut().for_each(Histogram::reset);
+        self.starts.fill(HoldStart::default());
+        self.by_waiters.reset();
+        self.by_wait_time.reset();
+    }
+}
+
+static TIMINGS: LazyLock<Mutex<Timings>> = LazyLock::new(|| Mutex::new(Timings::new()));
+static ORIGIN: LazyLock<Instant> = LazyLock::new(Instant::now);
+
+fn timings() -> MutexGuard<'static, Timings> {
+    TIMINGS
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Microseconds on a monotonic clock (for durations only).
+pub fn now_us() -> u64 {
+    ORIGIN.elapsed().as_micros() as u64
+}
+
+fn kind_index(kinds: &[ObjectKind], kind: ObjectKind) -> Option<usize> {
+    kinds.iter().position(|&k| k == kind)
+}
+
+/// A client started waiting for `key` of database `db`.
+pub fn wait_started(db: i32, key: &[u8]) {
+    timings().by_waiters.add(db, key, 1);
+}
+
+/// A wait ended after `waited_us`: granted, or not (timed out).
+pub fn wait_ended(kind: ObjectKind, db: i32, key: &[u8], waited_us: u64, granted: bool) {
+    let mut t = timings();
+    if granted {
+        if let Some(i) = kind_index(&WAIT_KINDS, kind) {
+            t.waits[i].record(waited_us);
+        }
+    }
+    t.by_wait_time.add(db, key, waited_us);
+}
+
+fn hold_hash(db: i32, key: &[u8]) -> u64 {
+    // Deterministic (no random keys): a collision only loses a sample.
+    BuildHasherDefault::<DefaultHasher>::default().hash_one((db, key)) | 1
+}
+
+/// A lock decision with a keyspace event was carried out on `key`: a lock
+/// or read-write lock went from free to held (a start, `tally` says which
+/// kind) or went free (an end).
+pub fn lock_event(db: i32, key: &[u8], became_held: bool, tally: Tally) {
+    let hash = hold_hash(db, key);
+    let slot = (hash as usize >> 1) % HOLD_SLOTS;
+    let now = now_us();
+    let mut t = timings();
+    if became_held {
+        let rw = matches!(tally, Tally::Granted(_) | Tally::HandedOffAs(_));
+        t.starts[slot] = HoldStart {
+            hash,
+            at_us: now,
+            rw,
+        };
+        return;
+    }
+    let start = std::mem::take(&mut t.starts[slot]);
+    if start.hash == hash {
+        t.holds[usize::from(start.rw)].record(now.saturating_sub(start.at_us));
+    } else {
+        t.starts[slot] = start; // another key's start: left alone
+    }
+}
+
+/// `LOCK.INFO` ran (for noticing `CONFIG RESETSTAT`).
+pub fn lock_info_ran() {
+    timings().reset.ran();
+}
+
+/// Compares with the server's count of `LOCK.INFO` calls; forgets
+/// everything if statistics were reset since the last check.
+pub fn check_reset(server_calls: u64) -> Checked {
+    let mut t = timings();
+    let checked = t.reset.check(server_calls);
+    if checked.reset {
+        t.forget();
+    }
+    checked
+}
+
+/// Count, p50, p90, p99, p99.9 and max of one histogram, in microseconds.
+pub struct Summary {
+    pub count: u64,
+    pub percentiles: [(&'static str, u64); 5],
+}
+
+fn summary(h: &Histogram) -> Summary {
+    Summary {
+        count: h.count(),
+        percentiles: [
+            ("p50", h.percentile(500)),
+            ("p90", h.percentile(900)),
+            ("p99", h.percentile(990)),
+            ("p999", h.percentile(999)),
+            ("max", h.max()),
+        ],
+    }
+}
+
+/// What `INFO lock` shows; `None` when a panic left the lock poisoned
+/// mid-update or another thread holds it (a crash report).
+pub struct Report {
+    pub waits: Vec<(ObjectKind, Summary)>,
+    pub holds: Vec<(ObjectKind, Summary)>,
+    pub by_waiters: Vec<HotKey>,
+    pub by_wait_time: Vec<HotKey>,
+}
+
+/// The hot keys shown, per table.
+pub const HOT_KEYS_SHOWN: usize = 5;
+
+pub fn report() -> Option<Report> {
+    let t = TIMINGS.try_lock().ok()?;
+    Some(Report {
+        waits: WAIT_KINDS
+            .iter()
+            .zip(&t.waits)
+            .map(|(&k, h)| (k, summary(h)))
+            .collect(),
+        holds: HOLD_KINDS
+            .iter()
+            .zip(&t.holds)
+            .map(|(&k, h)| (k, summary(h)))
+            .collect(),
+        by_waiters: t.by_waiters.top(HOT_KEYS_SHOWN),
+        by_wait_time: t.by_wait_time.top(HOT_KEYS_SHOWN),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::grant_policy::Mode;
+
+    // One test touches the global tables, so tests cannot race on them.
+    #[test]
+    fn holds_waits_and_hot_keys_are_recorded_and_forgotten_on_reset() {
+        check_reset(0);
+        // A lock held and released: one hold measured.
+        lock_event(0, b"h1", true, Tally::Acquired);
+        lock_event(0, b"h1", false, Tally::Released);
+        // A read-write lock: its own histogram.
+        lock_event(0, b"rw", true, Tally::Granted(Mode::Read));
+        lock_event(0, b"rw", false, Tally::Released);
+        // An end without a seen start (taken by Redisson's script).
+        lock_event(0, b"unseen", false, Tally::Released);
+        // Same key in another database: another object.
+        lock_event(0, b"k", true, Tally::Acquired);
+        lock_event(1, b"k", false, Tally::Released);
+        wait_started(0, b"hot");
+        wait_started(0, b"hot");
+        wait_ended(ObjectKind::Lock, 0, b"hot", 50_000, true);
+        wait_ended(ObjectKind::Lock, 0, b"hot", 10_000, false);
+        wait_ended(ObjectKind::Latch, 0, b"l", 7, true);
+        let r = report().unwrap();
+        assert_eq!(r.holds[0].1.count, 1, "lock holds");
+        assert_eq!(r.holds[1].1.count, 1, "read-write holds");
+        assert_eq!(r.waits[0].1.count, 1, "only granted waits");
+        assert_eq!(r.waits[0].1.percentiles[4], ("max", 50_000));
+        assert_eq!(r.waits[4].1.count, 1, "latch waits");
+        assert_eq!(r.by_waiters[0].key, b"hot");
+        assert_eq!(r.by_waiters[0].weight, 2);
+        assert_eq!(
+            r.by_wait_time[0].weight, 60_000,
+            "timed-out waits count too"
+        );
+        // A reset seen: all forgotten.
+        lock_info_ran();
+        assert!(check_reset(0).reset);
+        let r = report().unwrap();
+        assert!(r.waits.iter().chain(&r.holds).all(|(_, s)| s.count == 0));
+        assert!(r.by_waiters.is_empty() && r.by_wait_time.is_empty());
+        // The start of `k` in database 0 is gone too.
+        lock_event(0, b"k", false, Tally::Released);
+        assert_eq!(report().unwrap().holds[0].1.count, 0);
+    }
+}
