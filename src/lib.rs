@@ -60,6 +60,7 @@ mod lock_key;
 mod replica_sync;
 mod replicas;
 mod replies;
+mod resets;
 mod rwlock;
 mod rwlock_key;
 mod scan_cursors;
@@ -102,11 +103,10 @@ mod module {
 
     use crate::ffi::events::{self, ServerEvent, ServerEventKind, ServerEventListener};
     use crate::ffi::server::{self, InfoProvider, InfoWriter, ModuleOptions};
-    use crate::ffi::timer::{self, TimerJob};
     use crate::ffi::Ctx;
     use crate::{
-        commands, config, eviction, hot_keys, replicas, server_version, stats, stats_reset,
-        timings, waiting,
+        commands, config, eviction, hot_keys, replicas, resets, server_version, stats, timings,
+        waiting,
     };
 
     crate::ffi::load::entry_points!(version: crate::MODULE_VERSION, admit: admit, init: init);
@@ -181,7 +181,6 @@ mod module {
         // Redis with.
         server::keep_detached_context(ctx);
         server::register_info::<Info>(ctx);
-        timer::start(ctx, 0, MarkStats);
         Status::Ok
     }
 
@@ -206,7 +205,7 @@ mod module {
     impl InfoProvider for Info {
         fn write_info(info: &mut InfoWriter, for_crash_report: bool) {
             if !for_crash_report {
-                server::with_detached(notice_reset);
+                server::with_detached(resets::notice);
             }
             info.section("stats");
             for (name, counter) in stats::all() {
@@ -228,27 +227,6 @@ mod module {
             info.section("eviction");
             info.field_str("maxmemory_policy", &policy);
             info.field_u64("evicts_locks", u64::from(evicts));
-        }
-    }
-
-    /// Forgets the wait and hold times and hot keys if `CONFIG RESETSTAT`
-    /// ran since the last look (`stats_reset.rs`): compares the server's
-    /// count of `LOCK.INFO` calls with the module's.
-    fn notice_reset(ctx: Ctx) {
-        let calls = server::info_field(ctx, c"commandstats", c"cmdstat_lock.info");
-        if timings::check_reset(stats_reset::calls_of(calls.as_deref())).run_once {
-            server::call_quietly(ctx, c"LOCK.INFO", c"lock:stats-mark");
-        }
-    }
-
-    /// Marks the command statistics once the server runs (a timer just
-    /// after load), so that a `CONFIG RESETSTAT` before the first
-    /// `INFO lock` is noticed too.
-    struct MarkStats;
-
-    impl TimerJob for MarkStats {
-        fn fire(self, ctx: Ctx) {
-            notice_reset(ctx);
         }
     }
 

@@ -23,7 +23,7 @@
 //! happened: what was recorded in between is forgotten with the rest.
 
 /// What [`ResetWatch::check`] found.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Checked {
     /// Statistics were reset since the last check: forget ours.
     pub reset: bool,

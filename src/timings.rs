@@ -22,8 +22,8 @@
 //!
 //! `CONFIG RESETSTAT` forgets them all, as `stats_reset.rs` notices it.
 
-use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
-use std::sync::{LazyLock, Mutex, MutexGuard};
+use std::cell::RefCell;
+use std::sync::LazyLock;
 use std::time::Instant;
 
 use crate::histogram::Histogram;
@@ -55,6 +55,9 @@ struct HoldStart {
 }
 
 struct Timings {
+    /// Something was recorded since start or the last reset, and the
+    /// command statistics have not been marked since (`stats_reset.rs`).
+    unmarked: bool,
     waits: [Histogram; 5],
     holds: [Histogram; 2],
     starts: Box<[HoldStart; HOLD_SLOTS]>,
@@ -66,6 +69,7 @@ struct Timings {
 impl Timings {
     fn new() -> Timings {
         Timings {
+            unmarked: true,
             waits: std::array::from_fn(|_| Histogram::new()),
             holds: std::array::from_fn(|_| Histogram::new()),
             starts: Box::new([HoldStart::default(); HOLD_SLOTS]),
@@ -84,13 +88,25 @@ impl Timings {
     }
 }
 
-static TIMINGS: LazyLock<Mutex<Timings>> = LazyLock::new(|| Mutex::new(Timings::new()));
+thread_local! {
+    // Redis calls commands, callbacks, timers and INFO on its main thread
+    // only (a crash report's INFO may come from another thread: it finds
+    // that thread's tables empty, and shows nothing wrong). Borrows never
+    // span a call into Redis.
+    static TIMINGS: RefCell<Timings> = RefCell::new(Timings::new());
+}
 static ORIGIN: LazyLock<Instant> = LazyLock::new(Instant::now);
 
-fn timings() -> MutexGuard<'static, Timings> {
+/// Runs `f` on the tables; the default when they are in use (a crash
+/// report mid-update).
+fn with_timings<T: Default>(f: impl FnOnce(&mut Timings) -> T) -> T {
     TIMINGS
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .try_with(|t| {
+            t.try_borrow_mut()
+                .map(|mut t| f(&mut t))
+                .unwrap_or_default()
+        })
+        .unwrap_or_default()
 }
 
 /// Microseconds on a monotonic clock (for durations only).
@@ -102,66 +118,104 @@ fn kind_index(kinds: &[ObjectKind], kind: ObjectKind) -> Option<usize> {
     kinds.iter().position(|&k| k == kind)
 }
 
-/// A client started waiting for `key` of database `db`.
-pub fn wait_started(db: i32, key: &[u8]) {
-    timings().by_waiters.add(db, key, 1);
+/// Whether the command statistics must be marked now that something is
+/// recorded (once after start and after each reset): the caller asks for
+/// it (`resets.rs`).
+fn needs_mark(t: &mut Timings) -> bool {
+    std::mem::take(&mut t.unmarked)
 }
 
-/// A wait ended after `waited_us`: granted, or not (timed out).
-pub fn wait_ended(kind: ObjectKind, db: i32, key: &[u8], waited_us: u64, granted: bool) {
-    let mut t = timings();
-    if granted {
-        if let Some(i) = kind_index(&WAIT_KINDS, kind) {
-            t.waits[i].record(waited_us);
+/// A client started waiting for `key` of database `db`. True: mark the
+/// command statistics (`resets::mark_soon`).
+pub fn wait_started(db: i32, key: &[u8]) -> bool {
+    with_timings(|t| {
+        t.by_waiters.add(db, key, 1);
+        needs_mark(t)
+    })
+}
+
+/// A wait ended after `waited_us`: granted, or not (timed out). True: mark
+/// the command statistics.
+pub fn wait_ended(kind: ObjectKind, db: i32, key: &[u8], waited_us: u64, granted: bool) -> bool {
+    with_timings(|t| {
+        if granted {
+            if let Some(i) = kind_index(&WAIT_KINDS, kind) {
+                t.waits[i].record(waited_us);
+            }
         }
-    }
-    t.by_wait_time.add(db, key, waited_us);
+        t.by_wait_time.add(db, key, waited_us);
+        needs_mark(t)
+    })
 }
 
+/// A cheap hash of the key (it runs on every acquire and release): FNV-1a
+/// style over the key eight bytes at a time, then its length and the
+/// database. Never 0. A collision only loses a sample (an end meets
+/// another key's start, which it leaves alone).
 fn hold_hash(db: i32, key: &[u8]) -> u64 {
-    // Deterministic (no random keys): a collision only loses a sample.
-    BuildHasherDefault::<DefaultHasher>::default().hash_one((db, key)) | 1
+    const PRIME: u64 = 0x0000_0100_0000_01b3;
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut chunks = key.chunks_exact(8);
+    for chunk in &mut chunks {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(chunk);
+        hash = (hash ^ u64::from_le_bytes(word))
+            .wrapping_mul(PRIME)
+            .rotate_left(23);
+    }
+    for &byte in chunks.remainder() {
+        hash = (hash ^ u64::from(byte)).wrapping_mul(PRIME);
+    }
+    hash = (hash ^ (db as u64) ^ ((key.len() as u64) << 32)).wrapping_mul(PRIME);
+    (hash ^ (hash >> 29)) | 1
 }
 
 /// A lock decision with a keyspace event was carried out on `key`: a lock
 /// or read-write lock went from free to held (a start, `tally` says which
-/// kind) or went free (an end).
-pub fn lock_event(db: i32, key: &[u8], became_held: bool, tally: Tally) {
+/// kind) or went free (an end). True: mark the command statistics.
+pub fn lock_event(db: i32, key: &[u8], became_held: bool, tally: Tally) -> bool {
     let hash = hold_hash(db, key);
     let slot = (hash as usize >> 1) % HOLD_SLOTS;
     let now = now_us();
-    let mut t = timings();
-    if became_held {
-        let rw = matches!(tally, Tally::Granted(_) | Tally::HandedOffAs(_));
-        t.starts[slot] = HoldStart {
-            hash,
-            at_us: now,
-            rw,
-        };
-        return;
-    }
-    let start = std::mem::take(&mut t.starts[slot]);
-    if start.hash == hash {
-        t.holds[usize::from(start.rw)].record(now.saturating_sub(start.at_us));
-    } else {
-        t.starts[slot] = start; // another key's start: left alone
-    }
+    with_timings(|t| {
+        if became_held {
+            let rw = matches!(tally, Tally::Granted(_) | Tally::HandedOffAs(_));
+            t.starts[slot] = HoldStart {
+                hash,
+                at_us: now,
+                rw,
+            };
+        } else {
+            let start = std::mem::take(&mut t.starts[slot]);
+            if start.hash == hash {
+                t.holds[usize::from(start.rw)].record(now.saturating_sub(start.at_us));
+            } else {
+                t.starts[slot] = start; // another key's start: left alone
+            }
+        }
+        needs_mark(t)
+    })
 }
 
 /// `LOCK.INFO` ran (for noticing `CONFIG RESETSTAT`).
 pub fn lock_info_ran() {
-    timings().reset.ran();
+    with_timings(|t| t.reset.ran());
 }
 
 /// Compares with the server's count of `LOCK.INFO` calls; forgets
 /// everything if statistics were reset since the last check.
 pub fn check_reset(server_calls: u64) -> Checked {
-    let mut t = timings();
-    let checked = t.reset.check(server_calls);
-    if checked.reset {
-        t.forget();
-    }
-    checked
+    with_timings(|t| {
+        let mut checked = t.reset.check(server_calls);
+        if checked.reset {
+            t.forget();
+            // Marked again when something is recorded: until then there is
+            // nothing a reset could make stale.
+            t.unmarked = true;
+            checked.run_once = false;
+        }
+        checked
+    })
 }
 
 /// Count, p50, p90, p99, p99.9 and max of one histogram, in microseconds.
@@ -183,8 +237,8 @@ fn summary(h: &Histogram) -> Summary {
     }
 }
 
-/// What `INFO lock` shows; `None` when a panic left the lock poisoned
-/// mid-update or another thread holds it (a crash report).
+/// What `INFO lock` shows; `None` when the tables are in use (a crash
+/// report mid-update).
 pub struct Report {
     pub waits: Vec<(ObjectKind, Summary)>,
     pub holds: Vec<(ObjectKind, Summary)>,
@@ -196,20 +250,21 @@ pub struct Report {
 pub const HOT_KEYS_SHOWN: usize = 5;
 
 pub fn report() -> Option<Report> {
-    let t = TIMINGS.try_lock().ok()?;
-    Some(Report {
-        waits: WAIT_KINDS
-            .iter()
-            .zip(&t.waits)
-            .map(|(&k, h)| (k, summary(h)))
-            .collect(),
-        holds: HOLD_KINDS
-            .iter()
-            .zip(&t.holds)
-            .map(|(&k, h)| (k, summary(h)))
-            .collect(),
-        by_waiters: t.by_waiters.top(HOT_KEYS_SHOWN),
-        by_wait_time: t.by_wait_time.top(HOT_KEYS_SHOWN),
+    with_timings(|t| {
+        Some(Report {
+            waits: WAIT_KINDS
+                .iter()
+                .zip(&t.waits)
+                .map(|(&k, h)| (k, summary(h)))
+                .collect(),
+            holds: HOLD_KINDS
+                .iter()
+                .zip(&t.holds)
+                .map(|(&k, h)| (k, summary(h)))
+                .collect(),
+            by_waiters: t.by_waiters.top(HOT_KEYS_SHOWN),
+            by_wait_time: t.by_wait_time.top(HOT_KEYS_SHOWN),
+        })
     })
 }
 
@@ -222,9 +277,10 @@ mod tests {
     #[test]
     fn holds_waits_and_hot_keys_are_recorded_and_forgotten_on_reset() {
         check_reset(0);
-        // A lock held and released: one hold measured.
-        lock_event(0, b"h1", true, Tally::Acquired);
-        lock_event(0, b"h1", false, Tally::Released);
+        // A lock held and released: one hold measured; the first record
+        // asks for the command statistics to be marked, once.
+        assert!(lock_event(0, b"h1", true, Tally::Acquired));
+        assert!(!lock_event(0, b"h1", false, Tally::Released));
         // A read-write lock: its own histogram.
         lock_event(0, b"rw", true, Tally::Granted(Mode::Read));
         lock_event(0, b"rw", false, Tally::Released);
@@ -250,12 +306,14 @@ mod tests {
             r.by_wait_time[0].weight, 60_000,
             "timed-out waits count too"
         );
-        // A reset seen: all forgotten.
+        // A reset seen: all forgotten, and marked again at the next record.
         lock_info_ran();
         assert!(check_reset(0).reset);
+        assert!(wait_started(0, b"x"));
+        assert!(!check_reset(1).reset);
         let r = report().unwrap();
         assert!(r.waits.iter().chain(&r.holds).all(|(_, s)| s.count == 0));
-        assert!(r.by_waiters.is_empty() && r.by_wait_time.is_empty());
+        assert!(r.by_wait_time.is_empty());
         // The start of `k` in database 0 is gone too.
         lock_event(0, b"k", false, Tally::Released);
         assert_eq!(report().unwrap().holds[0].1.count, 0);

@@ -12,7 +12,7 @@
 use super::queue::{self, aim_timer, Aim};
 use crate::decision::{Decision, Publish};
 use crate::ffi::{Ctx, RStr};
-use crate::{events, timings};
+use crate::{events, resets, timings};
 
 /// What a decision is carried out on: one kind's keys, open for the
 /// change. Each kind's room implements it for its decision type.
@@ -59,12 +59,14 @@ pub fn carry_out<D: Decision, T: Target<D>>(ctx: Ctx, target: &T, decision: D) -
     let tally = decision.tally();
     tally.count();
     if let Some(event) = decision.event() {
-        timings::lock_event(
+        if timings::lock_event(
             ctx.selected_db(),
             name.as_bytes(),
             !event.frees_lock(),
             tally,
-        );
+        ) {
+            resets::mark_soon(ctx);
+        }
         events::notify(ctx, name, event);
     }
     let served = decision.serves() && target.serve(ctx, &decision);

@@ -36,7 +36,7 @@ use crate::grant_policy::{Ask, GrantPolicy};
 use crate::listing::ObjectKind;
 use crate::replica_sync::SyncSpec;
 use crate::wait_queue::{self, QueueTimer, TimerPlan, WaitQueues, WaiterInfo};
-use crate::{replicas, stats, timings};
+use crate::{replicas, resets, stats, timings};
 
 /// A kind of object clients wait for, as its queue sees it: the callbacks
 /// the queue and its timer call. Each kind's room implements it once
@@ -192,7 +192,9 @@ pub(super) fn enqueue(ctx: Ctx, key: &[u8], client: BlockedClient, kind: KindRef
     };
     queues(|q| q.push(db, key, waiter));
     stats::WAITS_STARTED.incr();
-    timings::wait_started(db, key);
+    if timings::wait_started(db, key) {
+        resets::mark_soon(ctx);
+    }
     wake_for_timeouts(ctx, db, key);
 }
 
@@ -227,7 +229,9 @@ pub fn granted(ctx: Ctx, key: &[u8], waiter: &Waiter, answer: Option<Wake>) {
 pub(super) fn wait_ended(ctx: Ctx, key: &[u8], waiter: &Waiter, granted: bool) {
     let waited = timings::now_us().saturating_sub(waiter.joined_us);
     let kind = ObjectKind::of_ask(waiter.ask);
-    timings::wait_ended(kind, ctx.selected_db(), key, waited, granted);
+    if timings::wait_ended(kind, ctx.selected_db(), key, waited, granted) {
+        resets::mark_soon(ctx);
+    }
 }
 
 /// A waiter taken from its queue cannot have what it asked for: it hears
