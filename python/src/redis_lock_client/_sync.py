@@ -1254,6 +1254,8 @@ class LockGuard:
         if getattr(self, "_released", True) or not self._release_on_gc:
             return
         self._released = True
+        if not threading.main_thread().is_alive():
+            return  # interpreter shutdown: the lease ends on its own
         try:
             threading.Thread(
                 target=_release_quietly, args=(self._client, self._entry), daemon=True

@@ -405,6 +405,8 @@ class Permits(_PermitsBase):
     def __del__(self) -> None:
         if getattr(self, "_released", True) or not getattr(self, "_entries", None):
             return
+        if not threading.main_thread().is_alive():
+            return  # interpreter shutdown: the leases end on their own
         try:
             threading.Thread(target=_release_quietly, args=(self,), daemon=True).start()
         except Exception:
