@@ -41,7 +41,8 @@ help:
 	@echo "make test           cargo test --release --workspace: the module's and the client library's"
 	@echo "                     unit, integration and doc tests, and the client's examples"
 	@echo "make test-python    the Python client's tests (python/tests, pytest; part of make test)"
-	@echo "make lint-python    ruff check, ruff format --check, mypy --strict on python/ (part of make lint)"
+	@echo "make lint-python    python/src/.../_sync generated from _async is current (python/scripts/unasync.py),"
+	@echo "                     ruff check, ruff format --check, mypy --strict on python/ (part of make lint)"
 	@echo "make fmt            format the code: cargo fmt --all"
 	@echo "make lint           cargo fmt --all -- --check, then cargo clippy --workspace --all-targets --release"
 	@echo "                     -- -D warnings -D clippy::undocumented_unsafe_blocks (every unsafe block says why)"
@@ -98,8 +99,10 @@ lint: deps lint-python
 test-python: build
 	$(PYVENV)/bin/python -m pytest -q python/tests
 
-# The Python client's lint: ruff, and mypy --strict on the package.
+# The Python client's lint: the threaded client generated from the asyncio
+# one is current, ruff, and mypy --strict on the package.
 lint-python: deps
+	$(PYVENV)/bin/python python/scripts/unasync.py --check
 	$(PYVENV)/bin/ruff check python
 	$(PYVENV)/bin/ruff format --check python
 	$(PYVENV)/bin/mypy --strict python/src

@@ -1,0 +1,134 @@
+"""The guard of one hold of a lock (or a read-write lock's read or write
+hold)."""
+
+from __future__ import annotations
+
+from types import TracebackType
+
+from .. import _protocol
+from .._holds import Entry, LostCallback
+from .._protocol import LostReason, Number
+from ..errors import NotHeld
+from . import _io
+from ._io import Event
+from .engine import Engine
+
+
+class AsyncLockGuard:
+    """One hold of a lock: :meth:`unlock` gives it back (also on leaving an
+    ``async with`` block). ``lost`` is an Event set the moment the client
+    learns the lock is gone (forced, deleted or expired on the server, told
+    by tracking within milliseconds or by the next renewal; renewals
+    failing for a whole lease; a caller-given lease ending); ``lost_reason``
+    says why.
+
+    A guard garbage-collected unreleased is released in the background, so
+    a forgotten guard is never renewed for ever; ``release_on_drop =
+    False`` keeps its hold until its lease ends instead (what redis-py does
+    with a lock object that has a timeout)."""
+
+    def __init__(self, engine: Engine, entry: Entry, token: int | None) -> None:
+        self._engine = engine
+        self._entry = entry
+        self._home = _io.home()
+        self._released = False
+        self.release_on_drop = True
+        #: The fencing token of this grant (fenced locks only).
+        self.token = token
+
+    @property
+    def name(self) -> str:
+        return self._entry.name
+
+    @property
+    def owner(self) -> str:
+        return self._entry.owner
+
+    @property
+    def kind(self) -> str:
+        """``"lock"``, or a read-write lock's ``"read"`` / ``"write"``."""
+        return self._entry.kind.label
+
+    @property
+    def lost(self) -> Event:
+        """Set when the lock is lost: wait on it, or poll ``lost.is_set()``."""
+        self._engine.registry.expire_if_due(self._entry)
+        event: Event = self._entry.lost_event()
+        return event
+
+    @property
+    def lost_reason(self) -> LostReason | None:
+        """Why the lock was lost, or None while it is not known lost."""
+        self._engine.registry.expire_if_due(self._entry)
+        with self._entry.mutex:
+            return self._entry.lost
+
+    def is_lost(self) -> bool:
+        return self.lost_reason is not None
+
+    def add_lost_callback(self, callback: LostCallback) -> None:
+        """Calls ``callback(reason)`` (a :class:`LostReason`) once when the
+        lock is lost, from the watchdog or the tracking listener (at once
+        if it already is). It must not block; what it raises is logged
+        (logger ``redis_lock_client``) and otherwise ignored."""
+        with self._entry.mutex:
+            why = self._entry.lost
+            if why is None:
+                self._entry.callbacks.append(callback)
+        if why is not None:
+            callback(why)
+
+    async def is_held(self) -> bool:
+        """Asks the server whether this owner still holds the lock."""
+        v = await self._engine.counted.simple(self.name, ["HGET", self.name, self._entry.field])
+        return _protocol.hold_count(v) > 0
+
+    async def remaining_lease(self) -> float | None:
+        """The lease left on the server (s), None if not held by this owner."""
+        if not await self.is_held():
+            return None
+        ms = await self._engine.counted.simple(self.name, ["PTTL", self.name])
+        return ms / 1000.0 if isinstance(ms, int) and ms >= 0 else None
+
+    async def renew(self, lease: Number) -> bool:
+        """Restarts the lease at ``lease`` s from now (a hold with a
+        caller-given lease; the watchdog renews the others); False if the
+        owner no longer holds it."""
+        return await self._engine.restart(self._entry, float(lease))
+
+    async def unlock(self) -> None:
+        """Gives this hold back; :class:`NotHeld` if the lock was lost."""
+        if self._released:
+            raise NotHeld(self.name)
+        self._released = True
+        await self._engine.release(self._entry)
+
+    def __del__(self) -> None:
+        if getattr(self, "_released", True) or not self.release_on_drop:
+            return
+        self._released = True
+        _io.when_dropped(self._home, self._engine.release_quietly, self._entry)
+
+    async def __aenter__(self) -> AsyncLockGuard:
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self._released:
+            return
+        try:
+            await self.unlock()
+        except NotHeld:
+            if et is None:
+                raise
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(name={self.name!r}, owner={self.owner!r}, "
+            f"kind={self.kind!r}, token={self.token!r})"
+        )
+
+
+def make_guard(engine: Engine, entry: Entry, token: int | None) -> AsyncLockGuard:
+    return AsyncLockGuard(engine, entry, token)

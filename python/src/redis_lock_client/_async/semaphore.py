@@ -1,0 +1,364 @@
+"""Semaphores on the redis-lock module.
+
+* :class:`AsyncSemaphore`: Redisson's ``RSemaphore`` (``LOCK.SEM*``): a
+  count of permits, taken and given back by anyone; waits are server-side,
+  FIFO (a newcomer never overtakes a waiter).
+* :class:`AsyncPermitExpirableSemaphore`: Redisson's
+  ``RPermitExpirableSemaphore`` (``LOCK.PERMIT*``): each permit taken has an
+  id and a lease; the server takes it back when the lease ends. Taken
+  without a lease, the client's watchdog renews it (``LOCK.PERMITRENEW``)
+  and the :class:`AsyncPermits` guard's ``lost`` is set if the server no
+  longer has it (told by tracking within milliseconds, or by the renewal).
+
+Commands that change a count are never resent once they may have run: a
+connection that fails after sending one raises :class:`OutcomeUnknown`.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections.abc import Callable
+from types import TracebackType
+from typing import Any
+
+from .. import _protocol
+from .._holds import Entry, LostCallback, call_lost_callbacks, monotonic
+from .._protocol import PERMIT, LostReason, Number
+from ..errors import NotHeld, OutcomeUnknown, PermitsNotHeld, ProtocolViolation, ServerError
+from . import _io
+from ._io import Event
+from .engine import Engine
+from .waiting import wait_once
+
+
+def _wait_plan(wait: Number | None) -> tuple[int | None, float | None]:
+    """(WAIT ms, seconds the server may wait) of a try; (None, None): one
+    attempt."""
+    if wait is None or wait <= 0:
+        return None, None
+    return _protocol.wait_ms(wait), float(wait)
+
+
+def _score_args(name: str, ids: list[str]) -> list[Any]:
+    return ["ZMSCORE", _protocol.timeout_key(name), *[bytes.fromhex(i) for i in ids]]
+
+
+class _AsyncCounts:
+    """What both semaphores have: the count of free permits."""
+
+    def __init__(self, engine: Engine, name: str) -> None:
+        self._engine = engine
+        self.name = name
+
+    async def _send(self, args: list[Any], wait: float | None = None, blocks: bool = False) -> Any:
+        if blocks:
+            return await wait_once(self._engine, self.name, args, wait)
+        return await self._engine.counted.once(self.name, args)
+
+    async def try_set_permits(self, permits: int, ttl: Number | None = None) -> bool:
+        """Sets the number of permits if the semaphore does not exist
+        (``LOCK.SEMSET``; with ``ttl`` s it expires). False if it exists."""
+        args = _protocol.sem_set_args(self.name, permits, ttl)
+        return _protocol.flag(args[0], await self._send(args))
+
+    async def add_permits(self, delta: int) -> int:
+        """Adds ``delta`` permits (may be negative; a missing semaphore
+        counts as 0). The new number available."""
+        args = _protocol.sem_add_args(self.name, delta)
+        return _protocol.integer(args[0], await self._send(args))
+
+    async def available_permits(self) -> int:
+        """The permits free now (0 when the semaphore does not exist)."""
+        args = ["LOCK.SEMAVAILABLE", self.name]
+        return _protocol.integer(args[0], await self._engine.counted.simple(self.name, args))
+
+    async def drain_permits(self) -> int:
+        """Takes every free permit; how many it took."""
+        return _protocol.integer("LOCK.SEMDRAIN", await self._send(["LOCK.SEMDRAIN", self.name]))
+
+    async def info(self) -> dict[str, Any] | None:
+        """``LOCK.SEMINFO``: ``available``, ``ttl_ms``, ``permits`` (``(id,
+        deadline unix ms or -1)``), ``waiters`` (dicts ``wants``,
+        ``permits``, ``waited_ms``, ``timeout_ms``)."""
+        args = ["LOCK.SEMINFO", self.name]
+        return _protocol.sem_info(await self._engine.counted.simple(self.name, args))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r})"
+
+
+class AsyncSemaphore(_AsyncCounts):
+    """Redisson's ``RSemaphore``: ``locks.semaphore(name)``. Permits belong
+    to nobody: any caller may release them."""
+
+    async def acquire(self, permits: int = 1) -> None:
+        """Takes ``permits``, waiting as long as it takes (server-side,
+        ``WAIT 0``, on a connection of its own)."""
+        args = _protocol.sem_acquire_args(self.name, permits, 0)
+        if not _protocol.flag(args[0], await self._send(args, None, True)):
+            raise ProtocolViolation(f"{args[0]} ... WAIT 0 answered 0")
+
+    async def try_acquire(self, permits: int = 1, wait: Number | None = None) -> bool:
+        """Takes ``permits`` if free within ``wait`` s (None or 0: one
+        attempt, no wait). False when not."""
+        ms, within = _wait_plan(wait)
+        args = _protocol.sem_acquire_args(self.name, permits, ms)
+        return _protocol.flag(args[0], await self._send(args, within, ms is not None))
+
+    async def release(self, permits: int = 1) -> int:
+        """Gives ``permits`` back (they go to the head of the queue at once);
+        the count after the release, before waiters took their share."""
+        args = _protocol.sem_release_args(self.name, permits)
+        return _protocol.integer(args[0], await self._send(args))
+
+
+class AsyncPermitExpirableSemaphore(_AsyncCounts):
+    """Redisson's ``RPermitExpirableSemaphore``:
+    ``locks.permit_semaphore(name)``; ``async with await sem.acquire() as
+    permits:``. With ``lease`` s the server takes the permits back at its
+    end (no watchdog; ``lost`` is set then)."""
+
+    async def acquire(
+        self, permits: int = 1, lease: Number | None = None, *, on_lost: LostCallback | None = None
+    ) -> AsyncPermits:
+        """Takes ``permits``, waiting as long as it takes (server-side FIFO,
+        on a connection of its own)."""
+        guard = await self._acquire(permits, lease, 0, None, True, on_lost)
+        if guard is None:
+            raise ProtocolViolation("LOCK.PERMITACQUIRE ... WAIT 0 answered nil")
+        return guard
+
+    async def try_acquire(
+        self,
+        permits: int = 1,
+        lease: Number | None = None,
+        wait: Number | None = None,
+        *,
+        on_lost: LostCallback | None = None,
+    ) -> AsyncPermits | None:
+        """Takes ``permits`` if free within ``wait`` s (None or 0: one
+        attempt). None when not."""
+        ms, within = _wait_plan(wait)
+        return await self._acquire(permits, lease, ms, within, ms is not None, on_lost)
+
+    async def release(self, *ids: str) -> int:
+        """Releases permits by id (taken by anyone): how many.
+        :class:`ServerError` naming an id not held, and nothing released."""
+        args = _protocol.permit_release_args(self.name, [i.lower() for i in ids])
+        return _protocol.integer(args[0], await self._send(args))
+
+    async def _acquire(
+        self,
+        permits: int,
+        lease: Number | None,
+        wait: int | None,
+        within: float | None,
+        blocks: bool,
+        on_lost: LostCallback | None,
+    ) -> AsyncPermits | None:
+        engine = self._engine
+        lease_s = float(engine.options.watchdog_lease if lease is None else lease)
+        args = _protocol.permit_acquire_args(self.name, permits, _protocol.lease_ms(lease_s), wait)
+        sent = monotonic()
+        ids = _protocol.permit_ids(await self._send(args, within, blocks), permits)
+        if ids is None:
+            return None
+        entries: list[Entry] = []
+        try:
+            expires: list[float | None] = [sent + lease_s] * len(ids)
+            late = monotonic() >= sent + lease_s / 3
+            if late:
+                # The lease ran from a grant somewhere in a long wait: measured.
+                expires = await self._measure(ids, expires)
+            guard = AsyncPermits(engine, self.name, ids, on_lost)
+            handler = guard._handler()
+            for pid, end in zip(ids, expires):
+                entry = engine.registry.entry(self.name, pid, PERMIT)
+                entries.append(entry)
+                engine.hold(entry, end or monotonic(), late, lease is None, handler(pid))
+                if end is None:
+                    engine.registry.mark_lost(entry, LostReason(LostReason.NOT_HELD))
+            guard._entries = entries
+            return guard
+        except BaseException:
+            # Interrupted with the permits granted and no guard handed out:
+            # given back (in a task the cancellation cannot cut short).
+            for entry in entries:
+                engine.registry.retire(entry)
+            _io.after_interruption(self._give_back, _protocol.permit_release_args(self.name, ids))
+            raise
+
+    async def _measure(self, ids: list[str], guess: list[float | None]) -> list[float | None]:
+        """The permits' ends from the server's ``TIME`` and their deadlines;
+        ``guess`` (the earliest end the lease can have: the grant came after
+        the request) when that fails. Not "ending now": that would call the
+        permits lost and the guard would never give them back."""
+        counted = self._engine.counted
+        asked = monotonic()
+        try:
+            now = await counted.simple(self.name, ["TIME"])
+            scores = await counted.simple(self.name, _score_args(self.name, ids))
+        except Exception:
+            return guess
+        now_ms = int(now[0]) * 1000 + int(now[1]) // 1000
+        return [None if s is None else asked + max(0.0, float(s) - now_ms) / 1000 for s in scores]
+
+    async def _give_back(self, args: list[Any]) -> None:
+        try:
+            await self._engine.counted.once(self.name, args)
+        except Exception:
+            pass  # the leases end them
+
+
+class AsyncPermits:
+    """Leased permits of an :class:`AsyncPermitExpirableSemaphore`:
+    :meth:`release` gives them back (also on leaving an ``async with``
+    block). ``lost`` is an Event set when the client learns that one of
+    them is gone (taken away on the server, renewals failing for a whole
+    lease, a caller-given lease ending, a release that found it gone)."""
+
+    def __init__(
+        self, engine: Engine, name: str, ids: list[str], on_lost: LostCallback | None
+    ) -> None:
+        self._engine = engine
+        self.name = name
+        #: The permits' ids (32 hex characters each).
+        self.ids = tuple(ids)
+        self._entries: list[Entry] = []
+        self._home = _io.home()
+        self._released = False
+        self._reasons: dict[str, LostReason] = {}
+        self._callbacks: list[LostCallback] = [] if on_lost is None else [on_lost]
+        self._mutex = threading.Lock()
+        self._lost = Event()
+
+    def _handler(self) -> Callable[[str], LostCallback]:
+        """Per permit, its entry's loss callback, holding this guard weakly:
+        a guard dropped unreleased is collected (and released), not renewed
+        for ever."""
+        ref = weakref.ref(self)
+
+        def for_permit(pid: str) -> LostCallback:
+            def on_lost(why: LostReason) -> None:
+                guard = ref()
+                if guard is not None:
+                    guard._on_lost(pid, why)
+
+            return on_lost
+
+        return for_permit
+
+    def _on_lost(self, pid: str, why: LostReason) -> None:
+        with self._mutex:
+            first = not self._reasons
+            self._reasons.setdefault(pid, why)
+            callbacks = list(self._callbacks) if first else []
+        self._lost.set()
+        call_lost_callbacks(callbacks, why, self.name)
+
+    def _expire_if_due(self) -> None:
+        for entry in self._entries:
+            self._engine.registry.expire_if_due(entry)
+
+    @property
+    def lost(self) -> Event:
+        """Set when a permit is lost: wait on it, or poll ``lost.is_set()``."""
+        self._expire_if_due()
+        return self._lost
+
+    @property
+    def lost_reason(self) -> LostReason | None:
+        """Why the first lost permit was lost, or None."""
+        self._expire_if_due()
+        with self._mutex:
+            return next(iter(self._reasons.values()), None)
+
+    @property
+    def lost_ids(self) -> list[str]:
+        """The ids known lost."""
+        with self._mutex:
+            return [i for i in self.ids if i in self._reasons]
+
+    def is_lost(self) -> bool:
+        return self.lost_reason is not None
+
+    def add_lost_callback(self, callback: LostCallback) -> None:
+        """Calls ``callback(reason)`` at the first loss (at once if one is
+        already known); see :meth:`AsyncLockGuard.add_lost_callback`."""
+        with self._mutex:
+            why = next(iter(self._reasons.values()), None)
+            if why is None:
+                self._callbacks.append(callback)
+        if why is not None:
+            callback(why)
+
+    async def release(self) -> None:
+        """Gives the permits back (``LOCK.PERMITRELEASE``); those still held
+        are released even when some are gone, then :class:`PermitsNotHeld`
+        names the gone ones."""
+        if self._released:
+            raise PermitsNotHeld(self.name, list(self.ids))
+        self._released = True
+        engine = self._engine
+        pending: list[str] = []
+        gone: list[str] = []
+        by_id = {e.owner: e for e in self._entries}
+        for e in self._entries:
+            with e.mutex:
+                known_lost = e.lost is not None
+            # Retired first: a renewal racing the release proves nothing.
+            engine.registry.retire(e)
+            (gone if known_lost else pending).append(e.owner)
+        attempts = 0
+        while pending:
+            args = _protocol.permit_release_args(self.name, pending)
+            try:
+                n = _protocol.integer(args[0], await engine.counted.once(self.name, args))
+                if n != len(pending):
+                    raise ProtocolViolation(f"{args[0]} of {len(pending)} answered {n}")
+                break
+            except ServerError as e:
+                pid = _protocol.not_held_id(str(e))
+                if pid is None or pid not in pending:
+                    raise
+                pending.remove(pid)
+                gone.append(pid)
+                engine.registry.mark_lost(by_id[pid], LostReason(LostReason.NOT_HELD))
+            except OutcomeUnknown:
+                attempts += 1
+                if attempts > engine.options.retries:
+                    raise
+                # Those still in the set were not released: only they go again.
+                scores = await engine.counted.simple(self.name, _score_args(self.name, pending))
+                pending = [p for p, s in zip(pending, scores) if s is not None]
+        if gone:
+            raise PermitsNotHeld(self.name, gone)
+
+    async def _release_quietly(self) -> None:
+        try:
+            await self.release()
+        except Exception:
+            pass  # lost already, or unreachable: the leases end on their own
+
+    def __del__(self) -> None:
+        if getattr(self, "_released", True) or not getattr(self, "_entries", None):
+            return
+        _io.when_dropped(self._home, self._release_quietly)
+
+    async def __aenter__(self) -> AsyncPermits:
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self._released:
+            return
+        try:
+            await self.release()
+        except NotHeld:
+            if et is None:
+                raise
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r}, ids={list(self.ids)!r})"

@@ -1,0 +1,302 @@
+# Generated from _async/counted.py by python/scripts/unasync.py: do not edit.
+"""Sending commands, and retries that cannot count twice.
+
+Every command goes out on a connection taken from the redis-py pool (never
+through redis-py's own retry, which resends blindly), and what comes back
+is classified in one place: a reply; the server's refusal (nothing ran,
+the connection is in order); a server that is no master or a key that moved
+(nothing ran: retried after the layout is learnt); a connection that failed
+with the command in flight (it may have run: the connection is dropped).
+
+Why retries are safe (the Rust crate's argument): commands that change a
+hold count are serialised per (lock, owner), so the count this client
+keeps is the server's. After a failure in transit the client kills the
+failed connection by id from another one (``CLIENT KILL ID``: once that
+returns, the server has run all it read from it and reads nothing more),
+then reads ``HGET lock field``: the old count + 1 (acquire) or - 1
+(release) means the command ran, so it is not sent again; the old count
+means it did not, so it is resent; anything else is
+:class:`HoldCountMismatch`. Commands that change another count (a
+semaphore's, a latch's) cannot be read back: they are sent at most once
+(:meth:`Counted.once`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from redis import exceptions as rex
+
+from .. import _protocol
+from .._holds import monotonic
+from .._protocol import Options
+from ..errors import (
+    ConnectionLost,
+    HoldCountMismatch,
+    OutcomeUnknown,
+    Uncertain,
+    describe,
+    refused,
+    server_error,
+)
+from . import _io
+
+TRANSPORT = (rex.ConnectionError, rex.TimeoutError, OSError)
+WRONG_ROLE = (
+    rex.ReadOnlyError,
+    rex.MovedError,
+    rex.AskError,
+    rex.TryAgainError,
+    rex.ClusterDownError,
+)
+
+
+def wrong_role(e: BaseException) -> bool:
+    """Refused by a server that is no master (any more), or for a key that
+    moved: nothing ran."""
+    return isinstance(e, WRONG_ROLE) or _protocol.is_wrong_role(e)
+
+
+class Progress:
+    """A hold-count command in flight, for the clean-up after its caller
+    was interrupted (``waiting.abandon``)."""
+
+    def __init__(self) -> None:
+        self.conn: Any = None
+        self.node: Any = None
+        self.cid: int | None = None
+        self.waiting = False
+        # An acquire went out: a grant may exist that no guard records.
+        self.sent = False
+        # When the last command was sent (a grant's lease runs from then).
+        self.sent_at = 0.0
+        # The guard of a recorded grant (made disarmed before the grant is
+        # recorded): the caller must not be left without it.
+        self.guard: Any = None
+
+    def start(self, node: Any, conn: Any, cid: int | None, waiting: bool) -> None:
+        self.node, self.conn, self.cid = node, conn, cid
+        self.sent, self.waiting, self.sent_at = True, waiting, monotonic()
+
+
+class Counted:
+    """The client's connection to its server(s), and the retry rules."""
+
+    def __init__(self, redis: Any, options: Options) -> None:
+        self.redis = redis
+        self.options = options
+
+    def node(self, name: str) -> Any:
+        return _io.route(self.redis, name)
+
+    def checkout(self, node: Any) -> tuple[Any, int | None]:
+        """A connection out of ``node``'s pool and its server id (asked once
+        per socket; None when ACLs deny it); on failure it goes back closed."""
+        conn = _io.get(node)
+        try:
+            cached = getattr(conn, "_rlc_id", None)
+            if cached is None or cached[0] is not _io.socket(conn) or cached[0] is None:
+                _io.connect(conn)
+                try:
+                    cid = int(_io.execute(conn, ["CLIENT", "ID"], self.options.command_timeout))
+                except rex.ResponseError:
+                    cid = None  # NOPERM: no fence
+                cached = (_io.socket(conn), cid)
+                conn._rlc_id = cached
+            return conn, cached[1]
+        except BaseException:
+            _io.drop(node, conn)
+            raise
+
+    def retry_pause(self, attempt: int, failure: BaseException) -> None:
+        """Before attempt ``attempt + 1``; ConnectionLost once retries are spent."""
+        if attempt >= self.options.retries:
+            raise ConnectionLost(describe(failure)) from failure
+        if wrong_role(failure):
+            _io.moved(self.redis)
+        _io.sleep(self.options.retry_interval)
+
+    def simple(
+        self, name: str, args: list[Any], timeout: float | None = None, retries: int | None = None
+    ) -> Any:
+        """A command whose resending is harmless, with retries."""
+        o = self.options
+        retries = o.retries if retries is None else retries
+        within = o.command_timeout if timeout is None else timeout
+        failure: BaseException | None = None
+        for attempt in range(retries + 1):
+            if attempt:
+                if wrong_role(failure or Exception()):
+                    _io.moved(self.redis)
+                _io.sleep(o.retry_interval)
+            node = self.node(name)
+            try:
+                conn = _io.get(node)
+            except TRANSPORT as e:
+                failure = e
+                continue
+            try:
+                answer = _io.execute(conn, args, within)
+            except rex.ResponseError as e:
+                if not wrong_role(e):
+                    _io.put(node, conn)
+                    raise server_error(e) from e
+                failure = e
+            except TRANSPORT as e:
+                failure = e
+            except BaseException:
+                _io.drop(node, conn)
+                raise
+            else:
+                _io.put(node, conn)
+                return answer
+            _io.drop(node, conn)
+        raise ConnectionLost(describe(failure)) from failure
+
+    def once(self, name: str, args: list[Any]) -> Any:
+        """A command that changes a count (a semaphore's, a latch's), so it
+        is never resent once it may have run: retried only while it could
+        not be sent. :class:`OutcomeUnknown` when the connection fails once
+        it was sent."""
+        attempt = 0
+        while True:
+            node = self.node(name)
+            try:
+                conn = _io.get(node)
+                try:
+                    _io.connect(conn)  # nothing sent yet: a failure is retried
+                except BaseException:
+                    _io.drop(node, conn)
+                    raise
+            except TRANSPORT as e:
+                self.retry_pause(attempt, e)
+                attempt += 1
+                continue
+            try:
+                answer = _io.execute(conn, args, self.options.command_timeout)
+            except rex.ResponseError as e:
+                if not wrong_role(e):
+                    _io.put(node, conn)
+                    raise server_error(e) from e
+                _io.drop(node, conn)
+                self.retry_pause(attempt, e)
+                attempt += 1
+                continue
+            except TRANSPORT as e:
+                _io.drop(node, conn)
+                raise OutcomeUnknown(name, str(args[0]), describe(e)) from e
+            except BaseException:
+                _io.drop(node, conn)
+                raise
+            _io.put(node, conn)
+            return answer
+
+    def counted(
+        self,
+        name: str,
+        owner: str,
+        field: str,
+        args: list[Any],
+        known: int,
+        applied: int,
+        within: float | None,
+        progress: Progress | None = None,
+    ) -> tuple[bool, Any]:
+        """Runs a command that moves ``owner``'s count (hash field ``field``)
+        from ``known`` to ``applied``, resent only when the server shows it
+        did not run: (True, reply), or (False, None) when it ran but its
+        reply was lost."""
+        attempt = 0
+        while True:
+            node = self.node(name)
+            try:
+                conn, cid = self.checkout(node)
+            except TRANSPORT as e:  # nothing of this command was sent
+                self.retry_pause(attempt, e)
+                attempt += 1
+                continue
+            if progress is not None:
+                progress.start(node, conn, cid, False)
+            failure: BaseException
+            try:
+                answer = _io.execute(conn, args, within)
+            except rex.ResponseError as e:
+                if progress is not None:
+                    progress.conn = None
+                if not wrong_role(e):
+                    _io.put(node, conn)
+                    raise refused(name, e) from e
+                _io.drop(node, conn)
+                self.retry_pause(attempt, e)
+                attempt += 1
+                continue
+            except TRANSPORT as e:
+                failure = e
+            else:
+                if progress is not None:
+                    progress.conn = None
+                _io.put(node, conn)
+                return True, answer
+            if progress is not None:
+                progress.conn = None
+            _io.drop(node, conn)
+            found = self.read_back(name, owner, field, cid, False)
+            if found == applied:
+                return False, None
+            if found != known:
+                raise HoldCountMismatch(name, [known, applied], found)
+            self.retry_pause(attempt, failure)
+            attempt += 1
+
+    def read_back(self, name: str, owner: str, field: str, dead: int | None, waited: bool) -> int:
+        """The server's hold count of ``owner`` (hash field ``field``) after
+        a failure in transit on the connection with id ``dead``, fenced
+        first; ``waited``: it was a wait, which without the kill is seen
+        leaving the queue (``LOCK.INFO``) before the count is read."""
+        o = self.options
+        last: BaseException | None = None
+        for attempt in range(o.retries + 1):
+            if attempt:
+                _io.sleep(o.retry_interval)
+            node = self.node(name)
+            try:
+                conn = _io.get(node)
+            except TRANSPORT as e:
+                last = e
+                continue
+            try:
+                fenced = False
+                if dead is not None:
+                    try:
+                        _io.execute(conn, ["CLIENT", "KILL", "ID", dead], o.command_timeout)
+                        fenced = True
+                    except rex.ResponseError:
+                        pass  # NOPERM
+                if waited and not fenced:
+                    self.await_dequeued(conn, name, owner)
+                reply = _io.execute(conn, ["HGET", name, field], o.command_timeout)
+            except TRANSPORT as e:
+                _io.drop(node, conn)
+                last = e
+                continue
+            except rex.ResponseError as e:
+                _io.put(node, conn)
+                last = e
+                continue
+            except BaseException:
+                _io.drop(node, conn)
+                raise
+            _io.put(node, conn)
+            return _protocol.hold_count(reply)
+        raise Uncertain(name, f"reading the hold count back: {describe(last)}")
+
+    def await_dequeued(self, conn: Any, name: str, owner: str) -> None:
+        """Without a kill, the dropped waiter leaves the queue when the
+        server reads its close: ``LOCK.INFO`` until then."""
+        timeout = self.options.command_timeout
+        deadline = monotonic() + _protocol.short_timeout(timeout)
+        while monotonic() < deadline:
+            info = _io.execute(conn, ["LOCK.INFO", name], timeout)
+            if not _protocol.waiters_include(info, owner):
+                return
+            _io.sleep(0.005)
