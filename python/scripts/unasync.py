@@ -11,12 +11,15 @@ The rewrite is textual: ``async def`` / ``async with`` / ``async for`` lose
 ``async``, ``await`` goes, ``__aenter__`` / ``__aexit__`` become
 ``__enter__`` / ``__exit__``, ``AsyncName`` becomes ``Name``; a comment line
 ``# sync: <code>`` becomes ``<code>`` (a line only the threaded client
-has). The result is formatted with ruff.
+has). Module docstrings and comment lines stay in the source, and so do
+all docstrings of the engine's modules (the API keeps its docstrings). The
+result is formatted with ruff.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import re
 import shutil
 import subprocess
@@ -26,6 +29,8 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "redis_lock_client"
 SOURCE, TARGET = PACKAGE / "_async", PACKAGE / "_sync"
 HAND_WRITTEN = {"_io.py"}
+# Modules of the engine, not of the API: their twins keep no docstrings.
+INTERNAL = {"acquire.py", "counted.py", "engine.py", "tracking.py", "waiting.py", "watchdog.py"}
 
 RULES = [
     (re.compile(r"^(\s*)# sync: (.*)$"), r"\1\2"),
@@ -40,12 +45,25 @@ RULES = [
 
 
 def unasync(text: str, source: str) -> str:
+    tree = ast.parse(text)
+    skip: set[int] = set()
+    nodes = ast.walk(tree) if source in INTERNAL else [tree]
+    for node in nodes:
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            first = node.body[0]
+            if ast.get_docstring(node, clean=False) is not None and len(node.body) > 1:
+                skip.update(range(first.lineno, (first.end_lineno or 0) + 1))
     lines = []
-    for line in text.splitlines():
+    for number, line in enumerate(text.splitlines(), 1):
+        if number in skip or (line.lstrip().startswith("#") and "# sync: " not in line):
+            continue  # the module's docstring and the comments are the source's
         for pattern, replacement in RULES:
             line = pattern.sub(replacement, line)
         lines.append(line)
-    header = f"# Generated from _async/{source} by python/scripts/unasync.py: do not edit.\n"
+    header = (
+        f'"""Generated from ``_async/{source}`` (which documents it) by\n'
+        '``python/scripts/unasync.py``: do not edit."""\n'
+    )
     return header + "\n".join(lines) + "\n"
 
 

@@ -20,10 +20,11 @@ import logging
 import math
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from typing import Any
 
-from ._protocol import Kind, LostReason, retry_after
+from ._protocol import Kind, LostReason, retry_after, text, tracking_read
 
 log = logging.getLogger("redis_lock_client")
 
@@ -252,3 +253,195 @@ def call_lost_callbacks(callbacks: list[LostCallback], why: LostReason, name: st
             callback(why)
         except Exception:
             log.exception("the lost-callback %r of %r raised", callback, name)
+
+
+class HoldView:
+    """What a lock guard tells without asking the server (both clients)."""
+
+    _entry: Entry
+    _registry: Registry
+
+    @property
+    def name(self) -> str:
+        return self._entry.name
+
+    @property
+    def owner(self) -> str:
+        return self._entry.owner
+
+    @property
+    def kind(self) -> str:
+        """``"lock"``, or a read-write lock's ``"read"`` / ``"write"``."""
+        return self._entry.kind.label
+
+    @property
+    def lost_reason(self) -> LostReason | None:
+        """Why the lock was lost, or None while it is not known lost."""
+        self._registry.expire_if_due(self._entry)
+        with self._entry.mutex:
+            return self._entry.lost
+
+    def is_lost(self) -> bool:
+        return self.lost_reason is not None
+
+    def add_lost_callback(self, callback: LostCallback) -> None:
+        """Calls ``callback(reason)`` (a :class:`LostReason`) once when the
+        lock is lost, from the watchdog or the tracking listener (at once
+        if it already is). It must not block; what it raises is logged
+        (logger ``redis_lock_client``) and otherwise ignored."""
+        with self._entry.mutex:
+            why = self._entry.lost
+            if why is None:
+                self._entry.callbacks.append(callback)
+        if why is not None:
+            callback(why)
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(name={self.name!r}, owner={self.owner!r}, "
+            f"kind={self.kind!r}, token={getattr(self, 'token', None)!r})"
+        )
+
+
+class PermitsView:
+    """What a permits guard tells without asking the server (both clients):
+    which of its permits are known lost, and the callbacks of the first loss."""
+
+    def __init__(
+        self, registry: Registry, name: str, ids: list[str], on_lost: LostCallback | None, lost: Any
+    ) -> None:
+        self._registry = registry
+        self.name = name
+        #: The permits' ids (32 hex characters each).
+        self.ids = tuple(ids)
+        self._entries: list[Entry] = []
+        self._released = False
+        self._reasons: dict[str, LostReason] = {}
+        self._callbacks: list[LostCallback] = [] if on_lost is None else [on_lost]
+        self._mutex = threading.Lock()
+        self._lost = lost
+
+    def _handler(self) -> Callable[[str], LostCallback]:
+        """Per permit, its entry's loss callback, holding this guard weakly:
+        a guard dropped unreleased is collected (and released), not renewed
+        for ever."""
+        ref = weakref.ref(self)
+
+        def for_permit(pid: str) -> LostCallback:
+            def on_lost(why: LostReason) -> None:
+                guard = ref()
+                if guard is not None:
+                    guard._on_lost(pid, why)
+
+            return on_lost
+
+        return for_permit
+
+    def _on_lost(self, pid: str, why: LostReason) -> None:
+        with self._mutex:
+            first = not self._reasons
+            self._reasons.setdefault(pid, why)
+            callbacks = list(self._callbacks) if first else []
+        self._lost.set()
+        call_lost_callbacks(callbacks, why, self.name)
+
+    def _expire_if_due(self) -> None:
+        for entry in self._entries:
+            self._registry.expire_if_due(entry)
+
+    @property
+    def lost_reason(self) -> LostReason | None:
+        """Why the first lost permit was lost, or None."""
+        self._expire_if_due()
+        with self._mutex:
+            return next(iter(self._reasons.values()), None)
+
+    @property
+    def lost_ids(self) -> list[str]:
+        """The ids known lost."""
+        with self._mutex:
+            return [i for i in self.ids if i in self._reasons]
+
+    def is_lost(self) -> bool:
+        return self.lost_reason is not None
+
+    def add_lost_callback(self, callback: LostCallback) -> None:
+        """Calls ``callback(reason)`` at the first loss (at once if one is
+        already known), as a lock guard's ``add_lost_callback`` does."""
+        with self._mutex:
+            why = next(iter(self._reasons.values()), None)
+            if why is None:
+                self._callbacks.append(callback)
+        if why is not None:
+            callback(why)
+
+    def _take_for_release(self) -> tuple[list[str], list[str], dict[str, Entry]]:
+        """(still held, known gone, entries by id), every entry retired
+        first: a renewal racing the release proves nothing."""
+        pending: list[str] = []
+        gone: list[str] = []
+        for e in self._entries:
+            with e.mutex:
+                known_lost = e.lost is not None
+            self._registry.retire(e)
+            (gone if known_lost else pending).append(e.owner)
+        return pending, gone, {e.owner: e for e in self._entries}
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r}, ids={list(self.ids)!r})"
+
+
+class Watchlist:
+    """What the tracking listener watches (both clients): holds granted and
+    waiting to be armed, and the armed ones by the key the server reports."""
+
+    def __init__(self) -> None:
+        self.mutex = threading.Lock()
+        self.pending: list[tuple[float, Entry]] = []
+        self.watched: dict[str, list[Entry]] = {}
+
+    def add(self, entry: Entry, at: float) -> None:
+        with self.mutex:
+            self.pending.append((at, entry))
+
+    def due(self, now: float) -> tuple[list[Entry], float]:
+        """The holds to arm now (moved to the watched ones), and when the
+        next is due (inf: none)."""
+        with self.mutex:
+            ready = [e for at, e in self.pending if at <= now and e.is_held()]
+            self.pending = [(at, e) for at, e in self.pending if at > now and e.is_held()]
+            for entry in ready:
+                key, _ = tracking_read(entry.kind, entry.name, entry.field)
+                self.watched.setdefault(key, []).append(entry)
+            return ready, min((at for at, _ in self.pending), default=math.inf)
+
+    def all(self) -> list[Entry]:
+        with self.mutex:
+            return [e for entries in self.watched.values() for e in entries]
+
+    def prune(self) -> bool:
+        """Forgets entries no longer held; whether anything is watched or
+        waits to be."""
+        with self.mutex:
+            for key in list(self.watched):
+                held = [e for e in self.watched[key] if e.is_held()]
+                if held:
+                    self.watched[key] = held
+                else:
+                    del self.watched[key]
+            return bool(self.watched or self.pending)
+
+    def clear(self) -> None:
+        with self.mutex:
+            self.watched.clear()
+            self.pending.clear()
+
+    def named(self, msg: Any) -> list[Entry]:
+        """The watched entries an invalidation message names (all of them
+        when it names no key: the server flushed its tracking table)."""
+        if not isinstance(msg, (list, tuple)) or len(msg) < 3 or text(msg[0]) != "message":
+            return []
+        if not isinstance(msg[2], (list, tuple)):
+            return self.all()
+        with self.mutex:
+            return [e for k in msg[2] for e in self.watched.get(str(text(k)), [])]

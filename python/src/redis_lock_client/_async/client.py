@@ -15,6 +15,8 @@ from .guard import AsyncLockGuard, make_guard
 from .latch import AsyncCountDownLatch
 from .semaphore import AsyncPermitExpirableSemaphore, AsyncSemaphore
 
+Lost = LostCallback | None
+
 
 class AsyncLockClient:
     """Locks on the redis-lock module.
@@ -111,7 +113,7 @@ class AsyncLockClient:
     # -- locks (Redisson's RLock; the read-write lock is its RReadWriteLock,
     # fair: readers and writers wait in one FIFO queue) ---------------------
 
-    async def lock(self, name: str, *, on_lost: LostCallback | None = None) -> AsyncLockGuard:
+    async def lock(self, name: str, *, on_lost: Lost = None) -> AsyncLockGuard:
         """Takes the lock, waiting as long as it takes in the server's FIFO
         queue; the watchdog keeps it until the guard is released.
         Re-entrant per owner. ``on_lost(reason)``: see
@@ -124,7 +126,7 @@ class AsyncLockClient:
         wait: Number | None = 0,
         lease: Number | None = None,
         *,
-        on_lost: LostCallback | None = None,
+        on_lost: Lost = None,
     ) -> AsyncLockGuard | None:
         """Tries to take the lock, waiting at most ``wait`` seconds (0: one
         attempt; None: as long as it takes). With ``lease`` the lock frees
@@ -132,9 +134,7 @@ class AsyncLockClient:
         it. None when someone else held it for the whole wait."""
         return await self._take(name, lease, wait, False, on_lost, LOCK)
 
-    async def lock_fenced(
-        self, name: str, *, on_lost: LostCallback | None = None
-    ) -> AsyncLockGuard:
+    async def lock_fenced(self, name: str, *, on_lost: Lost = None) -> AsyncLockGuard:
         """:meth:`lock`, with the grant's fencing token in ``guard.token``: it
         grows with every grant; the resource refuses writes with a token
         older than one it has seen (``LOCK.FENCE`` for data in Redis)."""
@@ -146,21 +146,19 @@ class AsyncLockClient:
         wait: Number | None = 0,
         lease: Number | None = None,
         *,
-        on_lost: LostCallback | None = None,
+        on_lost: Lost = None,
     ) -> AsyncLockGuard | None:
         """:meth:`try_lock` with a fencing token."""
         return await self._take(name, lease, wait, True, on_lost, LOCK)
 
-    async def read_lock(self, name: str, *, on_lost: LostCallback | None = None) -> AsyncLockGuard:
+    async def read_lock(self, name: str, *, on_lost: Lost = None) -> AsyncLockGuard:
         """A read hold of the read-write lock ``name`` (readers share; it
-        queues behind a waiting writer); re-entrant per owner, also by its
-        writer (a downgrade)."""
+        queues behind a waiting writer); re-entrant, also by its writer."""
         return await self._must(name, False, on_lost, READ)
 
-    async def write_lock(self, name: str, *, on_lost: LostCallback | None = None) -> AsyncLockGuard:
-        """The write hold of the read-write lock ``name`` (excludes readers
-        and writers); re-entrant per owner. :class:`UpgradeRefused` when
-        this owner holds it for reading."""
+    async def write_lock(self, name: str, *, on_lost: Lost = None) -> AsyncLockGuard:
+        """Its write hold (excludes readers and writers); re-entrant.
+        :class:`UpgradeRefused` when this owner holds it for reading."""
         return await self._must(name, False, on_lost, WRITE)
 
     async def try_read_lock(
@@ -169,7 +167,7 @@ class AsyncLockClient:
         wait: Number | None = 0,
         lease: Number | None = None,
         *,
-        on_lost: LostCallback | None = None,
+        on_lost: Lost = None,
     ) -> AsyncLockGuard | None:
         """:meth:`read_lock` within ``wait`` s, ``lease`` as in :meth:`try_lock`."""
         return await self._take(name, lease, wait, False, on_lost, READ)
@@ -180,14 +178,12 @@ class AsyncLockClient:
         wait: Number | None = 0,
         lease: Number | None = None,
         *,
-        on_lost: LostCallback | None = None,
+        on_lost: Lost = None,
     ) -> AsyncLockGuard | None:
         """:meth:`write_lock` within ``wait`` s, ``lease`` as in :meth:`try_lock`."""
         return await self._take(name, lease, wait, False, on_lost, WRITE)
 
-    async def write_lock_fenced(
-        self, name: str, *, on_lost: LostCallback | None = None
-    ) -> AsyncLockGuard:
+    async def write_lock_fenced(self, name: str, *, on_lost: Lost = None) -> AsyncLockGuard:
         """:meth:`write_lock` with a fencing token (see :meth:`lock_fenced`)."""
         return await self._must(name, True, on_lost, WRITE)
 
@@ -197,7 +193,7 @@ class AsyncLockClient:
         wait: Number | None = 0,
         lease: Number | None = None,
         *,
-        on_lost: LostCallback | None = None,
+        on_lost: Lost = None,
     ) -> AsyncLockGuard | None:
         """:meth:`try_write_lock` with a fencing token."""
         return await self._take(name, lease, wait, True, on_lost, WRITE)

@@ -17,62 +17,24 @@ unless one is given, so a second ``acquire()`` waits rather than re-enters.
 
 from __future__ import annotations
 
-import threading
-import uuid
-from types import SimpleNamespace, TracebackType
+from types import TracebackType
 from typing import Any
 
 from redis.exceptions import LockError as RedisLockError
 from redis.exceptions import LockNotOwnedError
 
-from .. import _protocol
+from .._dropin import DropIn
 from .._protocol import Number
 from ..errors import NotHeld
 from .client import AsyncLockClient
-from .guard import AsyncLockGuard
-
-_CLIENTS = threading.Lock()
 
 
-def _client_for(redis: Any) -> AsyncLockClient:
-    """One client per redis-py client, shared by its locks."""
-    with _CLIENTS:
-        client: AsyncLockClient | None = getattr(redis, "_redis_lock_client", None)
-        if client is None:
-            client = AsyncLockClient(redis)
-            redis._redis_lock_client = client
-        return client
-
-
-class AsyncModuleLock:
+class AsyncModuleLock(DropIn):
     """redis-py's ``Lock`` interface on ``LOCK.*`` commands."""
 
-    def __init__(
-        self,
-        redis: Any,
-        name: str,
-        timeout: Number | None = None,
-        sleep: Number = 0.1,
-        blocking: bool = True,
-        blocking_timeout: Number | None = None,
-        thread_local: bool = True,
-        raise_on_release_error: bool = True,
-        **_ignored: Any,
-    ) -> None:
-        if timeout is not None:
-            _protocol.lease_ms(timeout)
-        self.redis = redis
-        self.name = name
-        self.timeout = timeout
-        self.sleep = sleep
-        self.blocking = blocking
-        self.blocking_timeout = blocking_timeout
-        self.thread_local = bool(thread_local)
-        self.raise_on_release_error = raise_on_release_error
-        self.local: Any = threading.local() if self.thread_local else SimpleNamespace()
-        self.local.token = None
-        self.local.guard = None
-        self._locks = _client_for(redis)
+    def __init__(self, redis: Any, name: str, *args: Any, **kwargs: Any) -> None:
+        super().__init__(redis, name, *args, **kwargs)
+        self._locks: AsyncLockClient = self._shared(redis, AsyncLockClient)
 
     async def __aenter__(self) -> AsyncModuleLock:
         if await self.acquire():
@@ -97,39 +59,14 @@ class AsyncModuleLock:
     ) -> bool:
         """Takes the lock; True on success. ``blocking=False``: one attempt;
         ``blocking_timeout``: wait at most that long (None: forever)."""
-        owner = uuid.uuid1().hex if token is None else str(_protocol.text(token))
-        if blocking is None:
-            blocking = self.blocking
-        if blocking_timeout is None:
-            blocking_timeout = self.blocking_timeout
-        wait: float | None = None
-        if not blocking:
-            wait = 0.0
-        elif blocking_timeout is not None:
-            wait = float(blocking_timeout)
+        owner, wait = self._ask(blocking, blocking_timeout, token)
         guard = await self._locks.as_owner(owner).try_lock(self.name, wait, self.timeout)
-        if guard is None:
-            return False
-        # As with redis-py, a lock object dropped while held stays held until
-        # its timeout; only a watchdog-kept one (timeout=None) is released.
-        guard.release_on_drop = self.timeout is None
-        self.local.token = owner.encode()
-        self.local.guard = guard
-        return True
-
-    def _guard(self, action: str) -> AsyncLockGuard:
-        guard: AsyncLockGuard | None = getattr(self.local, "guard", None)
-        if guard is None:
-            raise RedisLockError(f"Cannot {action} an unlocked lock")
-        return guard
+        return self._took(guard, owner)
 
     async def release(self) -> None:
         """Gives the lock back; ``LockNotOwnedError`` if it was lost."""
-        guard = self._guard("release")
-        self.local.token = None
-        self.local.guard = None
         try:
-            await guard.unlock()
+            await self._handed_back().unlock()
         except NotHeld:
             raise LockNotOwnedError("Cannot release a lock that's no longer owned") from None
 
@@ -139,15 +76,13 @@ class AsyncModuleLock:
 
     async def owned(self) -> bool:
         """Whether this lock's token holds it on the server."""
-        guard: AsyncLockGuard | None = getattr(self.local, "guard", None)
-        return guard is not None and await guard.is_held()
+        guard = getattr(self.local, "guard", None)
+        return guard is not None and bool(await guard.is_held())
 
     async def extend(self, additional_time: Number, replace_ttl: bool = False) -> bool:
         """Adds ``additional_time`` seconds to the lease (or sets the lease
         to it with ``replace_ttl``)."""
-        guard = self._guard("extend")
-        if self.timeout is None:
-            raise RedisLockError("Cannot extend a lock with no timeout")
+        guard = self._guard("extend", leased=True)
         lease = float(additional_time)
         if not replace_ttl:
             lease += await self._locks.remaining_lease(self.name) or 0.0
@@ -155,12 +90,10 @@ class AsyncModuleLock:
 
     async def reacquire(self) -> bool:
         """Resets the lease to ``timeout``."""
-        guard = self._guard("reacquire")
-        if self.timeout is None:
-            raise RedisLockError("Cannot reacquire a lock with no timeout")
-        return await self._renew(guard, float(self.timeout), "reacquire")
+        guard = self._guard("reacquire", leased=True)
+        return await self._renew(guard, float(self.timeout or 0), "reacquire")
 
-    async def _renew(self, guard: AsyncLockGuard, lease: float, action: str) -> bool:
+    async def _renew(self, guard: Any, lease: float, action: str) -> bool:
         if not await guard.renew(lease):
             raise LockNotOwnedError(f"Cannot {action} a lock that's no longer owned")
         return True

@@ -118,12 +118,28 @@ class Counted:
         await _io.sleep(self.options.retry_interval)
 
     async def simple(
-        self, name: str, args: list[Any], timeout: float | None = None, retries: int | None = None
+        self,
+        name: str,
+        args: list[Any],
+        timeout: float | None = None,
+        retries: int | None = None,
+        *,
+        once: bool = False,
+        blocks: bool = False,
     ) -> Any:
-        """A command whose resending is harmless, with retries."""
+        """One command routed by ``name``, resent after a failure (harmless
+        for a read or a renewal). ``once``: it changes a count (a
+        semaphore's, a latch's), so once it may have run it is never
+        resent: :class:`OutcomeUnknown` if its connection fails after it was
+        sent. ``blocks``: it waits server-side up to ``timeout`` s (None:
+        forever) on a connection held out of the pool, its reply awaited
+        ``wait_margin`` longer; given up, the connection is closed (the
+        server drops a waiter when it reads the close)."""
         o = self.options
         retries = o.retries if retries is None else retries
         within = o.command_timeout if timeout is None else timeout
+        if blocks:
+            within = None if timeout is None else timeout + o.wait_margin
         failure: BaseException | None = None
         for attempt in range(retries + 1):
             if attempt:
@@ -133,17 +149,30 @@ class Counted:
             node = await self.node(name)
             try:
                 conn = await _io.get(node)
+                if once:
+                    try:
+                        await _io.connect(conn)  # nothing sent yet: a failure is retried
+                    except BaseException:
+                        await _io.drop(node, conn)
+                        raise
             except TRANSPORT as e:
                 failure = e
                 continue
             try:
-                answer = await _io.execute(conn, args, within)
+                if blocks:
+                    await _io.send(conn, args)
+                    answer = await _io.reply(conn, within)
+                else:
+                    answer = await _io.execute(conn, args, within)
             except rex.ResponseError as e:
                 if not wrong_role(e):
                     await _io.put(node, conn)
                     raise server_error(e) from e
                 failure = e
             except TRANSPORT as e:
+                if once:
+                    await _io.drop(node, conn)
+                    raise OutcomeUnknown(name, str(args[0]), describe(e)) from e
                 failure = e
             except BaseException:
                 await _io.drop(node, conn)
@@ -153,44 +182,6 @@ class Counted:
                 return answer
             await _io.drop(node, conn)
         raise ConnectionLost(describe(failure)) from failure
-
-    async def once(self, name: str, args: list[Any]) -> Any:
-        """A command that changes a count (a semaphore's, a latch's), so it
-        is never resent once it may have run: retried only while it could
-        not be sent. :class:`OutcomeUnknown` when the connection fails once
-        it was sent."""
-        attempt = 0
-        while True:
-            node = await self.node(name)
-            try:
-                conn = await _io.get(node)
-                try:
-                    await _io.connect(conn)  # nothing sent yet: a failure is retried
-                except BaseException:
-                    await _io.drop(node, conn)
-                    raise
-            except TRANSPORT as e:
-                await self.retry_pause(attempt, e)
-                attempt += 1
-                continue
-            try:
-                answer = await _io.execute(conn, args, self.options.command_timeout)
-            except rex.ResponseError as e:
-                if not wrong_role(e):
-                    await _io.put(node, conn)
-                    raise server_error(e) from e
-                await _io.drop(node, conn)
-                await self.retry_pause(attempt, e)
-                attempt += 1
-                continue
-            except TRANSPORT as e:
-                await _io.drop(node, conn)
-                raise OutcomeUnknown(name, str(args[0]), describe(e)) from e
-            except BaseException:
-                await _io.drop(node, conn)
-                raise
-            await _io.put(node, conn)
-            return answer
 
     async def counted(
         self,

@@ -6,15 +6,15 @@ from __future__ import annotations
 from types import TracebackType
 
 from .. import _protocol
-from .._holds import Entry, LostCallback
-from .._protocol import LostReason, Number
+from .._holds import Entry, HoldView
+from .._protocol import Number
 from ..errors import NotHeld
 from . import _io
 from ._io import Event
 from .engine import Engine
 
 
-class AsyncLockGuard:
+class AsyncLockGuard(HoldView):
     """One hold of a lock: :meth:`unlock` gives it back (also on leaving an
     ``async with`` block). ``lost`` is an Event set the moment the client
     learns the lock is gone (forced, deleted or expired on the server, told
@@ -29,6 +29,7 @@ class AsyncLockGuard:
 
     def __init__(self, engine: Engine, entry: Entry, token: int | None) -> None:
         self._engine = engine
+        self._registry = engine.registry
         self._entry = entry
         self._home = _io.home()
         self._released = False
@@ -37,46 +38,11 @@ class AsyncLockGuard:
         self.token = token
 
     @property
-    def name(self) -> str:
-        return self._entry.name
-
-    @property
-    def owner(self) -> str:
-        return self._entry.owner
-
-    @property
-    def kind(self) -> str:
-        """``"lock"``, or a read-write lock's ``"read"`` / ``"write"``."""
-        return self._entry.kind.label
-
-    @property
     def lost(self) -> Event:
         """Set when the lock is lost: wait on it, or poll ``lost.is_set()``."""
-        self._engine.registry.expire_if_due(self._entry)
+        self._registry.expire_if_due(self._entry)
         event: Event = self._entry.lost_event()
         return event
-
-    @property
-    def lost_reason(self) -> LostReason | None:
-        """Why the lock was lost, or None while it is not known lost."""
-        self._engine.registry.expire_if_due(self._entry)
-        with self._entry.mutex:
-            return self._entry.lost
-
-    def is_lost(self) -> bool:
-        return self.lost_reason is not None
-
-    def add_lost_callback(self, callback: LostCallback) -> None:
-        """Calls ``callback(reason)`` (a :class:`LostReason`) once when the
-        lock is lost, from the watchdog or the tracking listener (at once
-        if it already is). It must not block; what it raises is logged
-        (logger ``redis_lock_client``) and otherwise ignored."""
-        with self._entry.mutex:
-            why = self._entry.lost
-            if why is None:
-                self._entry.callbacks.append(callback)
-        if why is not None:
-            callback(why)
 
     async def is_held(self) -> bool:
         """Asks the server whether this owner still holds the lock."""
@@ -122,12 +88,6 @@ class AsyncLockGuard:
         except NotHeld:
             if et is None:
                 raise
-
-    def __repr__(self) -> str:
-        return (
-            f"{type(self).__name__}(name={self.name!r}, owner={self.owner!r}, "
-            f"kind={self.kind!r}, token={self.token!r})"
-        )
 
 
 def make_guard(engine: Engine, entry: Entry, token: int | None) -> AsyncLockGuard:

@@ -34,11 +34,15 @@ class AsyncCountDownLatch:
         does. With ``ttl`` s the latch expires: waiters get
         :attr:`LatchResult.EXPIRED`."""
         args = _protocol.latch_set_args(self.name, count, ttl)
-        return _protocol.flag(args[0], await self._engine.counted.once(self.name, args))
+        return _protocol.flag(
+            args[0], await self._engine.counted.simple(self.name, args, once=True)
+        )
 
     async def count_down(self) -> int:
         """One less; the count left (0: open, waiters told)."""
-        reply = await self._engine.counted.once(self.name, ["LOCK.COUNTDOWN", self.name])
+        reply = await self._engine.counted.simple(
+            self.name, ["LOCK.COUNTDOWN", self.name], once=True
+        )
         return _protocol.integer("LOCK.COUNTDOWN", reply)
 
     async def count(self) -> int:

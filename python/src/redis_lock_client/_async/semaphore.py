@@ -16,14 +16,11 @@ connection that fails after sending one raises :class:`OutcomeUnknown`.
 
 from __future__ import annotations
 
-import threading
-import weakref
-from collections.abc import Callable
 from types import TracebackType
 from typing import Any
 
 from .. import _protocol
-from .._holds import Entry, LostCallback, call_lost_callbacks, monotonic
+from .._holds import Entry, LostCallback, PermitsView, monotonic
 from .._protocol import PERMIT, LostReason, Number
 from ..errors import NotHeld, OutcomeUnknown, PermitsNotHeld, ProtocolViolation, ServerError
 from . import _io
@@ -54,7 +51,7 @@ class _AsyncCounts:
     async def _send(self, args: list[Any], wait: float | None = None, blocks: bool = False) -> Any:
         if blocks:
             return await wait_once(self._engine, self.name, args, wait)
-        return await self._engine.counted.once(self.name, args)
+        return await self._engine.counted.simple(self.name, args, once=True)
 
     async def try_set_permits(self, permits: int, ttl: Number | None = None) -> bool:
         """Sets the number of permits if the semaphore does not exist
@@ -206,12 +203,12 @@ class AsyncPermitExpirableSemaphore(_AsyncCounts):
 
     async def _give_back(self, args: list[Any]) -> None:
         try:
-            await self._engine.counted.once(self.name, args)
+            await self._engine.counted.simple(self.name, args, once=True)
         except Exception:
             pass  # the leases end them
 
 
-class AsyncPermits:
+class AsyncPermits(PermitsView):
     """Leased permits of an :class:`AsyncPermitExpirableSemaphore`:
     :meth:`release` gives them back (also on leaving an ``async with``
     block). ``lost`` is an Event set when the client learns that one of
@@ -221,77 +218,16 @@ class AsyncPermits:
     def __init__(
         self, engine: Engine, name: str, ids: list[str], on_lost: LostCallback | None
     ) -> None:
+        super().__init__(engine.registry, name, ids, on_lost, Event())
         self._engine = engine
-        self.name = name
-        #: The permits' ids (32 hex characters each).
-        self.ids = tuple(ids)
-        self._entries: list[Entry] = []
         self._home = _io.home()
-        self._released = False
-        self._reasons: dict[str, LostReason] = {}
-        self._callbacks: list[LostCallback] = [] if on_lost is None else [on_lost]
-        self._mutex = threading.Lock()
-        self._lost = Event()
-
-    def _handler(self) -> Callable[[str], LostCallback]:
-        """Per permit, its entry's loss callback, holding this guard weakly:
-        a guard dropped unreleased is collected (and released), not renewed
-        for ever."""
-        ref = weakref.ref(self)
-
-        def for_permit(pid: str) -> LostCallback:
-            def on_lost(why: LostReason) -> None:
-                guard = ref()
-                if guard is not None:
-                    guard._on_lost(pid, why)
-
-            return on_lost
-
-        return for_permit
-
-    def _on_lost(self, pid: str, why: LostReason) -> None:
-        with self._mutex:
-            first = not self._reasons
-            self._reasons.setdefault(pid, why)
-            callbacks = list(self._callbacks) if first else []
-        self._lost.set()
-        call_lost_callbacks(callbacks, why, self.name)
-
-    def _expire_if_due(self) -> None:
-        for entry in self._entries:
-            self._engine.registry.expire_if_due(entry)
 
     @property
     def lost(self) -> Event:
         """Set when a permit is lost: wait on it, or poll ``lost.is_set()``."""
         self._expire_if_due()
-        return self._lost
-
-    @property
-    def lost_reason(self) -> LostReason | None:
-        """Why the first lost permit was lost, or None."""
-        self._expire_if_due()
-        with self._mutex:
-            return next(iter(self._reasons.values()), None)
-
-    @property
-    def lost_ids(self) -> list[str]:
-        """The ids known lost."""
-        with self._mutex:
-            return [i for i in self.ids if i in self._reasons]
-
-    def is_lost(self) -> bool:
-        return self.lost_reason is not None
-
-    def add_lost_callback(self, callback: LostCallback) -> None:
-        """Calls ``callback(reason)`` at the first loss (at once if one is
-        already known); see :meth:`AsyncLockGuard.add_lost_callback`."""
-        with self._mutex:
-            why = next(iter(self._reasons.values()), None)
-            if why is None:
-                self._callbacks.append(callback)
-        if why is not None:
-            callback(why)
+        event: Event = self._lost
+        return event
 
     async def release(self) -> None:
         """Gives the permits back (``LOCK.PERMITRELEASE``); those still held
@@ -301,20 +237,14 @@ class AsyncPermits:
             raise PermitsNotHeld(self.name, list(self.ids))
         self._released = True
         engine = self._engine
-        pending: list[str] = []
-        gone: list[str] = []
-        by_id = {e.owner: e for e in self._entries}
-        for e in self._entries:
-            with e.mutex:
-                known_lost = e.lost is not None
-            # Retired first: a renewal racing the release proves nothing.
-            engine.registry.retire(e)
-            (gone if known_lost else pending).append(e.owner)
+        pending, gone, by_id = self._take_for_release()
         attempts = 0
         while pending:
             args = _protocol.permit_release_args(self.name, pending)
             try:
-                n = _protocol.integer(args[0], await engine.counted.once(self.name, args))
+                n = _protocol.integer(
+                    args[0], await engine.counted.simple(self.name, args, once=True)
+                )
                 if n != len(pending):
                     raise ProtocolViolation(f"{args[0]} of {len(pending)} answered {n}")
                 break
@@ -359,6 +289,3 @@ class AsyncPermits:
         except NotHeld:
             if et is None:
                 raise
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}(name={self.name!r}, ids={list(self.ids)!r})"

@@ -24,14 +24,13 @@ told then.
 
 from __future__ import annotations
 
-import math
 import threading
 from typing import Any
 
 from redis import exceptions as rex
 
 from .. import _protocol
-from .._holds import Entry, Registry, monotonic
+from .._holds import Entry, Registry, Watchlist, monotonic
 from .._protocol import Options
 from . import _io
 
@@ -53,38 +52,31 @@ class Tracker:
         self.registry = registry
         self.timeout = options.command_timeout
         self.enabled = options.track_locks and not _io.is_cluster(redis)
-        self.mutex = threading.Lock()
-        self.pending: list[tuple[float, Entry]] = []  # granted, to arm at a time
-        self.watched: dict[str, list[Entry]] = {}  # tracked key -> its entries
+        self.watchlist = Watchlist()
         self.subscriber: Any = None
         self.reader: Any = None
         self.reading = _io.Lock()  # one command at a time on the reader
         self.listener: Any = None
+        self.mutex = threading.Lock()
 
     def watch(self, entry: Entry) -> float | None:
         """A grant was recorded: when to arm it (None: not tracked)."""
         if not self.enabled:
             return None
         at = monotonic() + ARM_DELAY
-        with self.mutex:
-            self.pending.append((at, entry))
+        self.watchlist.add(entry, at)
         return at
 
     def arm_due(self, now: float) -> float:
         """Starts arming the holds whose time has come (the watchdog's
         round); when the next one is due (inf: none)."""
-        with self.mutex:
-            ready = [e for at, e in self.pending if at <= now and e.is_held()]
-            self.pending = [(at, e) for at, e in self.pending if at > now and e.is_held()]
-            later = min((at for at, _ in self.pending), default=math.inf)
-            if ready:
-                for entry in ready:
-                    key, _ = _protocol.tracking_read(entry.kind, entry.name, entry.field)
-                    self.watched.setdefault(key, []).append(entry)
+        ready, later = self.watchlist.due(now)
+        if ready:
+            with self.mutex:
                 if self.listener is None and self.enabled:
                     self.listener = _io.spawn(self.listen)
-        if ready and self.reader is not None:
-            _io.spawn(self.check_all, ready)
+            if self.reader is not None:
+                _io.spawn(self.check_all, ready)
         return later
 
     async def connect(self) -> None:
@@ -127,12 +119,12 @@ class Tracker:
                     await self.connect()
                     backoff = ARM_DELAY
                     # Arm (and check) everything: a change in the gap was not told.
-                    await self.check_all(self.all_watched())
+                    await self.check_all(self.watchlist.all())
                 except rex.ResponseError:
                     # ACLs deny it, or the server cannot: renewals only, for good.
+                    self.enabled = False
+                    self.watchlist.clear()
                     with self.mutex:
-                        self.enabled = False
-                        self.watched.clear()
                         self.listener = None
                     return
                 except Exception:
@@ -146,46 +138,18 @@ class Tracker:
                 await self.disconnect()
                 continue
             if msg is None:
-                if self.prune():
+                if self.watchlist.prune():
                     idle_since = None
                     continue
                 now = monotonic()
                 idle_since = now if idle_since is None else idle_since
                 with self.mutex:
-                    if now - idle_since >= IDLE and not self.watched and not self.pending:
+                    if now - idle_since >= IDLE and not self.watchlist.prune():
                         self.listener = None
                         break
                 continue
-            await self.check_all(self.invalidated(msg))
+            await self.check_all(self.watchlist.named(msg))
         await self.disconnect()
-
-    def all_watched(self) -> list[Entry]:
-        with self.mutex:
-            return [e for entries in self.watched.values() for e in entries]
-
-    def prune(self) -> bool:
-        """Forgets entries no longer held; whether any are left."""
-        with self.mutex:
-            for key in list(self.watched):
-                held = [e for e in self.watched[key] if e.is_held()]
-                if held:
-                    self.watched[key] = held
-                else:
-                    del self.watched[key]
-            return bool(self.watched)
-
-    def invalidated(self, msg: Any) -> list[Entry]:
-        """The watched entries an invalidation names (all of them when it
-        names no key: the server flushed its tracking table)."""
-        if not isinstance(msg, (list, tuple)) or len(msg) < 3:
-            return []
-        if _protocol.text(msg[0]) != "message":
-            return []
-        keys = msg[2]
-        if not isinstance(keys, (list, tuple)):
-            return self.all_watched()
-        with self.mutex:
-            return [e for k in keys for e in self.watched.get(str(_protocol.text(k)), [])]
 
     async def check_all(self, entries: list[Entry]) -> None:
         for entry in entries:

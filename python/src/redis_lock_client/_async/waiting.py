@@ -21,14 +21,7 @@ from redis import exceptions as rex
 
 from .._holds import Entry, monotonic
 from .._protocol import wait_ms
-from ..errors import (
-    ConnectionLost,
-    HoldCountMismatch,
-    OutcomeUnknown,
-    describe,
-    refused,
-    server_error,
-)
+from ..errors import HoldCountMismatch, refused
 from . import _io
 from .counted import TRANSPORT, Progress, wrong_role
 from .engine import Engine
@@ -95,45 +88,8 @@ async def wait_counted(
 
 async def wait_once(engine: Engine, name: str, args: list[Any], within: float | None) -> Any:
     """A command that waits server-side up to ``within`` s (None: forever)
-    and changes a count (a semaphore's, a latch's): sent at most once,
-    :class:`OutcomeUnknown` if its connection fails after it was sent."""
-    counted, o = engine.counted, engine.options
-    failure: BaseException | None = None
-    for attempt in range(o.retries + 1):
-        if attempt:
-            await _io.sleep(o.retry_interval)
-        node = await counted.node(name)
-        try:
-            conn = await _io.get(node)
-            try:
-                await _io.connect(conn)  # nothing sent yet: a failure is retried
-            except BaseException:
-                await _io.drop(node, conn)
-                raise
-        except TRANSPORT as e:
-            failure = e
-            continue
-        try:
-            await _io.send(conn, args)
-            answer = await _io.reply(conn, None if within is None else within + o.wait_margin)
-        except rex.ResponseError as e:
-            if not wrong_role(e):
-                await _io.put(node, conn)
-                raise server_error(e) from e
-            await _io.drop(node, conn)
-            await _io.moved(counted.redis)
-            failure = e
-            continue
-        except TRANSPORT as e:
-            await _io.drop(node, conn)
-            raise OutcomeUnknown(name, str(args[0]), describe(e)) from e
-        except BaseException:
-            # Given up: the server drops a waiter when it reads the close.
-            await _io.drop(node, conn)
-            raise
-        await _io.put(node, conn)
-        return answer
-    raise ConnectionLost(describe(failure)) from failure
+    and changes a count (a semaphore's, a latch's): sent at most once."""
+    return await engine.counted.simple(name, args, within, once=True, blocks=True)
 
 
 async def abandon(engine: Engine, entry: Entry, progress: Progress) -> None:

@@ -1,15 +1,5 @@
-# Generated from _async/acquire.py by python/scripts/unasync.py: do not edit.
-"""Taking a hold: the one acquisition path of every lock API (``lock``,
-``try_lock``, the read-write lock's, the fenced forms, ``MultiLock``, the
-drop-in). The kind of hold picks the commands and the hash field a
-read-back counts; nothing else differs.
-
-An acquisition tries once on a pooled connection, then, if the lock is
-busy and the caller waits, queues in the server (``waiting.py``). Either
-send may break in transit: the hold count decides whether it ran. A caller
-interrupted at any point (a cancelled task, ``KeyboardInterrupt``) leaves
-no grant behind (``waiting.abandon``).
-"""
+"""Generated from ``_async/acquire.py`` (which documents it) by
+``python/scripts/unasync.py``: do not edit."""
 
 from __future__ import annotations
 
@@ -37,9 +27,6 @@ def acquire(
     make_guard: Callable[[Engine, Entry, int | None], Any],
     kind: Kind = LOCK,
 ) -> Any:
-    """A guard (``make_guard``'s) for a grant, or None when none came
-    within ``wait`` s (None: as long as it takes; 0: one attempt).
-    Without ``lease`` the watchdog keeps the hold."""
     o = engine.options
     watchdog = lease is None
     lease_s = float(o.watchdog_lease if lease is None else lease)
@@ -86,7 +73,6 @@ def acquire(
                 )
         except BaseException as e:
             if progress.conn is None and progress.guard is None and isinstance(e, Exception):
-                # A failure reported as such: nothing is in flight.
                 engine.registry.retire_if_empty(entry)
                 raise
             _io.after_interruption(abandon, engine, entry, progress)
@@ -101,9 +87,6 @@ def read_token(engine: Engine, name: str) -> int | None:
 def grant_expiry(
     engine: Engine, entry: Entry, sent: float, lease: float
 ) -> tuple[float, bool, bool]:
-    """(expires, renew now, gone): the lease runs from the grant, which the
-    client knows only as 'after the request'. A reply within a third of
-    the lease counts from the request; a later one is measured."""
     received = monotonic()
     if received < sent + lease / 3:
         return sent + lease, False, False
@@ -132,8 +115,6 @@ def granted(
     make_guard: Callable[[Engine, Entry, int | None], Any],
 ) -> Any:
     expires, renew_now, gone = grant_expiry(engine, entry, progress.sent_at, lease)
-    # Made disarmed before the grant is recorded, armed as the last step: an
-    # interruption in between leaves ``abandon`` a guard to disarm.
     guard = make_guard(engine, entry, token)
     guard.release_on_drop = False
     progress.guard = guard

@@ -1,6 +1,5 @@
-# Generated from _async/client.py by python/scripts/unasync.py: do not edit.
-"""The client: :class:`LockClient`, its owner ids and its API; the
-objects it makes live in a file each."""
+"""Generated from ``_async/client.py`` (which documents it) by
+``python/scripts/unasync.py``: do not edit."""
 
 from __future__ import annotations
 
@@ -15,6 +14,8 @@ from .engine import Engine
 from .guard import LockGuard, make_guard
 from .latch import CountDownLatch
 from .semaphore import PermitExpirableSemaphore, Semaphore
+
+Lost = LostCallback | None
 
 
 class LockClient:
@@ -107,10 +108,7 @@ class LockClient:
         assert guard is not None  # a wait without end ends with the lock
         return guard
 
-    # -- locks (Redisson's RLock; the read-write lock is its RReadWriteLock,
-    # fair: readers and writers wait in one FIFO queue) ---------------------
-
-    def lock(self, name: str, *, on_lost: LostCallback | None = None) -> LockGuard:
+    def lock(self, name: str, *, on_lost: Lost = None) -> LockGuard:
         """Takes the lock, waiting as long as it takes in the server's FIFO
         queue; the watchdog keeps it until the guard is released.
         Re-entrant per owner. ``on_lost(reason)``: see
@@ -123,7 +121,7 @@ class LockClient:
         wait: Number | None = 0,
         lease: Number | None = None,
         *,
-        on_lost: LostCallback | None = None,
+        on_lost: Lost = None,
     ) -> LockGuard | None:
         """Tries to take the lock, waiting at most ``wait`` seconds (0: one
         attempt; None: as long as it takes). With ``lease`` the lock frees
@@ -131,7 +129,7 @@ class LockClient:
         it. None when someone else held it for the whole wait."""
         return self._take(name, lease, wait, False, on_lost, LOCK)
 
-    def lock_fenced(self, name: str, *, on_lost: LostCallback | None = None) -> LockGuard:
+    def lock_fenced(self, name: str, *, on_lost: Lost = None) -> LockGuard:
         """:meth:`lock`, with the grant's fencing token in ``guard.token``: it
         grows with every grant; the resource refuses writes with a token
         older than one it has seen (``LOCK.FENCE`` for data in Redis)."""
@@ -143,21 +141,19 @@ class LockClient:
         wait: Number | None = 0,
         lease: Number | None = None,
         *,
-        on_lost: LostCallback | None = None,
+        on_lost: Lost = None,
     ) -> LockGuard | None:
         """:meth:`try_lock` with a fencing token."""
         return self._take(name, lease, wait, True, on_lost, LOCK)
 
-    def read_lock(self, name: str, *, on_lost: LostCallback | None = None) -> LockGuard:
+    def read_lock(self, name: str, *, on_lost: Lost = None) -> LockGuard:
         """A read hold of the read-write lock ``name`` (readers share; it
-        queues behind a waiting writer); re-entrant per owner, also by its
-        writer (a downgrade)."""
+        queues behind a waiting writer); re-entrant, also by its writer."""
         return self._must(name, False, on_lost, READ)
 
-    def write_lock(self, name: str, *, on_lost: LostCallback | None = None) -> LockGuard:
-        """The write hold of the read-write lock ``name`` (excludes readers
-        and writers); re-entrant per owner. :class:`UpgradeRefused` when
-        this owner holds it for reading."""
+    def write_lock(self, name: str, *, on_lost: Lost = None) -> LockGuard:
+        """Its write hold (excludes readers and writers); re-entrant.
+        :class:`UpgradeRefused` when this owner holds it for reading."""
         return self._must(name, False, on_lost, WRITE)
 
     def try_read_lock(
@@ -166,7 +162,7 @@ class LockClient:
         wait: Number | None = 0,
         lease: Number | None = None,
         *,
-        on_lost: LostCallback | None = None,
+        on_lost: Lost = None,
     ) -> LockGuard | None:
         """:meth:`read_lock` within ``wait`` s, ``lease`` as in :meth:`try_lock`."""
         return self._take(name, lease, wait, False, on_lost, READ)
@@ -177,12 +173,12 @@ class LockClient:
         wait: Number | None = 0,
         lease: Number | None = None,
         *,
-        on_lost: LostCallback | None = None,
+        on_lost: Lost = None,
     ) -> LockGuard | None:
         """:meth:`write_lock` within ``wait`` s, ``lease`` as in :meth:`try_lock`."""
         return self._take(name, lease, wait, False, on_lost, WRITE)
 
-    def write_lock_fenced(self, name: str, *, on_lost: LostCallback | None = None) -> LockGuard:
+    def write_lock_fenced(self, name: str, *, on_lost: Lost = None) -> LockGuard:
         """:meth:`write_lock` with a fencing token (see :meth:`lock_fenced`)."""
         return self._must(name, True, on_lost, WRITE)
 
@@ -192,12 +188,10 @@ class LockClient:
         wait: Number | None = 0,
         lease: Number | None = None,
         *,
-        on_lost: LostCallback | None = None,
+        on_lost: Lost = None,
     ) -> LockGuard | None:
         """:meth:`try_write_lock` with a fencing token."""
         return self._take(name, lease, wait, True, on_lost, WRITE)
-
-    # -- about any lock ------------------------------------------------------
 
     def is_locked(self, name: str) -> bool:
         """Whether anyone holds the lock."""
@@ -225,8 +219,6 @@ class LockClient:
         this client's retries (``retries=0``: one attempt) and reply timeout."""
         t = None if timeout is None else float(timeout)
         return self._engine.counted.simple(name, args, t, retries)
-
-    # -- semaphores and latches ----------------------------------------------
 
     def semaphore(self, name: str) -> Semaphore:
         """The semaphore ``name`` (Redisson's ``RSemaphore``, ``LOCK.SEM*``)."""

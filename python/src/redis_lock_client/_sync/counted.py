@@ -1,25 +1,5 @@
-# Generated from _async/counted.py by python/scripts/unasync.py: do not edit.
-"""Sending commands, and retries that cannot count twice.
-
-Every command goes out on a connection taken from the redis-py pool (never
-through redis-py's own retry, which resends blindly), and what comes back
-is classified in one place: a reply; the server's refusal (nothing ran,
-the connection is in order); a server that is no master or a key that moved
-(nothing ran: retried after the layout is learnt); a connection that failed
-with the command in flight (it may have run: the connection is dropped).
-
-Why retries are safe (the Rust crate's argument): commands that change a
-hold count are serialised per (lock, owner), so the count this client
-keeps is the server's. After a failure in transit the client kills the
-failed connection by id from another one (``CLIENT KILL ID``: once that
-returns, the server has run all it read from it and reads nothing more),
-then reads ``HGET lock field``: the old count + 1 (acquire) or - 1
-(release) means the command ran, so it is not sent again; the old count
-means it did not, so it is resent; anything else is
-:class:`HoldCountMismatch`. Commands that change another count (a
-semaphore's, a latch's) cannot be read back: they are sent at most once
-(:meth:`Counted.once`).
-"""
+"""Generated from ``_async/counted.py`` (which documents it) by
+``python/scripts/unasync.py``: do not edit."""
 
 from __future__ import annotations
 
@@ -52,26 +32,17 @@ WRONG_ROLE = (
 
 
 def wrong_role(e: BaseException) -> bool:
-    """Refused by a server that is no master (any more), or for a key that
-    moved: nothing ran."""
     return isinstance(e, WRONG_ROLE) or _protocol.is_wrong_role(e)
 
 
 class Progress:
-    """A hold-count command in flight, for the clean-up after its caller
-    was interrupted (``waiting.abandon``)."""
-
     def __init__(self) -> None:
         self.conn: Any = None
         self.node: Any = None
         self.cid: int | None = None
         self.waiting = False
-        # An acquire went out: a grant may exist that no guard records.
         self.sent = False
-        # When the last command was sent (a grant's lease runs from then).
         self.sent_at = 0.0
-        # The guard of a recorded grant (made disarmed before the grant is
-        # recorded): the caller must not be left without it.
         self.guard: Any = None
 
     def start(self, node: Any, conn: Any, cid: int | None, waiting: bool) -> None:
@@ -80,8 +51,6 @@ class Progress:
 
 
 class Counted:
-    """The client's connection to its server(s), and the retry rules."""
-
     def __init__(self, redis: Any, options: Options) -> None:
         self.redis = redis
         self.options = options
@@ -90,8 +59,6 @@ class Counted:
         return _io.route(self.redis, name)
 
     def checkout(self, node: Any) -> tuple[Any, int | None]:
-        """A connection out of ``node``'s pool and its server id (asked once
-        per socket; None when ACLs deny it); on failure it goes back closed."""
         conn = _io.get(node)
         try:
             cached = getattr(conn, "_rlc_id", None)
@@ -109,7 +76,6 @@ class Counted:
             raise
 
     def retry_pause(self, attempt: int, failure: BaseException) -> None:
-        """Before attempt ``attempt + 1``; ConnectionLost once retries are spent."""
         if attempt >= self.options.retries:
             raise ConnectionLost(describe(failure)) from failure
         if wrong_role(failure):
@@ -117,12 +83,20 @@ class Counted:
         _io.sleep(self.options.retry_interval)
 
     def simple(
-        self, name: str, args: list[Any], timeout: float | None = None, retries: int | None = None
+        self,
+        name: str,
+        args: list[Any],
+        timeout: float | None = None,
+        retries: int | None = None,
+        *,
+        once: bool = False,
+        blocks: bool = False,
     ) -> Any:
-        """A command whose resending is harmless, with retries."""
         o = self.options
         retries = o.retries if retries is None else retries
         within = o.command_timeout if timeout is None else timeout
+        if blocks:
+            within = None if timeout is None else timeout + o.wait_margin
         failure: BaseException | None = None
         for attempt in range(retries + 1):
             if attempt:
@@ -132,17 +106,30 @@ class Counted:
             node = self.node(name)
             try:
                 conn = _io.get(node)
+                if once:
+                    try:
+                        _io.connect(conn)  # nothing sent yet: a failure is retried
+                    except BaseException:
+                        _io.drop(node, conn)
+                        raise
             except TRANSPORT as e:
                 failure = e
                 continue
             try:
-                answer = _io.execute(conn, args, within)
+                if blocks:
+                    _io.send(conn, args)
+                    answer = _io.reply(conn, within)
+                else:
+                    answer = _io.execute(conn, args, within)
             except rex.ResponseError as e:
                 if not wrong_role(e):
                     _io.put(node, conn)
                     raise server_error(e) from e
                 failure = e
             except TRANSPORT as e:
+                if once:
+                    _io.drop(node, conn)
+                    raise OutcomeUnknown(name, str(args[0]), describe(e)) from e
                 failure = e
             except BaseException:
                 _io.drop(node, conn)
@@ -152,44 +139,6 @@ class Counted:
                 return answer
             _io.drop(node, conn)
         raise ConnectionLost(describe(failure)) from failure
-
-    def once(self, name: str, args: list[Any]) -> Any:
-        """A command that changes a count (a semaphore's, a latch's), so it
-        is never resent once it may have run: retried only while it could
-        not be sent. :class:`OutcomeUnknown` when the connection fails once
-        it was sent."""
-        attempt = 0
-        while True:
-            node = self.node(name)
-            try:
-                conn = _io.get(node)
-                try:
-                    _io.connect(conn)  # nothing sent yet: a failure is retried
-                except BaseException:
-                    _io.drop(node, conn)
-                    raise
-            except TRANSPORT as e:
-                self.retry_pause(attempt, e)
-                attempt += 1
-                continue
-            try:
-                answer = _io.execute(conn, args, self.options.command_timeout)
-            except rex.ResponseError as e:
-                if not wrong_role(e):
-                    _io.put(node, conn)
-                    raise server_error(e) from e
-                _io.drop(node, conn)
-                self.retry_pause(attempt, e)
-                attempt += 1
-                continue
-            except TRANSPORT as e:
-                _io.drop(node, conn)
-                raise OutcomeUnknown(name, str(args[0]), describe(e)) from e
-            except BaseException:
-                _io.drop(node, conn)
-                raise
-            _io.put(node, conn)
-            return answer
 
     def counted(
         self,
@@ -202,10 +151,6 @@ class Counted:
         within: float | None,
         progress: Progress | None = None,
     ) -> tuple[bool, Any]:
-        """Runs a command that moves ``owner``'s count (hash field ``field``)
-        from ``known`` to ``applied``, resent only when the server shows it
-        did not run: (True, reply), or (False, None) when it ran but its
-        reply was lost."""
         attempt = 0
         while True:
             node = self.node(name)
@@ -249,10 +194,6 @@ class Counted:
             attempt += 1
 
     def read_back(self, name: str, owner: str, field: str, dead: int | None, waited: bool) -> int:
-        """The server's hold count of ``owner`` (hash field ``field``) after
-        a failure in transit on the connection with id ``dead``, fenced
-        first; ``waited``: it was a wait, which without the kill is seen
-        leaving the queue (``LOCK.INFO``) before the count is read."""
         o = self.options
         last: BaseException | None = None
         for attempt in range(o.retries + 1):
@@ -291,8 +232,6 @@ class Counted:
         raise Uncertain(name, f"reading the hold count back: {describe(last)}")
 
     def await_dequeued(self, conn: Any, name: str, owner: str) -> None:
-        """Without a kill, the dropped waiter leaves the queue when the
-        server reads its close: ``LOCK.INFO`` until then."""
         timeout = self.options.command_timeout
         deadline = monotonic() + _protocol.short_timeout(timeout)
         while monotonic() < deadline:

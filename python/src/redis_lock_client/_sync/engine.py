@@ -1,8 +1,5 @@
-# Generated from _async/engine.py by python/scripts/unasync.py: do not edit.
-"""What a client and its owner views share: the connection and retry rules
-(``counted.py``), the registry of holds (``_holds.py``), the tracking pair
-and the watchdog; and the changes of a hold that every kind of object
-makes alike: recording a grant, giving a hold back, restarting a lease."""
+"""Generated from ``_async/engine.py`` (which documents it) by
+``python/scripts/unasync.py``: do not edit."""
 
 from __future__ import annotations
 
@@ -35,21 +32,16 @@ class Engine:
         watchdog: bool,
         on_lost: LostCallback | None,
     ) -> None:
-        """Records a grant ending at ``expires`` (``Registry.grant``): the
-        watchdog keeps it when ``watchdog``, or ends it with its lease, and
-        tracking watches it."""
         lease = self.options.watchdog_lease if watchdog else None
         due = self.registry.grant(entry, expires, renew_now, lease, on_lost)
         armed = self.tracker.watch(entry)
         self.watchdog.due(due if armed is None else min(due, armed))
 
     def release(self, entry: Entry) -> None:
-        """Gives one hold back: :class:`NotHeld` if it was lost."""
         with entry.op:
             self.release_locked(entry)
 
     def release_locked(self, entry: Entry) -> None:
-        """:meth:`release`, with ``entry.op`` held."""
         with entry.mutex:
             known, renew, lost = entry.holds, entry.watchdog, entry.retired
             if known and lost:
@@ -79,15 +71,12 @@ class Engine:
             raise NotHeld(entry.name)
 
     def release_quietly(self, entry: Entry) -> None:
-        """For a guard dropped unreleased: failures are ignored (lost
-        already, or unreachable: the lease ends on its own)."""
         try:
             self.release(entry)
         except Exception:
             pass
 
     def restart(self, entry: Entry, lease: float) -> bool:
-        """Restarts the hold's lease at ``lease`` s; False if not held."""
         sent = monotonic()
         args = [entry.kind.renew, entry.name, entry.owner, _protocol.lease_ms(lease)]
         if self.counted.simple(entry.name, args) != 1:

@@ -1,15 +1,5 @@
-# Generated from _async/latch.py by python/scripts/unasync.py: do not edit.
-"""The count-down latch (Redisson's ``RCountDownLatch``, ``LOCK.LATCH*`` and
-``LOCK.AWAIT``)::
-
-    latch = locks.count_down_latch("batch")
-    latch.try_set_count(3)
-    ...  # three workers call latch.count_down()
-    if latch.wait_zero(timeout=10) is LatchResult.REACHED:
-        ...
-
-The wait is server-side (``LOCK.AWAIT``) on a connection of its own.
-"""
+"""Generated from ``_async/latch.py`` (which documents it) by
+``python/scripts/unasync.py``: do not edit."""
 
 from __future__ import annotations
 
@@ -35,11 +25,11 @@ class CountDownLatch:
         does. With ``ttl`` s the latch expires: waiters get
         :attr:`LatchResult.EXPIRED`."""
         args = _protocol.latch_set_args(self.name, count, ttl)
-        return _protocol.flag(args[0], self._engine.counted.once(self.name, args))
+        return _protocol.flag(args[0], self._engine.counted.simple(self.name, args, once=True))
 
     def count_down(self) -> int:
         """One less; the count left (0: open, waiters told)."""
-        reply = self._engine.counted.once(self.name, ["LOCK.COUNTDOWN", self.name])
+        reply = self._engine.counted.simple(self.name, ["LOCK.COUNTDOWN", self.name], once=True)
         return _protocol.integer("LOCK.COUNTDOWN", reply)
 
     def count(self) -> int:

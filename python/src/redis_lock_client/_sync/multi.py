@@ -1,13 +1,5 @@
-# Generated from _async/multi.py by python/scripts/unasync.py: do not edit.
-"""Locks over several locks or several servers.
-
-* :class:`MultiLock`: all of several locks or none (Redisson's
-  ``RedissonMultiLock``), possibly on independent servers.
-* :class:`RedLock`: one lock on a majority of independent masters
-  (Redisson's deprecated ``RedissonRedLock``). Its safety rests on bounded
-  clock drift and pauses, and it has no fencing token: prefer
-  ``lock_fenced`` on a replicated master.
-"""
+"""Generated from ``_async/multi.py`` (which documents it) by
+``python/scripts/unasync.py``: do not edit."""
 
 from __future__ import annotations
 
@@ -66,7 +58,6 @@ class MultiLock:
                     return None
                 held.append(guard)
             if lease is not None and len(held) > 1:
-                # The first lease started long before the last: restart all.
                 for guard in held:
                     if not guard.renew(lease):
                         _roll_back(held)

@@ -1,96 +1,55 @@
-# Generated from _async/tracking.py by python/scripts/unasync.py: do not edit.
-"""The fast lost signal: the server tells the client the moment the key of
-a hold changes (``CLIENT TRACKING``), on one pair of connections per
-client, so a forced, deleted or expired lock or permit is told within
-milliseconds instead of at the next renewal.
-
-The pair, in RESP2 (any redis-py, any parser): a subscriber to
-``__redis__:invalidate``, and a reader whose tracking is redirected to it.
-Every hold still held ``ARM_DELAY`` after its grant (a lock released at
-once costs nothing) is read once on the reader (``HGET name field``, or
-``ZSCORE {name}:timeout id`` for a permit), which makes the server remember
-the key for it. When the key changes in any way (``LOCK.FORCE``, ``DEL``,
-an expiry, and also this client's own renewals and releases) the server
-sends an invalidation naming it, once; the listener reads the key again,
-which both re-arms the notification and answers the question: gone means
-lost. Each check holds the entry's ``op``, as acquisitions and releases do,
-so it never judges a hold mid-change.
-
-Renewals stay the fallback: in a cluster, with ``track_locks=False``, when
-ACLs deny ``CLIENT TRACKING`` (final: not asked again), or while the pair
-is down. After it comes back (a failover, through Sentinel, lands on the
-new master) every watched hold is checked again, so a loss in the gap is
-told then.
-"""
+"""Generated from ``_async/tracking.py`` (which documents it) by
+``python/scripts/unasync.py``: do not edit."""
 
 from __future__ import annotations
 
-import math
 import threading
 from typing import Any
 
 from redis import exceptions as rex
 
 from .. import _protocol
-from .._holds import Entry, Registry, monotonic
+from .._holds import Entry, Registry, Watchlist, monotonic
 from .._protocol import Options
 from . import _io
 
-# How long after its grant a hold is armed: a lock released sooner is never
-# read. A loss is told at most this much (plus a round trip) after it.
 ARM_DELAY = 0.01
-# The longest pause between attempts to connect the pair again.
 MAX_BACKOFF = 0.04
-# How long the listener stays with nothing to watch before it ends.
 IDLE = 10.0
 CHANNEL = "__redis__:invalidate"
 
 
 class Tracker:
-    """One client's tracking pair and what it watches."""
-
     def __init__(self, redis: Any, registry: Registry, options: Options) -> None:
         self.redis = redis
         self.registry = registry
         self.timeout = options.command_timeout
         self.enabled = options.track_locks and not _io.is_cluster(redis)
-        self.mutex = threading.Lock()
-        self.pending: list[tuple[float, Entry]] = []  # granted, to arm at a time
-        self.watched: dict[str, list[Entry]] = {}  # tracked key -> its entries
+        self.watchlist = Watchlist()
         self.subscriber: Any = None
         self.reader: Any = None
         self.reading = _io.Lock()  # one command at a time on the reader
         self.listener: Any = None
+        self.mutex = threading.Lock()
 
     def watch(self, entry: Entry) -> float | None:
-        """A grant was recorded: when to arm it (None: not tracked)."""
         if not self.enabled:
             return None
         at = monotonic() + ARM_DELAY
-        with self.mutex:
-            self.pending.append((at, entry))
+        self.watchlist.add(entry, at)
         return at
 
     def arm_due(self, now: float) -> float:
-        """Starts arming the holds whose time has come (the watchdog's
-        round); when the next one is due (inf: none)."""
-        with self.mutex:
-            ready = [e for at, e in self.pending if at <= now and e.is_held()]
-            self.pending = [(at, e) for at, e in self.pending if at > now and e.is_held()]
-            later = min((at for at, _ in self.pending), default=math.inf)
-            if ready:
-                for entry in ready:
-                    key, _ = _protocol.tracking_read(entry.kind, entry.name, entry.field)
-                    self.watched.setdefault(key, []).append(entry)
+        ready, later = self.watchlist.due(now)
+        if ready:
+            with self.mutex:
                 if self.listener is None and self.enabled:
                     self.listener = _io.spawn(self.listen)
-        if ready and self.reader is not None:
-            _io.spawn(self.check_all, ready)
+            if self.reader is not None:
+                _io.spawn(self.check_all, ready)
         return later
 
     def connect(self) -> None:
-        """The pair: the subscriber (RESP2, so invalidations come as
-        messages), then the reader, redirected to it."""
         sub = _io.new_connection(self.redis, protocol=2)
         try:
             _io.connect(sub)
@@ -118,8 +77,6 @@ class Tracker:
                 _io.close(conn)
 
     def listen(self) -> None:
-        """Connects the pair, then checks what each invalidation names;
-        ends once nothing was watched for ``IDLE`` s or tracking is refused."""
         backoff = ARM_DELAY
         idle_since: float | None = None
         while True:
@@ -127,13 +84,11 @@ class Tracker:
                 try:
                     self.connect()
                     backoff = ARM_DELAY
-                    # Arm (and check) everything: a change in the gap was not told.
-                    self.check_all(self.all_watched())
+                    self.check_all(self.watchlist.all())
                 except rex.ResponseError:
-                    # ACLs deny it, or the server cannot: renewals only, for good.
+                    self.enabled = False
+                    self.watchlist.clear()
                     with self.mutex:
-                        self.enabled = False
-                        self.watched.clear()
                         self.listener = None
                     return
                 except Exception:
@@ -147,46 +102,18 @@ class Tracker:
                 self.disconnect()
                 continue
             if msg is None:
-                if self.prune():
+                if self.watchlist.prune():
                     idle_since = None
                     continue
                 now = monotonic()
                 idle_since = now if idle_since is None else idle_since
                 with self.mutex:
-                    if now - idle_since >= IDLE and not self.watched and not self.pending:
+                    if now - idle_since >= IDLE and not self.watchlist.prune():
                         self.listener = None
                         break
                 continue
-            self.check_all(self.invalidated(msg))
+            self.check_all(self.watchlist.named(msg))
         self.disconnect()
-
-    def all_watched(self) -> list[Entry]:
-        with self.mutex:
-            return [e for entries in self.watched.values() for e in entries]
-
-    def prune(self) -> bool:
-        """Forgets entries no longer held; whether any are left."""
-        with self.mutex:
-            for key in list(self.watched):
-                held = [e for e in self.watched[key] if e.is_held()]
-                if held:
-                    self.watched[key] = held
-                else:
-                    del self.watched[key]
-            return bool(self.watched)
-
-    def invalidated(self, msg: Any) -> list[Entry]:
-        """The watched entries an invalidation names (all of them when it
-        names no key: the server flushed its tracking table)."""
-        if not isinstance(msg, (list, tuple)) or len(msg) < 3:
-            return []
-        if _protocol.text(msg[0]) != "message":
-            return []
-        keys = msg[2]
-        if not isinstance(keys, (list, tuple)):
-            return self.all_watched()
-        with self.mutex:
-            return [e for k in keys for e in self.watched.get(str(_protocol.text(k)), [])]
 
     def check_all(self, entries: list[Entry]) -> None:
         for entry in entries:
@@ -198,8 +125,6 @@ class Tracker:
                 finally:
                     entry.op.release()
             else:
-                # An acquisition or release of it is under way (maybe a long
-                # wait): checked once it is done, without holding up the rest.
                 _io.spawn(self.check_when_free, entry)
 
     def check_when_free(self, entry: Entry) -> None:
@@ -207,9 +132,6 @@ class Tracker:
             self.check(entry)
 
     def check(self, entry: Entry) -> None:
-        """Reads the hold on the reader (re-arming the notification); marks
-        it lost when gone. Failures are left to the listener (a broken pair
-        is connected again and everything checked) and to the renewals."""
         reader = self.reader
         if reader is None or not entry.is_held():
             return

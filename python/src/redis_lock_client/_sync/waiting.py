@@ -1,17 +1,5 @@
-# Generated from _async/waiting.py by python/scripts/unasync.py: do not edit.
-"""Waiting in the server's queue, and giving up: the one place where a
-command blocks server-side (``... WAIT ms``, ``LOCK.AWAIT``) and where an
-interrupted call is cleaned up.
-
-A wait runs on a connection of its own, held out of the pool for the wait,
-its reply awaited ``wait_margin`` longer than the server waits. A wait for
-a hold (a lock, a read or write hold) whose connection broke is decided by
-the read-back (``counted.py``): a grant made at that instant is adopted,
-never leaked. A caller that gives up (a cancelled task, an interrupted
-thread) cuts the connection; the server drops a waiter when it reads the
-close, and :func:`abandon` fences it and gives back a grant made at that
-instant, or one recorded whose guard never reached the caller.
-"""
+"""Generated from ``_async/waiting.py`` (which documents it) by
+``python/scripts/unasync.py``: do not edit."""
 
 from __future__ import annotations
 
@@ -22,14 +10,7 @@ from redis import exceptions as rex
 
 from .._holds import Entry, monotonic
 from .._protocol import wait_ms
-from ..errors import (
-    ConnectionLost,
-    HoldCountMismatch,
-    OutcomeUnknown,
-    describe,
-    refused,
-    server_error,
-)
+from ..errors import HoldCountMismatch, refused
 from . import _io
 from .counted import TRANSPORT, Progress, wrong_role
 from .engine import Engine
@@ -44,9 +25,6 @@ def wait_counted(
     extra: float,
     progress: Progress,
 ) -> tuple[bool, Any] | None:
-    """Queues ``ask(wait ms)`` (0: forever) for ``entry``'s hold until
-    ``deadline`` (None: forever): (True, reply), (False, None) when granted
-    but the reply was lost, None when the deadline passed."""
     counted, o = engine.counted, engine.options
     attempt = 0
     while True:
@@ -82,7 +60,6 @@ def wait_counted(
             progress.conn = None
             _io.put(node, conn)
             return True, answer
-        # Broken while waiting: was it granted at that instant?
         progress.conn = None
         _io.drop(node, conn)
         found = counted.read_back(entry.name, entry.owner, entry.field, cid, True)
@@ -95,58 +72,13 @@ def wait_counted(
 
 
 def wait_once(engine: Engine, name: str, args: list[Any], within: float | None) -> Any:
-    """A command that waits server-side up to ``within`` s (None: forever)
-    and changes a count (a semaphore's, a latch's): sent at most once,
-    :class:`OutcomeUnknown` if its connection fails after it was sent."""
-    counted, o = engine.counted, engine.options
-    failure: BaseException | None = None
-    for attempt in range(o.retries + 1):
-        if attempt:
-            _io.sleep(o.retry_interval)
-        node = counted.node(name)
-        try:
-            conn = _io.get(node)
-            try:
-                _io.connect(conn)  # nothing sent yet: a failure is retried
-            except BaseException:
-                _io.drop(node, conn)
-                raise
-        except TRANSPORT as e:
-            failure = e
-            continue
-        try:
-            _io.send(conn, args)
-            answer = _io.reply(conn, None if within is None else within + o.wait_margin)
-        except rex.ResponseError as e:
-            if not wrong_role(e):
-                _io.put(node, conn)
-                raise server_error(e) from e
-            _io.drop(node, conn)
-            _io.moved(counted.redis)
-            failure = e
-            continue
-        except TRANSPORT as e:
-            _io.drop(node, conn)
-            raise OutcomeUnknown(name, str(args[0]), describe(e)) from e
-        except BaseException:
-            # Given up: the server drops a waiter when it reads the close.
-            _io.drop(node, conn)
-            raise
-        _io.put(node, conn)
-        return answer
-    raise ConnectionLost(describe(failure)) from failure
+    return engine.counted.simple(name, args, within, once=True, blocks=True)
 
 
 def abandon(engine: Engine, entry: Entry, progress: Progress) -> None:
-    """After an interrupted acquisition: a command still in flight is cut
-    and fenced, and a grant it made is given back; so is one recorded whose
-    guard never reached the caller. Runs with ``entry.op`` held."""
     with entry.op:
         guard = progress.guard
         if guard is not None:
-            # Recorded, but the caller has no guard: the hold goes back here
-            # (the guard is disarmed, so its collection does not release it
-            # a second time).
             guard.release_on_drop = False
             try:
                 engine.release_locked(entry)
@@ -155,8 +87,6 @@ def abandon(engine: Engine, entry: Entry, progress: Progress) -> None:
             return
         conn = progress.conn
         if conn is not None or progress.sent:
-            # A command still in flight is cut (and fenced by the read-back);
-            # one that completed may have granted what nothing recorded.
             if conn is not None:
                 progress.conn = None
                 try:

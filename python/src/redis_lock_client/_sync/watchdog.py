@@ -1,16 +1,5 @@
-# Generated from _async/watchdog.py by python/scripts/unasync.py: do not edit.
-"""The watchdog: one task (thread, in the threaded client) per client
-renews every hold taken without a caller-given lease every third of the
-lease, tells holders when a lease passed without a renewal, and arms the
-tracking of new holds. It runs while the client holds something (and
-``IDLE`` s more, so a client locking in a loop does not start one per lock).
-
-A renewal answered 0 marks the hold lost at once; a failed one is retried
-every tenth of the lease, and the hold is lost once the lease has passed
-since the last good renewal was sent. Each renewal runs on its own, so one
-stuck on a frozen server never delays the verdicts. A renewal racing with
-the final release proves nothing (Redisson #7272): its result is ignored.
-"""
+"""Generated from ``_async/watchdog.py`` (which documents it) by
+``python/scripts/unasync.py``: do not edit."""
 
 from __future__ import annotations
 
@@ -25,7 +14,6 @@ from . import _io
 from .counted import Counted
 from .tracking import Tracker
 
-# How long the watchdog stays with nothing to watch before it ends (s).
 IDLE = 10.0
 
 
@@ -35,13 +23,11 @@ class Watchdog:
         self.registry = registry
         self.tracker = tracker
         self.mutex = threading.Lock()
-        # When its sleep ends; inf while awake (it plans before sleeping).
         self.wake_at = math.inf
         self.wakeup = _io.Wakeup()
         self.runner: Any = None
 
     def due(self, at: float) -> None:
-        """Makes sure the watchdog runs and looks again by ``at``."""
         with self.mutex:
             if self.runner is None:
                 self.runner = _io.spawn(self.run)
@@ -74,7 +60,6 @@ class Watchdog:
                 self.wake_at = math.inf
 
     def renew(self, entry: Entry, lease: float) -> None:
-        """One renewal, its result recorded (``Registry.renewed``)."""
         sent = monotonic()
         result: bool | None = None
         error = ""
