@@ -250,7 +250,7 @@ def test_interrupted_after_the_grant_was_recorded_gives_it_back(
     def no_guard(*_: object) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(client_module, "make_guard", no_guard)
+    monkeypatch.setattr(client_module, "LockGuard", no_guard)
     with pytest.raises(KeyboardInterrupt):
         locks.lock("t:ki")
     assert not r.exists("t:ki")

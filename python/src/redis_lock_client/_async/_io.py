@@ -126,7 +126,7 @@ def is_cluster(redis: Any) -> bool:
 async def route(redis: Any, name: str) -> Any:
     """What serves ``name``: the client itself, or a cluster's node behind
     an adapter with the pool's two calls."""
-    if not is_cluster(redis):
+    if getattr(redis, "get_node_from_key", None) is None:
         return redis
     await redis.initialize()
     return _ClusterNodePool(redis.get_node_from_key(name))

@@ -61,25 +61,22 @@ async def acquire(
                 if entry.retired:
                     continue
                 known = entry.holds
-                first = await engine.counted.counted(
+                seen, reply = await engine.counted.counted(
                     name, owner, entry.field, ask(None), known, known + 1, within, progress
                 )
-                outcome: tuple[bool, Any] | None = first
-                if first[0] and not _protocol.parse_acquire(first[1], fenced)[0]:
-                    outcome = None
-                    if wait is None or wait > 0:
-                        outcome = await wait_counted(
-                            engine, entry, known, ask, deadline, extra, progress
+                got, token = _protocol.parse_acquire(reply, fenced) if seen else (True, None)
+                if not got and (wait is None or wait > 0):
+                    outcome = await wait_counted(
+                        engine, entry, known, ask, deadline, extra, progress
+                    )
+                    if outcome is not None:
+                        seen, reply = outcome
+                        got, token = (
+                            _protocol.parse_acquire(reply, fenced) if seen else (True, None)
                         )
-                    if outcome and outcome[0]:
-                        outcome = (
-                            outcome if _protocol.parse_acquire(outcome[1], fenced)[0] else None
-                        )
-                if outcome is None:
+                if not got:
                     engine.registry.retire_if_empty(entry)
                     return None
-                seen, reply = outcome
-                token = _protocol.parse_acquire(reply, fenced)[1] if seen else None
                 if fenced and not seen:
                     token = await read_token(engine, name)
                 return await granted(

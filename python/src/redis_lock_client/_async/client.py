@@ -11,7 +11,7 @@ from .._protocol import LOCK, READ, WRITE, Kind, Number, Options
 from . import _io
 from .acquire import acquire
 from .engine import Engine
-from .guard import AsyncLockGuard, make_guard
+from .guard import AsyncLockGuard
 from .latch import AsyncCountDownLatch
 from .semaphore import AsyncPermitExpirableSemaphore, AsyncSemaphore
 
@@ -99,7 +99,7 @@ class AsyncLockClient:
     ) -> AsyncLockGuard | None:
         w = None if wait is None else float(wait)
         guard: AsyncLockGuard | None = await acquire(
-            self._engine, name, self.owner, lease, w, fenced, on_lost, make_guard, kind
+            self._engine, name, self.owner, lease, w, fenced, on_lost, AsyncLockGuard, kind
         )
         return guard
 

@@ -85,16 +85,13 @@ class Counted:
         self.redis = redis
         self.options = options
 
-    async def node(self, name: str) -> Any:
-        return await _io.route(self.redis, name)
-
     async def checkout(self, node: Any) -> tuple[Any, int | None]:
         """A connection out of ``node``'s pool and its server id (asked once
         per socket; None when ACLs deny it); on failure it goes back closed."""
         conn = await _io.get(node)
         try:
             cached = getattr(conn, "_rlc_id", None)
-            if cached is None or cached[0] is not _io.socket(conn) or cached[0] is None:
+            if cached is None or cached[0] is not _io.socket(conn):
                 await _io.connect(conn)
                 try:
                     cid = int(
@@ -146,7 +143,7 @@ class Counted:
                 if wrong_role(failure or Exception()):
                     await _io.moved(self.redis)
                 await _io.sleep(o.retry_interval)
-            node = await self.node(name)
+            node = await _io.route(self.redis, name)
             try:
                 conn = await _io.get(node)
                 if once:
@@ -200,7 +197,7 @@ class Counted:
         reply was lost."""
         attempt = 0
         while True:
-            node = await self.node(name)
+            node = await _io.route(self.redis, name)
             try:
                 conn, cid = await self.checkout(node)
             except TRANSPORT as e:  # nothing of this command was sent
@@ -252,7 +249,7 @@ class Counted:
         for attempt in range(o.retries + 1):
             if attempt:
                 await _io.sleep(o.retry_interval)
-            node = await self.node(name)
+            node = await _io.route(self.redis, name)
             try:
                 conn = await _io.get(node)
             except TRANSPORT as e:

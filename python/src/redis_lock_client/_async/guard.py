@@ -88,7 +88,3 @@ class AsyncLockGuard(HoldView):
         except NotHeld:
             if et is None:
                 raise
-
-
-def make_guard(engine: Engine, entry: Entry, token: int | None) -> AsyncLockGuard:
-    return AsyncLockGuard(engine, entry, token)

@@ -48,7 +48,7 @@ async def wait_counted(
             if remaining <= 0:
                 return None
         args = ask(0 if remaining is None else wait_ms(remaining))
-        node = await counted.node(entry.name)
+        node = await _io.route(counted.redis, entry.name)
         try:
             conn, cid = await counted.checkout(node)
         except TRANSPORT as e:

@@ -86,7 +86,7 @@ def is_cluster(redis: Any) -> bool:
 
 def route(redis: Any, name: str) -> Any:
     """The ``redis.Redis`` that serves ``name``."""
-    if not is_cluster(redis):
+    if getattr(redis, "get_node_from_key", None) is None:
         return redis
     node = redis.get_node_from_key(name)
     return node.redis_connection or redis.get_redis_connection(node)

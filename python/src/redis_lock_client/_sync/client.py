@@ -11,7 +11,7 @@ from .._protocol import LOCK, READ, WRITE, Kind, Number, Options
 from . import _io
 from .acquire import acquire
 from .engine import Engine
-from .guard import LockGuard, make_guard
+from .guard import LockGuard
 from .latch import CountDownLatch
 from .semaphore import PermitExpirableSemaphore, Semaphore
 
@@ -99,7 +99,7 @@ class LockClient:
     ) -> LockGuard | None:
         w = None if wait is None else float(wait)
         guard: LockGuard | None = acquire(
-            self._engine, name, self.owner, lease, w, fenced, on_lost, make_guard, kind
+            self._engine, name, self.owner, lease, w, fenced, on_lost, LockGuard, kind
         )
         return guard
 

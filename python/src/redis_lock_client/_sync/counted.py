@@ -55,14 +55,11 @@ class Counted:
         self.redis = redis
         self.options = options
 
-    def node(self, name: str) -> Any:
-        return _io.route(self.redis, name)
-
     def checkout(self, node: Any) -> tuple[Any, int | None]:
         conn = _io.get(node)
         try:
             cached = getattr(conn, "_rlc_id", None)
-            if cached is None or cached[0] is not _io.socket(conn) or cached[0] is None:
+            if cached is None or cached[0] is not _io.socket(conn):
                 _io.connect(conn)
                 try:
                     cid = int(_io.execute(conn, ["CLIENT", "ID"], self.options.command_timeout))
@@ -103,7 +100,7 @@ class Counted:
                 if wrong_role(failure or Exception()):
                     _io.moved(self.redis)
                 _io.sleep(o.retry_interval)
-            node = self.node(name)
+            node = _io.route(self.redis, name)
             try:
                 conn = _io.get(node)
                 if once:
@@ -153,7 +150,7 @@ class Counted:
     ) -> tuple[bool, Any]:
         attempt = 0
         while True:
-            node = self.node(name)
+            node = _io.route(self.redis, name)
             try:
                 conn, cid = self.checkout(node)
             except TRANSPORT as e:  # nothing of this command was sent
@@ -199,7 +196,7 @@ class Counted:
         for attempt in range(o.retries + 1):
             if attempt:
                 _io.sleep(o.retry_interval)
-            node = self.node(name)
+            node = _io.route(self.redis, name)
             try:
                 conn = _io.get(node)
             except TRANSPORT as e:

@@ -87,7 +87,3 @@ class LockGuard(HoldView):
         except NotHeld:
             if et is None:
                 raise
-
-
-def make_guard(engine: Engine, entry: Entry, token: int | None) -> LockGuard:
-    return LockGuard(engine, entry, token)

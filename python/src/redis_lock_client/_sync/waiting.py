@@ -34,7 +34,7 @@ def wait_counted(
             if remaining <= 0:
                 return None
         args = ask(0 if remaining is None else wait_ms(remaining))
-        node = counted.node(entry.name)
+        node = _io.route(counted.redis, entry.name)
         try:
             conn, cid = counted.checkout(node)
         except TRANSPORT as e:
