@@ -13,7 +13,7 @@ import asyncio
 import itertools
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from redis import exceptions as rex
 
@@ -245,3 +245,8 @@ async def at_once(calls: Sequence[Callable[[], Awaitable[Any]]], within: float) 
             return None
 
     return list(await asyncio.gather(*(one(c) for c in calls)))
+
+
+T = TypeVar("T")
+# What a call of the shared API (``_api.py``) returns here: an awaitable.
+Later = Coroutine[Any, Any, T]

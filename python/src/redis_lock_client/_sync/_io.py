@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar, Union
 
 from redis import exceptions as rex
 
@@ -206,3 +206,14 @@ def at_once(calls: Sequence[Callable[[], Any]], within: float) -> list[Any]:
     for thread in threads:
         thread.join(max(0.0, deadline - monotonic()))
     return list(results)
+
+
+T = TypeVar("T")
+# What a call of the shared API (``_api.py``) returns here: the value itself.
+if TYPE_CHECKING:
+    Later = Union[T]  # noqa: UP007 - an alias of T that takes a parameter
+else:
+
+    class Later:
+        def __class_getitem__(cls, item: Any) -> Any:
+            return item

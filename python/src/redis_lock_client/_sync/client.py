@@ -6,19 +6,18 @@ from __future__ import annotations
 from typing import Any
 
 from .. import _protocol
-from .._holds import LostCallback
-from .._protocol import LOCK, READ, WRITE, Kind, Number, Options
+from .._api import LockApi, Lost
+from .._protocol import Kind, Number, Options
 from . import _io
+from ._io import Later
 from .acquire import acquire
 from .engine import Engine
 from .guard import LockGuard
 from .latch import CountDownLatch
 from .semaphore import PermitExpirableSemaphore, Semaphore
 
-Lost = LostCallback | None
 
-
-class LockClient:
+class LockClient(LockApi[Later[LockGuard], Later[LockGuard | None]]):
     """Locks on the redis-lock module.
 
     ``LockClient(redis.Redis(...))``, a cluster client (every
@@ -61,32 +60,7 @@ class LockClient:
         self._engine = Engine(client, options)
         self._owner: str | None = None
 
-    @property
-    def id(self) -> str:
-        """This client's id: the first half of every owner id it makes."""
-        return self._engine.id
-
-    @property
-    def options(self) -> Options:
-        return self._engine.options
-
-    def as_owner(self, owner: str) -> LockClient:
-        """The same client (connections, watchdog, hold counts), acting as
-        ``owner``: a worker name, a request id, or the id a Redisson
-        application uses (then both re-enter each other's holds). An owner
-        id must be used by one holder at a time."""
-        if not owner:
-            raise ValueError("an owner id must not be empty")
-        view = object.__new__(type(self))
-        view._engine, view._owner = self._engine, owner
-        return view
-
-    @property
-    def owner(self) -> str:
-        """The owner id this client acts as now."""
-        if self._owner is not None:
-            return self._owner
-        return f"{self._engine.id}:{_io.owner_suffix()}"
+    _suffix = staticmethod(_io.owner_suffix)
 
     def _take(
         self,
@@ -94,7 +68,7 @@ class LockClient:
         lease: Number | None,
         wait: Number | None,
         fenced: bool,
-        on_lost: LostCallback | None,
+        on_lost: Lost,
         kind: Kind,
     ) -> LockGuard | None:
         w = None if wait is None else float(wait)
@@ -103,95 +77,14 @@ class LockClient:
         )
         return guard
 
-    def _must(self, name: str, fenced: bool, on_lost: LostCallback | None, kind: Kind) -> LockGuard:
+    def _must(self, name: str, fenced: bool, on_lost: Lost, kind: Kind) -> LockGuard:
         guard = self._take(name, None, None, fenced, on_lost, kind)
         assert guard is not None  # a wait without end ends with the lock
         return guard
 
-    def lock(self, name: str, *, on_lost: Lost = None) -> LockGuard:
-        """Takes the lock, waiting as long as it takes in the server's FIFO
-        queue; the watchdog keeps it until the guard is released.
-        Re-entrant per owner. ``on_lost(reason)``: see
-        :meth:`LockGuard.add_lost_callback`."""
-        return self._must(name, False, on_lost, LOCK)
-
-    def try_lock(
-        self,
-        name: str,
-        wait: Number | None = 0,
-        lease: Number | None = None,
-        *,
-        on_lost: Lost = None,
-    ) -> LockGuard | None:
-        """Tries to take the lock, waiting at most ``wait`` seconds (0: one
-        attempt; None: as long as it takes). With ``lease`` the lock frees
-        itself after it and no watchdog runs; without, the watchdog keeps
-        it. None when someone else held it for the whole wait."""
-        return self._take(name, lease, wait, False, on_lost, LOCK)
-
-    def lock_fenced(self, name: str, *, on_lost: Lost = None) -> LockGuard:
-        """:meth:`lock`, with the grant's fencing token in ``guard.token``: it
-        grows with every grant; the resource refuses writes with a token
-        older than one it has seen (``LOCK.FENCE`` for data in Redis)."""
-        return self._must(name, True, on_lost, LOCK)
-
-    def try_lock_fenced(
-        self,
-        name: str,
-        wait: Number | None = 0,
-        lease: Number | None = None,
-        *,
-        on_lost: Lost = None,
-    ) -> LockGuard | None:
-        """:meth:`try_lock` with a fencing token."""
-        return self._take(name, lease, wait, True, on_lost, LOCK)
-
-    def read_lock(self, name: str, *, on_lost: Lost = None) -> LockGuard:
-        """A read hold of the read-write lock ``name`` (readers share; it
-        queues behind a waiting writer); re-entrant, also by its writer."""
-        return self._must(name, False, on_lost, READ)
-
-    def write_lock(self, name: str, *, on_lost: Lost = None) -> LockGuard:
-        """Its write hold (excludes readers and writers); re-entrant.
-        :class:`UpgradeRefused` when this owner holds it for reading."""
-        return self._must(name, False, on_lost, WRITE)
-
-    def try_read_lock(
-        self,
-        name: str,
-        wait: Number | None = 0,
-        lease: Number | None = None,
-        *,
-        on_lost: Lost = None,
-    ) -> LockGuard | None:
-        """:meth:`read_lock` within ``wait`` s, ``lease`` as in :meth:`try_lock`."""
-        return self._take(name, lease, wait, False, on_lost, READ)
-
-    def try_write_lock(
-        self,
-        name: str,
-        wait: Number | None = 0,
-        lease: Number | None = None,
-        *,
-        on_lost: Lost = None,
-    ) -> LockGuard | None:
-        """:meth:`write_lock` within ``wait`` s, ``lease`` as in :meth:`try_lock`."""
-        return self._take(name, lease, wait, False, on_lost, WRITE)
-
-    def write_lock_fenced(self, name: str, *, on_lost: Lost = None) -> LockGuard:
-        """:meth:`write_lock` with a fencing token (see :meth:`lock_fenced`)."""
-        return self._must(name, True, on_lost, WRITE)
-
-    def try_write_lock_fenced(
-        self,
-        name: str,
-        wait: Number | None = 0,
-        lease: Number | None = None,
-        *,
-        on_lost: Lost = None,
-    ) -> LockGuard | None:
-        """:meth:`try_write_lock` with a fencing token."""
-        return self._take(name, lease, wait, True, on_lost, WRITE)
+    def as_owner(self, owner: str) -> LockClient:
+        view: LockClient = super().as_owner(owner)
+        return view
 
     def is_locked(self, name: str) -> bool:
         """Whether anyone holds the lock."""

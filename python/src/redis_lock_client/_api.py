@@ -1,0 +1,151 @@
+"""The lock calls of both clients, written once. Each returns what the
+client's ``_must`` / ``_take`` return: a guard in the threaded client, an
+awaitable of one in the asyncio client (``await locks.lock(name)``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
+
+from ._holds import LostCallback
+from ._protocol import LOCK, READ, WRITE, Kind, Number, Options
+
+G = TypeVar("G")  # a guard (or an awaitable of one)
+OG = TypeVar("OG")  # a guard or None (or an awaitable of one)
+Lost = LostCallback | None
+
+
+class LockApi(Generic[G, OG]):
+    _engine: Any
+    _owner: str | None
+    _suffix: Callable[[], str]
+
+    def _take(
+        self,
+        name: str,
+        lease: Number | None,
+        wait: Number | None,
+        fenced: bool,
+        on_lost: Lost,
+        kind: Kind,
+    ) -> OG:
+        raise NotImplementedError
+
+    def _must(self, name: str, fenced: bool, on_lost: Lost, kind: Kind) -> G:
+        raise NotImplementedError
+
+    @property
+    def id(self) -> str:
+        """This client's id: the first half of every owner id it makes."""
+        return str(self._engine.id)
+
+    @property
+    def options(self) -> Options:
+        options: Options = self._engine.options
+        return options
+
+    def as_owner(self, owner: str) -> Any:
+        """The same client (connections, watchdog, hold counts), acting as
+        ``owner``: a worker name, a request id, or the id a Redisson
+        application uses (then both re-enter each other's holds). An owner
+        id must be used by one holder at a time."""
+        if not owner:
+            raise ValueError("an owner id must not be empty")
+        view = object.__new__(type(self))
+        view._engine, view._owner = self._engine, owner
+        return view
+
+    @property
+    def owner(self) -> str:
+        """The owner id this client acts as now."""
+        if self._owner is not None:
+            return self._owner
+        return f"{self._engine.id}:{type(self)._suffix()}"
+
+    # Locks (Redisson's RLock; the read-write lock is its RReadWriteLock,
+    # fair: readers and writers wait in one FIFO queue).
+
+    def lock(self, name: str, *, on_lost: Lost = None) -> G:
+        """Takes the lock, waiting as long as it takes in the server's FIFO
+        queue; the watchdog keeps it until the guard is released.
+        Re-entrant per owner. ``on_lost(reason)``: see the guard's
+        ``add_lost_callback``."""
+        return self._must(name, False, on_lost, LOCK)
+
+    def try_lock(
+        self,
+        name: str,
+        wait: Number | None = 0,
+        lease: Number | None = None,
+        *,
+        on_lost: Lost = None,
+    ) -> OG:
+        """Tries to take the lock, waiting at most ``wait`` seconds (0: one
+        attempt; None: as long as it takes). With ``lease`` the lock frees
+        itself after it and no watchdog runs; without, the watchdog keeps
+        it. None when someone else held it for the whole wait."""
+        return self._take(name, lease, wait, False, on_lost, LOCK)
+
+    def lock_fenced(self, name: str, *, on_lost: Lost = None) -> G:
+        """:meth:`lock`, with the grant's fencing token in ``guard.token``: it
+        grows with every grant; the resource refuses writes with a token
+        older than one it has seen (``LOCK.FENCE`` for data in Redis)."""
+        return self._must(name, True, on_lost, LOCK)
+
+    def try_lock_fenced(
+        self,
+        name: str,
+        wait: Number | None = 0,
+        lease: Number | None = None,
+        *,
+        on_lost: Lost = None,
+    ) -> OG:
+        """:meth:`try_lock` with a fencing token."""
+        return self._take(name, lease, wait, True, on_lost, LOCK)
+
+    def read_lock(self, name: str, *, on_lost: Lost = None) -> G:
+        """A read hold of the read-write lock ``name`` (readers share; it
+        queues behind a waiting writer); re-entrant, also by its writer."""
+        return self._must(name, False, on_lost, READ)
+
+    def write_lock(self, name: str, *, on_lost: Lost = None) -> G:
+        """Its write hold (excludes readers and writers); re-entrant.
+        :class:`UpgradeRefused` when this owner holds it for reading."""
+        return self._must(name, False, on_lost, WRITE)
+
+    def try_read_lock(
+        self,
+        name: str,
+        wait: Number | None = 0,
+        lease: Number | None = None,
+        *,
+        on_lost: Lost = None,
+    ) -> OG:
+        """:meth:`read_lock` within ``wait`` s, ``lease`` as in :meth:`try_lock`."""
+        return self._take(name, lease, wait, False, on_lost, READ)
+
+    def try_write_lock(
+        self,
+        name: str,
+        wait: Number | None = 0,
+        lease: Number | None = None,
+        *,
+        on_lost: Lost = None,
+    ) -> OG:
+        """:meth:`write_lock` within ``wait`` s, ``lease`` as in :meth:`try_lock`."""
+        return self._take(name, lease, wait, False, on_lost, WRITE)
+
+    def write_lock_fenced(self, name: str, *, on_lost: Lost = None) -> G:
+        """:meth:`write_lock` with a fencing token (see :meth:`lock_fenced`)."""
+        return self._must(name, True, on_lost, WRITE)
+
+    def try_write_lock_fenced(
+        self,
+        name: str,
+        wait: Number | None = 0,
+        lease: Number | None = None,
+        *,
+        on_lost: Lost = None,
+    ) -> OG:
+        """:meth:`try_write_lock` with a fencing token."""
+        return self._take(name, lease, wait, True, on_lost, WRITE)
