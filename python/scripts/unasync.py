@@ -11,9 +11,9 @@ The rewrite is textual: ``async def`` / ``async with`` / ``async for`` lose
 ``async``, ``await`` goes, ``__aenter__`` / ``__aexit__`` become
 ``__enter__`` / ``__exit__``, ``AsyncName`` becomes ``Name``; a comment line
 ``# sync: <code>`` becomes ``<code>`` (a line only the threaded client
-has). Module docstrings and comment lines stay in the source, and so do
-all docstrings of the engine's modules (the API keeps its docstrings). The
-result is formatted with ruff.
+has). Module docstrings, comment lines, the docstrings of the engine's
+modules and of private functions stay in the source (the API keeps its
+docstrings). The result is formatted with ruff.
 """
 
 from __future__ import annotations
@@ -47,9 +47,12 @@ RULES = [
 def unasync(text: str, source: str) -> str:
     tree = ast.parse(text)
     skip: set[int] = set()
-    nodes = ast.walk(tree) if source in INTERNAL else [tree]
-    for node in nodes:
-        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+    for node in ast.walk(tree):
+        if not isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        name = getattr(node, "name", "")
+        private = name.startswith("_") and not name.endswith("__")
+        if isinstance(node, ast.Module) or source in INTERNAL or private:
             first = node.body[0]
             if ast.get_docstring(node, clean=False) is not None and len(node.body) > 1:
                 skip.update(range(first.lineno, (first.end_lineno or 0) + 1))

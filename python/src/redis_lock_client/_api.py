@@ -1,14 +1,16 @@
-"""The lock calls of both clients, written once. Each returns what the
-client's ``_must`` / ``_take`` return: a guard in the threaded client, an
-awaitable of one in the asyncio client (``await locks.lock(name)``)."""
+"""What both clients' objects do without I/O, written once: the lock calls
+(each returns what the client's ``_must`` / ``_take`` return: a guard in
+the threaded client, an awaitable of one in the asyncio client), and the
+bookkeeping of MultiLock and RedLock."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import itertools
+from collections.abc import Callable, Iterable
 from typing import Any, Generic, TypeVar
 
-from ._holds import LostCallback
-from ._protocol import LOCK, READ, WRITE, Kind, Number, Options
+from ._holds import LostCallback, monotonic
+from ._protocol import LOCK, READ, WRITE, Kind, LostReason, Number, Options, short_timeout
 
 G = TypeVar("G")  # a guard (or an awaitable of one)
 OG = TypeVar("OG")  # a guard or None (or an awaitable of one)
@@ -149,3 +151,68 @@ class LockApi(Generic[G, OG]):
     ) -> OG:
         """:meth:`try_write_lock` with a fencing token."""
         return self._take(name, lease, wait, True, on_lost, WRITE)
+
+
+class MultiParts:
+    """What both MultiLocks keep: the (client, name) pairs."""
+
+    def __init__(self, parts: Iterable[tuple[Any, str]]) -> None:
+        self._parts = list(parts)
+        if not self._parts:
+            raise ValueError("a MultiLock needs at least one lock")
+
+
+class MultiHeld:
+    """What both MultiLock guards tell without asking the server."""
+
+    def __init__(self, guards: list[Any]) -> None:
+        self.guards = guards
+
+    def lost_reason(self) -> tuple[int, LostReason] | None:
+        """The index of a lock known lost and why, or None."""
+        for i, guard in enumerate(self.guards):
+            why = guard.lost_reason
+            if why is not None:
+                return i, why
+        return None
+
+
+_rounds = itertools.count(1)
+
+
+class RedLockPlan:
+    """What both RedLocks compute: the quorum, each round's owner id and
+    deadlines (validity = lease - elapsed - drift, 1% of the lease + 2 ms)."""
+
+    def __init__(self, masters: list[Any], name: str) -> None:
+        if not masters:
+            raise ValueError("a RedLock needs at least one master")
+        self._masters = list(masters)
+        self.name = name
+
+    @property
+    def quorum(self) -> int:
+        return len(self._masters) // 2 + 1
+
+    def _timeout(self) -> float:
+        return short_timeout(self._masters[0].options.command_timeout)
+
+    def _round(self) -> str:
+        return f"{self._masters[0].id}:redlock-{next(_rounds)}"
+
+
+class RedLockView:
+    """What both RedLock guards tell without asking the servers."""
+
+    def __init__(self, masters: list[Any], name: str, owner: str, valid_until: float) -> None:
+        self._masters = masters
+        self.name = name
+        self.owner = owner
+        self._valid_until = valid_until
+
+    def validity(self) -> float:
+        """Seconds the lock is still valid (0 when it is not)."""
+        return max(0.0, self._valid_until - monotonic())
+
+    def _timeout(self) -> float:
+        return short_timeout(self._masters[0].options.command_timeout)

@@ -11,21 +11,20 @@
 from __future__ import annotations
 
 import functools
-import itertools
 import random
-from collections.abc import Iterable
 from types import TracebackType
 
 from .. import _protocol
+from .._api import MultiHeld, MultiParts, RedLockPlan, RedLockView
 from .._holds import monotonic
-from .._protocol import LostReason, Number
+from .._protocol import Number
 from ..errors import LockError
 from . import _io
 from .client import AsyncLockClient
 from .guard import AsyncLockGuard
 
 
-class AsyncMultiLock:
+class AsyncMultiLock(MultiParts):
     """All of several locks, or none: taken in the order given within one
     shared wait budget; if one cannot be had, those already taken are
     released before the call returns. List the locks in the same order
@@ -36,11 +35,6 @@ class AsyncMultiLock:
         both = AsyncMultiLock([(east, "account:1"), (west, "account:2")])
         guard = await both.try_lock(wait=1.0)  # None if not had in time
     """
-
-    def __init__(self, parts: Iterable[tuple[AsyncLockClient, str]]) -> None:
-        self._parts = list(parts)
-        if not self._parts:
-            raise ValueError("a MultiLock needs at least one lock")
 
     async def lock(self) -> AsyncMultiGuard:
         """Takes every lock, waiting as long as it takes; watchdogs keep them."""
@@ -86,19 +80,8 @@ async def _roll_back(held: list[AsyncLockGuard]) -> None:
             pass
 
 
-class AsyncMultiGuard:
+class AsyncMultiGuard(MultiHeld):
     """The locks of an :class:`AsyncMultiLock`, released together."""
-
-    def __init__(self, guards: list[AsyncLockGuard]) -> None:
-        self.guards = guards
-
-    def lost_reason(self) -> tuple[int, LostReason] | None:
-        """The index of a lock known lost and why, or None."""
-        for i, guard in enumerate(self.guards):
-            why = guard.lost_reason
-            if why is not None:
-                return i, why
-        return None
 
     async def unlock(self) -> None:
         """Releases every lock (all are attempted); raises the first error."""
@@ -124,10 +107,7 @@ class AsyncMultiGuard:
                 raise
 
 
-_rounds = itertools.count(1)
-
-
-class AsyncRedLock:
+class AsyncRedLock(RedLockPlan):
     """One lock on a majority (N/2 + 1) of N independent masters.
 
     Each round sends one ``LOCK.ACQUIRE`` (no waiting) to every master at
@@ -140,26 +120,15 @@ class AsyncRedLock:
     longer than the work), no fencing token.
     """
 
-    def __init__(self, masters: list[AsyncLockClient], name: str) -> None:
-        if not masters:
-            raise ValueError("a RedLock needs at least one master")
-        self._masters = list(masters)
-        self.name = name
-
-    @property
-    def quorum(self) -> int:
-        return len(self._masters) // 2 + 1
-
     async def try_lock(self, wait: Number, lease: Number) -> AsyncRedLockGuard | None:
         """The lock on a quorum within ``wait`` s for ``lease`` s, or None."""
         ms = _protocol.lease_ms(lease)
         lease = float(lease)
         budget_end = monotonic() + float(wait)
-        timeout = _protocol.short_timeout(self._masters[0].options.command_timeout)
-        per_master = min(max(lease / 10, 0.005), timeout)
+        per_master = min(max(lease / 10, 0.005), self._timeout())
         drift = lease / 100 + 0.002
         while True:
-            owner = f"{self._masters[0].id}:redlock-{next(_rounds)}"
+            owner = self._round()
             started = monotonic()
             args = ["LOCK.ACQUIRE", self.name, owner, ms]
 
@@ -179,30 +148,17 @@ class AsyncRedLock:
             await _io.sleep(min(left, random.uniform(0.01, 0.05)))
 
 
-class AsyncRedLockGuard:
+class AsyncRedLockGuard(RedLockView):
     """An :class:`AsyncRedLock` held on a quorum, valid for :meth:`validity`
     more seconds; released on every master by :meth:`unlock` or the end of
     the ``async with`` block."""
 
-    def __init__(
-        self, masters: list[AsyncLockClient], name: str, owner: str, valid_until: float
-    ) -> None:
-        self._masters = masters
-        self.name = name
-        self.owner = owner
-        self._valid_until = valid_until
-
-    def validity(self) -> float:
-        """Seconds the lock is still valid (0 when it is not)."""
-        return max(0.0, self._valid_until - monotonic())
-
     async def unlock(self) -> None:
         """Releases it on every master, reachable or not (errors ignored: an
         unreachable master's hold ends with its lease)."""
-        timeout = _protocol.short_timeout(self._masters[0].options.command_timeout)
         args = ["LOCK.RELEASE", self.name, self.owner]
         calls = [functools.partial(m.send, self.name, args, retries=0) for m in self._masters]
-        await _io.at_once(calls, timeout)
+        await _io.at_once(calls, self._timeout())
 
     async def __aenter__(self) -> AsyncRedLockGuard:
         return self

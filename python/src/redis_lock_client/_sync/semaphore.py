@@ -17,8 +17,6 @@ from .waiting import wait_once
 
 
 def _wait_plan(wait: Number | None) -> tuple[int | None, float | None]:
-    """(WAIT ms, seconds the server may wait) of a try; (None, None): one
-    attempt."""
     if wait is None or wait <= 0:
         return None, None
     return _protocol.wait_ms(wait), float(wait)
@@ -29,8 +27,6 @@ def _score_args(name: str, ids: list[str]) -> list[Any]:
 
 
 class _Counts:
-    """What both semaphores have: the count of free permits."""
-
     def __init__(self, engine: Engine, name: str) -> None:
         self._engine = engine
         self.name = name
@@ -171,10 +167,6 @@ class PermitExpirableSemaphore(_Counts):
             raise
 
     def _measure(self, ids: list[str], guess: list[float | None]) -> list[float | None]:
-        """The permits' ends from the server's ``TIME`` and their deadlines;
-        ``guess`` (the earliest end the lease can have: the grant came after
-        the request) when that fails. Not "ending now": that would call the
-        permits lost and the guard would never give them back."""
         counted = self._engine.counted
         asked = monotonic()
         try:
