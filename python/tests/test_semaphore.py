@@ -248,7 +248,7 @@ def test_watchdog_keeps_a_permit_past_its_lease(r: redis.Redis) -> None:
     with sem.acquire() as permits:
         (pid,) = permits.ids
         time.sleep(1.8)  # three leases
-        assert not permits.lost.is_set()
+        assert not permits.lost.is_set(), permits.lost_reason
         score = r.zscore("{pm:dog}:timeout", member(pid))
         assert score is not None
         sec, usec = r.time()
@@ -506,7 +506,7 @@ async def test_async_permits_watchdog_and_lost(ar: aredis.Redis, r: redis.Redis)
     await sem.try_set_permits(2)
     async with await sem.acquire() as permits:
         await asyncio.sleep(1.8)  # three leases
-        assert not permits.lost.is_set()
+        assert not permits.lost.is_set(), (permits.lost_reason, permits.lost_ids)
         assert r.zscore("{apm:dog}:timeout", member(permits.ids[0])) is not None
     assert await sem.available_permits() == 2
     permits2 = await sem.acquire(2)

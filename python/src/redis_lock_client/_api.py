@@ -1,14 +1,17 @@
 """What both clients' objects do without I/O, written once: the lock calls
 (each returns what the client's ``_must`` / ``_take`` return: a guard in
 the threaded client, an awaitable of one in the asyncio client), and the
-bookkeeping of MultiLock and RedLock."""
+bookkeeping of MultiLock and RedLock, and the semaphores' and the latch's
+one-command calls (``Calls``)."""
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterable
-from typing import Any, Generic, TypeVar
+from functools import partial
+from typing import Any, Generic, TypeVar, cast
 
+from . import _protocol as p
 from ._holds import LostCallback, monotonic
 from ._protocol import LOCK, READ, WRITE, Kind, LostReason, Number, Options, short_timeout
 
@@ -216,3 +219,121 @@ class RedLockView:
 
     def _timeout(self) -> float:
         return short_timeout(self._masters[0].options.command_timeout)
+
+
+B = TypeVar("B")  # a bool (or an awaitable of one)
+Z = TypeVar("Z")  # an integer (...)
+D = TypeVar("D")  # an info dict (...)
+N = TypeVar("N")  # None (...)
+R = TypeVar("R")  # a LatchResult (...)
+
+
+class Calls:
+    """An object named ``name`` whose calls send one command each and
+    decode its reply (``Counted.call``: awaited in the asyncio client)."""
+
+    def __init__(self, engine: Any, name: str) -> None:
+        self._engine = engine
+        self.name = name
+
+    def _call(self, args: list[Any], decode: Callable[[Any], Any], **how: Any) -> Any:
+        return self._engine.counted.call(self.name, args, decode, **how)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r})"
+
+
+class CountsApi(Calls, Generic[B, Z, D]):
+    """What both semaphores answer from their count of free permits."""
+
+    def try_set_permits(self, permits: int, ttl: Number | None = None) -> B:
+        """Sets the number of permits if the semaphore does not exist
+        (``LOCK.SEMSET``; with ``ttl`` s it expires). False if it exists."""
+        args = p.sem_set_args(self.name, permits, ttl)
+        return cast(B, self._call(args, partial(p.flag, args[0]), once=True))
+
+    def add_permits(self, delta: int) -> Z:
+        """Adds ``delta`` permits (may be negative; a missing semaphore
+        counts as 0). The new number available."""
+        args = p.sem_add_args(self.name, delta)
+        return cast(Z, self._call(args, partial(p.integer, args[0]), once=True))
+
+    def available_permits(self) -> Z:
+        """The permits free now (0 when the semaphore does not exist)."""
+        args = ["LOCK.SEMAVAILABLE", self.name]
+        return cast(Z, self._call(args, partial(p.integer, args[0])))
+
+    def drain_permits(self) -> Z:
+        """Takes every free permit; how many it took."""
+        args = ["LOCK.SEMDRAIN", self.name]
+        return cast(Z, self._call(args, partial(p.integer, args[0]), once=True))
+
+    def info(self) -> D:
+        """``LOCK.SEMINFO``: ``available``, ``ttl_ms``, ``permits`` (``(id,
+        deadline unix ms or -1)``), ``waiters`` (dicts ``wants``,
+        ``permits``, ``waited_ms``, ``timeout_ms``); None when missing."""
+        return cast(D, self._call(["LOCK.SEMINFO", self.name], p.sem_info))
+
+
+class SemaphoreApi(CountsApi[B, Z, D], Generic[B, Z, D, N]):
+    """Redisson's ``RSemaphore``: ``locks.semaphore(name)``. Permits belong
+    to nobody: any caller may release them; waits are server-side, FIFO (a
+    newcomer never overtakes a waiter)."""
+
+    def acquire(self, permits: int = 1) -> N:
+        """Takes ``permits``, waiting as long as it takes (server-side,
+        ``WAIT 0``, on a connection of its own)."""
+        args = p.sem_acquire_args(self.name, permits, 0)
+        return cast(N, self._call(args, partial(p.granted, args[0]), once=True, blocks=True))
+
+    def try_acquire(self, permits: int = 1, wait: Number | None = None) -> B:
+        """Takes ``permits`` if free within ``wait`` s (None or 0: one
+        attempt, no wait). False when not."""
+        ms, within = p.wait_plan(wait)
+        args = p.sem_acquire_args(self.name, permits, ms)
+        decode = partial(p.flag, args[0])
+        return cast(B, self._call(args, decode, once=True, within=within, blocks=ms is not None))
+
+    def release(self, permits: int = 1) -> Z:
+        """Gives ``permits`` back (they go to the head of the queue at once);
+        the count after the release, before waiters took their share."""
+        args = p.sem_release_args(self.name, permits)
+        return cast(Z, self._call(args, partial(p.integer, args[0]), once=True))
+
+
+class LatchApi(Calls, Generic[B, Z, R, D]):
+    """Redisson's ``RCountDownLatch``: ``locks.count_down_latch(name)``
+    (``LOCK.LATCH*``, ``LOCK.AWAIT``). The latch is open (waits end) when
+    its count reaches zero, when it is deleted, or when it never existed;
+    the wait is server-side, on a connection of its own."""
+
+    def try_set_count(self, count: int, ttl: Number | None = None) -> B:
+        """Sets the count (>= 1) if the latch does not exist; False if it
+        does. With ``ttl`` s the latch expires: waiters get
+        :attr:`LatchResult.EXPIRED`."""
+        args = p.latch_set_args(self.name, count, ttl)
+        return cast(B, self._call(args, partial(p.flag, args[0]), once=True))
+
+    def count_down(self) -> Z:
+        """One less; the count left (0: open, waiters told)."""
+        args = ["LOCK.COUNTDOWN", self.name]
+        return cast(Z, self._call(args, partial(p.integer, args[0]), once=True))
+
+    def count(self) -> Z:
+        """The count (0 when the latch does not exist)."""
+        args = ["LOCK.LATCHCOUNT", self.name]
+        return cast(Z, self._call(args, partial(p.integer, args[0])))
+
+    def wait_zero(self, timeout: Number | None = None) -> R:
+        """Waits (server-side) until the count is zero, at most ``timeout``
+        s (None: forever): :attr:`~LatchResult.REACHED`,
+        :attr:`~LatchResult.TIMED_OUT` or :attr:`~LatchResult.EXPIRED` (the
+        latch's ttl ended first). Redisson's ``await``."""
+        args = p.await_args(self.name, timeout)
+        within = None if timeout is None else float(timeout)
+        return cast(R, self._call(args, p.latch_result, once=True, within=within, blocks=True))
+
+    def info(self) -> D:
+        """``LOCK.LATCHINFO``: ``count``, ``ttl_ms``, ``waiters`` (dicts
+        ``waited_ms``, ``timeout_ms``)."""
+        return cast(D, self._call(["LOCK.LATCHINFO", self.name], p.latch_info))

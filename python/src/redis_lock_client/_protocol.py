@@ -435,6 +435,25 @@ def await_args(name: str, timeout: Number | None) -> list[Any]:
     return ["LOCK.AWAIT", name, 0 if timeout is None else wait_ms(timeout)]
 
 
+def wait_plan(wait: Number | None) -> tuple[int | None, float | None]:
+    """(WAIT ms, seconds the server may wait) of a try; (None, None): one
+    attempt."""
+    if wait is None or wait <= 0:
+        return None, None
+    return wait_ms(wait), float(wait)
+
+
+def score_args(name: str, ids: list[str]) -> list[Any]:
+    """The leased permits' deadlines (``ZMSCORE``)."""
+    return ["ZMSCORE", timeout_key(name), *[bytes.fromhex(i) for i in ids]]
+
+
+def granted(command: str, reply: Any) -> None:
+    """A wait without end answers 1."""
+    if not flag(command, reply):
+        raise ProtocolViolation(f"{command} ... WAIT 0 answered 0")
+
+
 def integer(command: str, reply: Any) -> int:
     if isinstance(reply, bool) or not isinstance(reply, int):
         raise ProtocolViolation(f"{command} answered {reply!r}")

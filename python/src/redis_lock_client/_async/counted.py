@@ -22,6 +22,7 @@ semaphore's, a latch's) cannot be read back: they are sent at most once
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from redis import exceptions as rex
@@ -179,6 +180,18 @@ class Counted:
                 return answer
             await _io.drop(node, conn)
         raise ConnectionLost(describe(failure)) from failure
+
+    async def call(
+        self,
+        name: str,
+        args: list[Any],
+        decode: Callable[[Any], Any],
+        once: bool = False,
+        within: float | None = None,
+        blocks: bool = False,
+    ) -> Any:
+        """:meth:`simple`'s reply, decoded."""
+        return decode(await self.simple(name, args, within, once=once, blocks=blocks))
 
     async def counted(
         self,

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from redis import exceptions as rex
@@ -136,6 +137,17 @@ class Counted:
                 return answer
             _io.drop(node, conn)
         raise ConnectionLost(describe(failure)) from failure
+
+    def call(
+        self,
+        name: str,
+        args: list[Any],
+        decode: Callable[[Any], Any],
+        once: bool = False,
+        within: float | None = None,
+        blocks: bool = False,
+    ) -> Any:
+        return decode(self.simple(name, args, within, once=once, blocks=blocks))
 
     def counted(
         self,

@@ -3,97 +3,28 @@
 
 from __future__ import annotations
 
+from functools import partial
 from types import TracebackType
 from typing import Any
 
 from .. import _protocol
+from .._api import CountsApi, SemaphoreApi
 from .._holds import Entry, LostCallback, PermitsView, monotonic
 from .._protocol import PERMIT, LostReason, Number
 from ..errors import NotHeld, OutcomeUnknown, PermitsNotHeld, ProtocolViolation, ServerError
 from . import _io
-from ._io import Event
+from ._io import Event, Later
 from .engine import Engine
-from .waiting import wait_once
+
+Info = dict[str, Any]
 
 
-def _wait_plan(wait: Number | None) -> tuple[int | None, float | None]:
-    if wait is None or wait <= 0:
-        return None, None
-    return _protocol.wait_ms(wait), float(wait)
+class Semaphore(SemaphoreApi[Later[bool], Later[int], Later[Info | None], Later[None]]):
+    """Redisson's ``RSemaphore``: ``locks.semaphore(name)``; its calls are
+    ``SemaphoreApi``'s."""
 
 
-def _score_args(name: str, ids: list[str]) -> list[Any]:
-    return ["ZMSCORE", _protocol.timeout_key(name), *[bytes.fromhex(i) for i in ids]]
-
-
-class _Counts:
-    def __init__(self, engine: Engine, name: str) -> None:
-        self._engine = engine
-        self.name = name
-
-    def _send(self, args: list[Any], wait: float | None = None, blocks: bool = False) -> Any:
-        if blocks:
-            return wait_once(self._engine, self.name, args, wait)
-        return self._engine.counted.simple(self.name, args, once=True)
-
-    def try_set_permits(self, permits: int, ttl: Number | None = None) -> bool:
-        """Sets the number of permits if the semaphore does not exist
-        (``LOCK.SEMSET``; with ``ttl`` s it expires). False if it exists."""
-        args = _protocol.sem_set_args(self.name, permits, ttl)
-        return _protocol.flag(args[0], self._send(args))
-
-    def add_permits(self, delta: int) -> int:
-        """Adds ``delta`` permits (may be negative; a missing semaphore
-        counts as 0). The new number available."""
-        args = _protocol.sem_add_args(self.name, delta)
-        return _protocol.integer(args[0], self._send(args))
-
-    def available_permits(self) -> int:
-        """The permits free now (0 when the semaphore does not exist)."""
-        args = ["LOCK.SEMAVAILABLE", self.name]
-        return _protocol.integer(args[0], self._engine.counted.simple(self.name, args))
-
-    def drain_permits(self) -> int:
-        """Takes every free permit; how many it took."""
-        return _protocol.integer("LOCK.SEMDRAIN", self._send(["LOCK.SEMDRAIN", self.name]))
-
-    def info(self) -> dict[str, Any] | None:
-        """``LOCK.SEMINFO``: ``available``, ``ttl_ms``, ``permits`` (``(id,
-        deadline unix ms or -1)``), ``waiters`` (dicts ``wants``,
-        ``permits``, ``waited_ms``, ``timeout_ms``)."""
-        args = ["LOCK.SEMINFO", self.name]
-        return _protocol.sem_info(self._engine.counted.simple(self.name, args))
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.name!r})"
-
-
-class Semaphore(_Counts):
-    """Redisson's ``RSemaphore``: ``locks.semaphore(name)``. Permits belong
-    to nobody: any caller may release them."""
-
-    def acquire(self, permits: int = 1) -> None:
-        """Takes ``permits``, waiting as long as it takes (server-side,
-        ``WAIT 0``, on a connection of its own)."""
-        args = _protocol.sem_acquire_args(self.name, permits, 0)
-        if not _protocol.flag(args[0], self._send(args, None, True)):
-            raise ProtocolViolation(f"{args[0]} ... WAIT 0 answered 0")
-
-    def try_acquire(self, permits: int = 1, wait: Number | None = None) -> bool:
-        """Takes ``permits`` if free within ``wait`` s (None or 0: one
-        attempt, no wait). False when not."""
-        ms, within = _wait_plan(wait)
-        args = _protocol.sem_acquire_args(self.name, permits, ms)
-        return _protocol.flag(args[0], self._send(args, within, ms is not None))
-
-    def release(self, permits: int = 1) -> int:
-        """Gives ``permits`` back (they go to the head of the queue at once);
-        the count after the release, before waiters took their share."""
-        args = _protocol.sem_release_args(self.name, permits)
-        return _protocol.integer(args[0], self._send(args))
-
-
-class PermitExpirableSemaphore(_Counts):
+class PermitExpirableSemaphore(CountsApi[Later[bool], Later[int], Later[Info | None]]):
     """Redisson's ``RPermitExpirableSemaphore``:
     ``locks.permit_semaphore(name)``; ``with sem.acquire() as
     permits:``. With ``lease`` s the server takes the permits back at its
@@ -119,14 +50,14 @@ class PermitExpirableSemaphore(_Counts):
     ) -> Permits | None:
         """Takes ``permits`` if free within ``wait`` s (None or 0: one
         attempt). None when not."""
-        ms, within = _wait_plan(wait)
+        ms, within = _protocol.wait_plan(wait)
         return self._acquire(permits, lease, ms, within, ms is not None, on_lost)
 
     def release(self, *ids: str) -> int:
         """Releases permits by id (taken by anyone): how many.
         :class:`ServerError` naming an id not held, and nothing released."""
         args = _protocol.permit_release_args(self.name, [i.lower() for i in ids])
-        return _protocol.integer(args[0], self._send(args))
+        return self._call(args, partial(_protocol.integer, args[0]), once=True)  # type: ignore[no-any-return]
 
     def _acquire(
         self,
@@ -141,7 +72,8 @@ class PermitExpirableSemaphore(_Counts):
         lease_s = float(engine.options.watchdog_lease if lease is None else lease)
         args = _protocol.permit_acquire_args(self.name, permits, _protocol.lease_ms(lease_s), wait)
         sent = monotonic()
-        ids = _protocol.permit_ids(self._send(args, within, blocks), permits)
+        reply = self._engine.counted.simple(self.name, args, within, once=True, blocks=blocks)
+        ids = _protocol.permit_ids(reply, permits)
         if ids is None:
             return None
         entries: list[Entry] = []
@@ -171,7 +103,7 @@ class PermitExpirableSemaphore(_Counts):
         asked = monotonic()
         try:
             now = counted.simple(self.name, ["TIME"])
-            scores = counted.simple(self.name, _score_args(self.name, ids))
+            scores = counted.simple(self.name, _protocol.score_args(self.name, ids))
         except Exception:
             return guess
         now_ms = int(now[0]) * 1000 + int(now[1]) // 1000
@@ -233,7 +165,7 @@ class Permits(PermitsView):
                 attempts += 1
                 if attempts > engine.options.retries:
                     raise
-                scores = engine.counted.simple(self.name, _score_args(self.name, pending))
+                scores = engine.counted.simple(self.name, _protocol.score_args(self.name, pending))
                 pending = [p for p, s in zip(pending, scores) if s is not None]
         if gone:
             raise PermitsNotHeld(self.name, gone)
