@@ -100,10 +100,6 @@ class Registry:
                 self._entries[entry.key] = entry
             return entry
 
-    def find(self, name: str, owner: str, kind: Kind) -> Entry | None:
-        with self._mutex:
-            return self._entries.get((name, kind.field(owner), kind.label))
-
     def entries(self) -> list[Entry]:
         with self._mutex:
             return list(self._entries.values())
@@ -253,6 +249,28 @@ def call_lost_callbacks(callbacks: list[LostCallback], why: LostReason, name: st
             callback(why)
         except Exception:
             log.exception("the lost-callback %r of %r raised", callback, name)
+
+
+class Progress:
+    """A hold-count command in flight, for the clean-up after its caller
+    was interrupted (``waiting.abandon``)."""
+
+    def __init__(self) -> None:
+        self.conn: Any = None
+        self.node: Any = None
+        self.cid: int | None = None
+        self.waiting = False
+        # An acquire went out: a grant may exist that no guard records.
+        self.sent = False
+        # When the last command was sent (a grant's lease runs from then).
+        self.sent_at = 0.0
+        # The guard of a recorded grant (made disarmed before the grant is
+        # recorded): the caller must not be left without it.
+        self.guard: Any = None
+
+    def start(self, node: Any, conn: Any, cid: int | None, waiting: bool) -> None:
+        self.node, self.conn, self.cid = node, conn, cid
+        self.sent, self.waiting, self.sent_at = True, waiting, monotonic()
 
 
 class HoldView:

@@ -314,13 +314,6 @@ def wants_command_name(get_connection: Any) -> bool:
     return known
 
 
-def is_wrong_role(e: BaseException) -> bool:
-    """Refused by a server that is no master (any more), or a key that moved:
-    nothing ran."""
-    msg = str(e)
-    return msg.startswith(("READONLY", "MOVED", "ASK ", "UNBLOCKED", "TRYAGAIN", "CLUSTERDOWN"))
-
-
 def retry_after(lease: float) -> float:
     """When a failed renewal is tried again: every tenth of the lease."""
     return max(lease / 10, 0.01)

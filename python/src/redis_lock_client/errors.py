@@ -150,6 +150,26 @@ class ProtocolViolation(LockError, rex.InvalidResponse):
     (is the module loaded?)."""
 
 
+TRANSPORT = (rex.ConnectionError, rex.TimeoutError, OSError)
+WRONG_ROLE = (
+    rex.ReadOnlyError,
+    rex.MovedError,
+    rex.AskError,
+    rex.TryAgainError,
+    rex.ClusterDownError,
+)
+
+
+def wrong_role(e: BaseException) -> bool:
+    """Refused by a server that is no master (any more), or for a key that
+    moved: nothing ran."""
+    return isinstance(e, WRONG_ROLE) or _said_wrong_role(e)
+
+
+def _said_wrong_role(e: BaseException) -> bool:
+    return str(e).startswith(("READONLY", "MOVED", "ASK ", "UNBLOCKED", "TRYAGAIN", "CLUSTERDOWN"))
+
+
 def server_error(e: BaseException) -> ServerError:
     """A refusal, saying so when the server does not know a ``LOCK.*``
     command: the module is not loaded there."""

@@ -16,11 +16,10 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import _protocol
-from .._holds import Entry, LostCallback, monotonic
+from .._holds import Entry, LostCallback, Progress, monotonic
 from .._protocol import LOCK, Kind, LostReason, Number
 from ..errors import LockError
 from . import _io
-from .counted import Progress
 from .engine import Engine
 from .waiting import abandon, wait_counted
 

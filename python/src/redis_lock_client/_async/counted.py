@@ -28,9 +28,10 @@ from typing import Any
 from redis import exceptions as rex
 
 from .. import _protocol
-from .._holds import monotonic
+from .._holds import Progress, monotonic
 from .._protocol import Options
 from ..errors import (
+    TRANSPORT,
     ConnectionLost,
     HoldCountMismatch,
     OutcomeUnknown,
@@ -38,45 +39,9 @@ from ..errors import (
     describe,
     refused,
     server_error,
+    wrong_role,
 )
 from . import _io
-
-TRANSPORT = (rex.ConnectionError, rex.TimeoutError, OSError)
-WRONG_ROLE = (
-    rex.ReadOnlyError,
-    rex.MovedError,
-    rex.AskError,
-    rex.TryAgainError,
-    rex.ClusterDownError,
-)
-
-
-def wrong_role(e: BaseException) -> bool:
-    """Refused by a server that is no master (any more), or for a key that
-    moved: nothing ran."""
-    return isinstance(e, WRONG_ROLE) or _protocol.is_wrong_role(e)
-
-
-class Progress:
-    """A hold-count command in flight, for the clean-up after its caller
-    was interrupted (``waiting.abandon``)."""
-
-    def __init__(self) -> None:
-        self.conn: Any = None
-        self.node: Any = None
-        self.cid: int | None = None
-        self.waiting = False
-        # An acquire went out: a grant may exist that no guard records.
-        self.sent = False
-        # When the last command was sent (a grant's lease runs from then).
-        self.sent_at = 0.0
-        # The guard of a recorded grant (made disarmed before the grant is
-        # recorded): the caller must not be left without it.
-        self.guard: Any = None
-
-    def start(self, node: Any, conn: Any, cid: int | None, waiting: bool) -> None:
-        self.node, self.conn, self.cid = node, conn, cid
-        self.sent, self.waiting, self.sent_at = True, waiting, monotonic()
 
 
 class Counted:

@@ -19,11 +19,10 @@ from typing import Any
 
 from redis import exceptions as rex
 
-from .._holds import Entry, monotonic
+from .._holds import Entry, Progress, monotonic
 from .._protocol import wait_ms
-from ..errors import HoldCountMismatch, refused
+from ..errors import TRANSPORT, HoldCountMismatch, refused, wrong_role
 from . import _io
-from .counted import TRANSPORT, Progress, wrong_role
 from .engine import Engine
 
 
