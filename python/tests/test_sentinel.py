@@ -69,7 +69,7 @@ def test_a_lock_survives_a_failover_and_the_watchdog_renews_on_the_new_master() 
         master.close()
 
 
-def test_a_lock_lost_in_a_failover_is_told_as_soon_as_the_new_master_is_named() -> None:
+def test_a_lock_lost_in_a_failover_is_told_once_the_new_master_is_known() -> None:
     from redis_lock_client import LostReason
 
     master = Server("--repl-diskless-sync", "yes", "--repl-diskless-sync-delay", "0")
@@ -93,11 +93,13 @@ def test_a_lock_lost_in_a_failover_is_told_as_soon_as_the_new_master_is_named() 
         replica.client().delete("s:lost")  # never replicated, as it were
         time.sleep(0.1)  # armed by tracking
         master.stop()
-        s = redis.Redis(port=port)
         named = None
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
-            addr = s.execute_command("SENTINEL", "GET-MASTER-ADDR-BY-NAME", "mymaster")
+            try:  # redis-py's view (SENTINEL MASTERS), which its connections use
+                addr = sentinels.discover_master("mymaster")
+            except redis.sentinel.MasterNotFoundError:
+                addr = None
             if addr and int(addr[1]) == replica.port:
                 named = time.monotonic()
                 break
@@ -105,9 +107,12 @@ def test_a_lock_lost_in_a_failover_is_told_as_soon_as_the_new_master_is_named() 
         assert named is not None, "no failover"
         assert g.lost.wait(5.0), "the loss was not told"
         told = time.monotonic() - named
-        print(f"lost in the failover, told {told * 1000:.1f} ms after the new master was named")
+        print(f"lost in the failover, told {told * 1000:.1f} ms after redis-py saw the new master")
         assert g.lost_reason == LostReason(LostReason.NOT_HELD)
-        # Far sooner than the next renewal (10 s); see test_lost.py on timing.
+        # Measured 1-10 ms (Sentinel's GET-MASTER-ADDR-BY-NAME names the
+        # promoted replica 50-100 ms before SENTINEL MASTERS, which redis-py
+        # reads, does). One round: bounded far below the next renewal (10 s)
+        # rather than at 50 ms; see test_lost.py on a loaded machine's tail.
         assert told <= 1.0
         assert not kept.is_lost()
         kept.unlock()

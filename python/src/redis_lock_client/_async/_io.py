@@ -16,6 +16,8 @@ from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any, TypeVar
 
 from redis import exceptions as rex
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
 
 from .. import _protocol
 from .._holds import monotonic
@@ -207,9 +209,12 @@ async def execute(conn: Any, args: list[Any], timeout: float | None) -> Any:
 
 def new_connection(redis: Any, **overrides: Any) -> Any:
     """A connection of its own to the client's server (the master, through
-    Sentinel), outside the pool, with ``overrides`` to its settings."""
+    Sentinel), outside the pool, with ``overrides`` to its settings. It
+    connects once per attempt (no redis-py retry with its backoff): the
+    caller's loop decides when to try again."""
     pool = redis.connection_pool
-    return pool.connection_class(**{**pool.connection_kwargs, **overrides})
+    kwargs = {**pool.connection_kwargs, "retry": Retry(NoBackoff(), 0), **overrides}
+    return pool.connection_class(**kwargs)
 
 
 async def close(conn: Any) -> None:

@@ -38,7 +38,7 @@ from . import _io
 # read. A loss is told at most this much (plus a round trip) after it.
 ARM_DELAY = 0.01
 # The longest pause between attempts to connect the pair again.
-MAX_BACKOFF = 0.04
+MAX_BACKOFF = 0.02
 # How long the listener stays with nothing to watch before it ends.
 IDLE = 10.0
 CHANNEL = "__redis__:invalidate"

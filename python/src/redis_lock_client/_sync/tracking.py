@@ -14,7 +14,7 @@ from .._protocol import Options
 from . import _io
 
 ARM_DELAY = 0.01
-MAX_BACKOFF = 0.04
+MAX_BACKOFF = 0.02
 IDLE = 10.0
 CHANNEL = "__redis__:invalidate"
 
