@@ -49,7 +49,8 @@ help:
 	@echo "make lint           cargo fmt --all -- --check, then cargo clippy --workspace --all-targets --release"
 	@echo "                     -- -D warnings -D clippy::undocumented_unsafe_blocks, then make lint-python"
 	@echo "                     and make lint-gates"
-	@echo "make lint-python    ruff check, ruff format --check, mypy --strict on python/ (part of make lint)"
+	@echo "make lint-python    python/src/.../_sync generated from _async is current (python/scripts/unasync.py),"
+	@echo "                     ruff check, ruff format --check, mypy --strict on python/ (part of make lint)"
 	@echo "make lint-gates     the gates that keep the layout (scripts/gates/), each first shown to fail on a"
 	@echo "                     violation planted in a copy of the tree: layering (the floors in"
 	@echo "                     scripts/gates/layers.toml, no import circle), no source file over 800 lines,"
@@ -120,8 +121,10 @@ lint: deps lint-python lint-gates
 test-python: build
 	$(PYVENV)/bin/python -m pytest -q python/tests
 
-# The Python client's lint: ruff, and mypy --strict on the package.
+# The Python client's lint: the threaded client generated from the asyncio
+# one is current, ruff, and mypy --strict on the package.
 lint-python: deps
+	$(PYVENV)/bin/python python/scripts/unasync.py --check
 	$(PYVENV)/bin/ruff check python
 	$(PYVENV)/bin/ruff format --check python
 	$(PYVENV)/bin/mypy --strict python/src
