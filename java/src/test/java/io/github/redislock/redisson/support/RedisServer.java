@@ -169,6 +169,21 @@ public final class RedisServer implements AutoCloseable {
         return process.isAlive();
     }
 
+    /** Sends {@code signal} (e.g. {@code STOP}, {@code CONT}) to the server process. */
+    public void signal(String signal) {
+        try {
+            Process k = new ProcessBuilder("kill", "-" + signal, String.valueOf(process.pid())).start();
+            if (!k.waitFor(10, TimeUnit.SECONDS) || k.exitValue() != 0) {
+                throw new IllegalStateException("kill -" + signal + " failed");
+            }
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new IllegalStateException(e);
+        }
+    }
+
     /** SIGKILL: a crash (the directory stays until {@link #close}). */
     public void kill() {
         process.destroyForcibly();
