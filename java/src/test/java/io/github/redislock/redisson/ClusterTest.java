@@ -114,7 +114,16 @@ class ClusterTest {
 
     @Test
     void waitersOnEitherSideAreWokenOnEveryNode() throws Exception {
-        for (String name : NAMES) {
+        wakeBothWays(List.of("alpha", "bravo", "charlie", "delta"));
+    }
+
+    @Test
+    void waitersOnEitherSideAreWokenOnHashTaggedNames() throws Exception {
+        wakeBothWays(List.of("{tag}:echo", "{x}:foxtrot"));
+    }
+
+    private static void wakeBothWays(List<String> names) throws Exception {
+        for (String name : names) {
             String key = name + ":wake";
             RLock ours = locks.getLock(key);
             ours.lock();

@@ -86,13 +86,12 @@ class LockTest extends ServerTest {
 
     @Test
     void theWatchdogKeepsALockPastThreeLeases() throws InterruptedException {
-        // The watchdog lease is 1.5 s here (ServerTest): hold for 5 s.
         RLock lock = locks.getLock("lock");
         lock.lock();
-        Thread.sleep(5000);
+        Thread.sleep(PAST_THREE_LEASES_MS);
         assertTrue(lock.isLocked());
         long ttl = lock.remainTimeToLive();
-        assertTrue(ttl > 0 && ttl <= 1500, "ttl " + ttl);
+        assertTrue(ttl > 0 && ttl <= WATCHDOG_MS, "ttl " + ttl);
         lock.unlock();
         assertFalse(lock.isLocked());
     }
@@ -275,16 +274,17 @@ class LockTest extends ServerTest {
     void aWaitLongerThanRedissonsPingCheckIsSliced() throws Exception {
         // Redisson closes a connection whose PING, queued behind an outstanding command,
         // has no answer within max(timeout, pingConnectionInterval / 2), checked every
-        // pingConnectionInterval. Here 1 s and 2 s: a single 6 s server-side wait loses its
-        // connection within 4 s; the sliced one gets the lock.
+        // pingConnectionInterval. Here 0.5 s and 1 s: a single 4 s server-side wait loses its
+        // connection within 2 s (checked by hand with one unsliced wait); the sliced one
+        // gets the lock.
         RedissonClient fussy = client(c -> {
-            c.useSingleServer().setPingConnectionInterval(2000).setTimeout(1000);
+            c.useSingleServer().setPingConnectionInterval(1000).setTimeout(500);
         });
         ModuleLocks mine = ModuleLocks.wrap(fussy);
         RLock lock = locks.getLock("lock");
         lock.lock();
-        Future<Boolean> waiter = pool(1).submit(() -> mine.getLock("lock").tryLock(12, 5, TimeUnit.SECONDS));
-        Thread.sleep(6000);
+        Future<Boolean> waiter = pool(1).submit(() -> mine.getLock("lock").tryLock(10, 5, TimeUnit.SECONDS));
+        Thread.sleep(4000);
         assertFalse(waiter.isDone());
         lock.unlock();
         assertTrue(waiter.get(5, TimeUnit.SECONDS));

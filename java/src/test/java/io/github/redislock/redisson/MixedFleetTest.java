@@ -109,7 +109,7 @@ class MixedFleetTest extends ServerTest {
         // (its renewal script on the same hash): no LOCK.RENEW is ever sent.
         RLock ours = locks.getLock("watched");
         ours.lock();
-        Thread.sleep(5000); // the watchdog lease is 1.5 s
+        Thread.sleep(PAST_THREE_LEASES_MS);
         assertTrue(ours.isLocked());
         assertNull(server.connect().info("commandstats", "cmdstat_lock.renew"));
         ours.unlock();

@@ -109,11 +109,11 @@ class ReadWriteLockTest extends ServerTest {
     void theWatchdogKeepsReadAndWriteHoldsPastThreeLeases() throws InterruptedException {
         RReadWriteLock rw = locks.getReadWriteLock("rw");
         rw.readLock().lock();
-        Thread.sleep(5000);
+        Thread.sleep(PAST_THREE_LEASES_MS);
         assertTrue(rw.readLock().isLocked());
         rw.readLock().unlock();
         rw.writeLock().lock();
-        Thread.sleep(5000);
+        Thread.sleep(PAST_THREE_LEASES_MS);
         assertTrue(rw.writeLock().isLocked());
         rw.writeLock().unlock();
         assertEquals(0L, server.call("EXISTS", "rw"));

@@ -72,7 +72,7 @@ public final class RedisCluster implements AutoCloseable {
     /** A Redisson client in cluster mode. */
     public RedissonClient client() {
         Config config = Clients.base();
-        config.setLockWatchdogTimeout(1500);
+        config.setLockWatchdogTimeout(1000);
         var cluster = config.useClusterServers().setScanInterval(1000)
                 .setMasterConnectionMinimumIdleSize(2).setSlaveConnectionMinimumIdleSize(1)
                 .setSubscriptionConnectionMinimumIdleSize(1);

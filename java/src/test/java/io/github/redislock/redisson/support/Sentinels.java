@@ -96,7 +96,7 @@ public final class Sentinels implements AutoCloseable {
     /** A Redisson client in Sentinel mode, {@code slavesSyncTimeout} as given. */
     public RedissonClient client(long slavesSyncTimeoutMs, int retryAttempts) {
         Config config = Clients.base();
-        config.setLockWatchdogTimeout(1500);
+        config.setLockWatchdogTimeout(1000);
         config.setSlavesSyncTimeout(slavesSyncTimeoutMs);
         config.useSentinelServers().setMasterName("mymaster").addSentinelAddress("redis://127.0.0.1:" + sentinelPort)
                 .setCheckSentinelsList(false).setRetryAttempts(retryAttempts)

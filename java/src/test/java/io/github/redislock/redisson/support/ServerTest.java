@@ -22,6 +22,12 @@ import org.redisson.config.Config;
  */
 public abstract class ServerTest {
 
+    /** Redisson's watchdog lease in these tests: it renews every third of it. */
+    protected static final long WATCHDOG_MS = 1000;
+
+    /** Longer than three watchdog leases: a lock still held then was renewed. */
+    protected static final long PAST_THREE_LEASES_MS = 3 * WATCHDOG_MS + 300;
+
     protected static RedisServer server;
     protected static RedissonClient redisson;
     protected static ModuleLocks locks;
@@ -32,7 +38,7 @@ public abstract class ServerTest {
     @BeforeAll
     static void startServer() {
         server = RedisServer.start();
-        redisson = Clients.single(server, c -> c.setLockWatchdogTimeout(1500));
+        redisson = Clients.single(server, c -> c.setLockWatchdogTimeout(WATCHDOG_MS));
         locks = ModuleLocks.wrap(redisson);
     }
 
@@ -68,7 +74,7 @@ public abstract class ServerTest {
 
     /** Another Redisson client of the server, shut down after the test. */
     protected RedissonClient client() {
-        return client(c -> c.setLockWatchdogTimeout(1500));
+        return client(c -> c.setLockWatchdogTimeout(WATCHDOG_MS));
     }
 
     protected RedissonClient client(Consumer<Config> tweak) {
