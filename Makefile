@@ -59,6 +59,8 @@ help:
 	@echo "                     (writes .cache/bench/benchmarks.md and .png; docs/benchmarks.md is a recorded run),"
 	@echo "                     then the client library's overhead over raw commands (.cache/bench/client-overhead.md)"
 	@echo "                     and the Python client's overhead and contention (.cache/bench/python-client.md)"
+	@echo "make bench-java     Redisson's RLock, RReadWriteLock, RSemaphore vs the Java library's (part of make bench;"
+	@echo "                     writes .cache/bench/java-bench.md)"
 	@echo "make bench-acquire  server-side cost: SET NX PX vs LOCK.ACQUIRE (and TOKEN, RACQUIRE, WACQUIRE) vs Redisson's EVALSHA"
 	@echo "make clean          remove target/ and .cache/servers/"
 
@@ -164,6 +166,14 @@ test-chaos: build servers
 bench: build
 	bash bench/run.sh $(BENCH_ARGS)
 	$(PYVENV)/bin/python python/bench/bench.py
+	$(MAKE) bench-java
+
+# The Java contention benchmark (one JVM, one server, one run): Redisson's own
+# RLock, RReadWriteLock and RSemaphore vs the Java library's, 8 and 32 threads,
+# one and four clients. Writes .cache/bench/java-bench.md.
+bench-java: build
+	BENCH_OUT=$(CURDIR)/.cache/bench/java-bench.md $(MVN) -q -pl redisson-4 test-compile exec:java \
+	  -Dexec.mainClass=io.github.redislock.redisson.bench.ContentionBench -Dexec.classpathScope=test
 
 # Server-side cost of an acquire, from INFO commandstats.
 bench-acquire: build
