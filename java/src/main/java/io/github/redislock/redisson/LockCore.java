@@ -112,14 +112,21 @@ final class LockCore {
                 return reply.granted;
             }
 
+            /** Whether the watchdog was started for this grant (then giving it back stops it). */
+            private volatile boolean adopted;
+
             @Override
             public void adopt(Reply reply) {
+                adopted = true;
                 host.granted(threadId, leaseMs);
             }
 
             @Override
             public void giveBack(Reply reply) {
-                unlockAsync(threadId).whenComplete((v, e) -> Waiting.logGiveBackFailure(name, e));
+                // Only the hold this call was granted: a re-entry given back leaves the
+                // caller's earlier holds, and their watchdog, as they were.
+                RFuture<?> undo = adopted ? unlockAsync(threadId) : releaseOnce(threadId);
+                undo.whenComplete((v, e) -> Waiting.logGiveBackFailure(name, e));
             }
 
             @Override
