@@ -232,6 +232,18 @@ class LockTest extends ServerTest {
     }
 
     @Test
+    void redissonsMultiLockTakesTheseLocks() throws Exception {
+        // RedissonMultiLock drives its members through RLock's async methods (and casts them to
+        // RedissonBaseLock): the library's locks are Redisson's subclasses, so it works.
+        RLock multi = redisson.getMultiLock(locks.getLock("m1"), locks.getLock("m2"), locks.getLock("m3"));
+        assertTrue(multi.tryLock(1, 5, TimeUnit.SECONDS));
+        assertEquals(1L, server.call("EXISTS", "m2"));
+        assertFalse(pool(1).submit(() -> locks.getLock("m3").tryLock()).get());
+        multi.unlock();
+        assertEquals(0L, server.call("EXISTS", "m1", "m2", "m3"));
+    }
+
+    @Test
     void manyClientsNeverHoldItAtOnce() throws Exception {
         int clients = 4;
         int threadsPerClient = 4;
