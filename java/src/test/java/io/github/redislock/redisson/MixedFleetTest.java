@@ -115,6 +115,27 @@ class MixedFleetTest extends ServerTest {
         ours.unlock();
     }
 
+    @Test
+    void aRedissonForceUnlockAndARedissonLeaseEndHandTheLockOn() throws Exception {
+        RLock theirs = plain.getLock("forced");
+        theirs.lock();
+        long woken = wake(() -> {
+            RLock ours = locks.getLock("forced");
+            boolean got = ours.tryLock(10, 10, TimeUnit.SECONDS);
+            ours.unlock();
+            return got;
+        }, () -> plain.getLock("forced").forceUnlock());
+        assertTrue(woken < PROMPT_MS, "handed on " + woken + " ms after Redisson's forceUnlock");
+
+        theirs.lock(400, TimeUnit.MILLISECONDS);
+        long start = System.nanoTime();
+        RLock ours = locks.getLock("forced");
+        assertTrue(ours.tryLock(5, 5, TimeUnit.SECONDS));
+        long waited = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start);
+        ours.unlock();
+        assertTrue(waited < 400 + PROMPT_MS, "handed on " + waited + " ms after a 400 ms Redisson lease began");
+    }
+
     // ---- RFencedLock
 
     @Test
@@ -200,6 +221,29 @@ class MixedFleetTest extends ServerTest {
     }
 
     @Test
+    void aRedissonReadLeaseEndHandsTheLockToALibraryWriter() throws Exception {
+        plain.getReadWriteLock("rwlease").readLock().lock(400, TimeUnit.MILLISECONDS);
+        long start = System.nanoTime();
+        RLock write = locks.getReadWriteLock("rwlease").writeLock();
+        assertTrue(write.tryLock(5, 5, TimeUnit.SECONDS));
+        long waited = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start);
+        write.unlock();
+        assertTrue(waited < 400 + PROMPT_MS, "handed on " + waited + " ms after a 400 ms Redisson read lease began");
+    }
+
+    @Test
+    void aRedissonForceUnlockOfAReadLockHandsItToALibraryWriter() throws Exception {
+        plain.getReadWriteLock("rwforce").readLock().lock();
+        long woken = wake(() -> {
+            RLock write = locks.getReadWriteLock("rwforce").writeLock();
+            boolean got = write.tryLock(10, 10, TimeUnit.SECONDS);
+            write.unlock();
+            return got;
+        }, () -> plain.getReadWriteLock("rwforce").readLock().forceUnlock());
+        assertTrue(woken < PROMPT_MS, "handed on " + woken + " ms after Redisson's forceUnlock");
+    }
+
+    @Test
     void aWriterDowngradesAcrossTheTwo() {
         // One owner (same client and thread), each side taking the other mode.
         RReadWriteLock theirs = redisson.getReadWriteLock("down");
@@ -245,6 +289,25 @@ class MixedFleetTest extends ServerTest {
         woken = wake(() -> ours.tryAcquire(1, java.time.Duration.ofSeconds(10)), () -> theirs.release());
         assertTrue(woken < PROMPT_MS, "the library's acquire got it " + woken + " ms after Redisson's release");
         assertEquals(0, ours.availablePermits());
+    }
+
+    @Test
+    void redissonsAddAndSetPermitsServeLibraryWaiters() throws Exception {
+        // Redisson's addPermits and trySetPermits write the count with SET, not INCRBY.
+        RSemaphore ours = locks.getSemaphore("added");
+        long woken = wake(() -> ours.tryAcquire(1, java.time.Duration.ofSeconds(10)),
+                () -> plain.getSemaphore("added").trySetPermits(1));
+        assertTrue(woken < PROMPT_MS, "served " + woken + " ms after Redisson's trySetPermits");
+        woken = wake(() -> ours.tryAcquire(1, java.time.Duration.ofSeconds(10)),
+                () -> plain.getSemaphore("added").addPermits(1));
+        assertTrue(woken < PROMPT_MS, "served " + woken + " ms after Redisson's addPermits");
+        RPermitExpirableSemaphore permits = locks.getPermitExpirableSemaphore("added:permits");
+        woken = wake(() -> permits.tryAcquire(10, 10, TimeUnit.SECONDS) != null,
+                () -> plain.getPermitExpirableSemaphore("added:permits").trySetPermits(1));
+        assertTrue(woken < PROMPT_MS, "served " + woken + " ms after Redisson's trySetPermits (permits)");
+        woken = wake(() -> permits.tryAcquire(10, 10, TimeUnit.SECONDS) != null,
+                () -> plain.getPermitExpirableSemaphore("added:permits").addPermits(1));
+        assertTrue(woken < PROMPT_MS, "served " + woken + " ms after Redisson's addPermits (permits)");
     }
 
     @ParameterizedTest
