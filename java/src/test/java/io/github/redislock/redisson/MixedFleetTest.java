@@ -369,7 +369,7 @@ class MixedFleetTest extends ServerTest {
             at[0] = System.nanoTime();
             return got;
         });
-        Thread.sleep(400); // subscribed (Redisson) or queued (module)
+        Thread.sleep(250); // subscribed (Redisson) or queued (module)
         assertFalse(f.isDone(), "the waiter waits");
         long start = System.nanoTime();
         release.run();
