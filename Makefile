@@ -34,35 +34,53 @@ MATRIX := \
 .PHONY: help deps build run test fmt lint servers test-matrix test-chaos bench bench-acquire clean
 .PHONY: test-python lint-python test-java lint-java bench-java
 
-# List the targets (the default: does nothing else).
+# List the targets and the variables (the default: does nothing else).
+# docs/operations.md ("Make targets") says the same; a test checks that every
+# target of this Makefile is in both.
 help:
+	@echo "Targets:"
+	@echo "make help           this list (the default)"
 	@echo "make deps           install what is missing: Rust >= Cargo.toml's rust-version (rustup),"
-	@echo "                     a C compiler, libclang-dev, redis-server, redis-tools, python3-pip (apt)"
+	@echo "                     a C compiler, libclang-dev, redis-server, redis-tools, python3-pip (apt),"
+	@echo "                     a JDK 17 and Maven (apt), and the Python client's virtualenv (.cache/py-venv)"
 	@echo "make build          build $(MODULE)"
 	@echo "make run            run redis-server on 127.0.0.1:$(PORT) with the module (foreground);"
-	@echo "                     another port: make run PORT=6380"
-	@echo "make test           cargo test --release --workspace: the module's and the client library's"
-	@echo "                     unit, integration and doc tests, and the client's examples"
+	@echo "                     a port in use is refused at once, with a free one suggested"
+	@echo "make test           make test-python and make test-java, then the module's and the Rust client's"
+	@echo "                     unit, integration and doc tests (cargo test --release --workspace)"
 	@echo "make test-python    the Python client's tests (python/tests, pytest; part of make test)"
+	@echo "make lint           cargo fmt --all -- --check, then cargo clippy --workspace --all-targets --release"
+	@echo "                     -- -D warnings -D clippy::undocumented_unsafe_blocks, then make lint-python, lint-java"
 	@echo "make lint-python    ruff check, ruff format --check, mypy --strict on python/ (part of make lint)"
 	@echo "make test-java      the Java library's tests (java/, JUnit) for Redisson 3.52.0 and 4.7.0 (part of make test)"
 	@echo "make lint-java      the Java library compiled with every javac lint as an error (part of make lint)"
-	@echo "make fmt            format the code: cargo fmt --all"
-	@echo "make lint           cargo fmt --all -- --check, then cargo clippy --workspace --all-targets --release"
-	@echo "                     -- -D warnings -D clippy::undocumented_unsafe_blocks (every unsafe block says why)"
+	@echo "make fmt            format the Rust code: cargo fmt --all"
 	@echo "make servers        fetch Redis 8.2.3 and Valkey 9.1.2 into .cache/servers/"
-	@echo "make test-matrix    integration tests (module and client library) on Redis 7.0.15, Redis 8.2.3 and Valkey 9.1.2"
-	@echo "make test-chaos     the chaos test (tests/chaos/: Sentinel failovers, a nemesis, a history checker)"
-	@echo "                     for CHAOS_SECS=60 s per mode on each matrix server, CHAOS_RUNS=1 times;"
-	@echo "                     replay one run with CHAOS_SEED=<seed it printed>"
+	@echo "make test-matrix    the integration tests (module, Rust, Python and Java clients) on every server of"
+	@echo "                     the matrix: Redis 7.0.15, Redis 8.2.3, Valkey 9.1.2"
+	@echo "make test-chaos     the chaos test (tests/chaos/: Sentinel failovers, a nemesis, a history"
+	@echo "                     checker) on every server of the matrix"
 	@echo "make bench          contention: this module vs Redisson's protocol, redis-py Lock, python-redis-lock"
-	@echo "                     (writes .cache/bench/benchmarks.md and .png; docs/benchmarks.md is a recorded run),"
-	@echo "                     then the client library's overhead over raw commands (.cache/bench/client-overhead.md)"
-	@echo "                     and the Python client's overhead and contention (.cache/bench/python-client.md)"
+	@echo "                     (writes .cache/bench/benchmarks.md and .png; docs/performance.md keeps a recorded run),"
+	@echo "                     then the client libraries' overhead over raw commands"
 	@echo "make bench-java     Redisson's RLock, RReadWriteLock, RSemaphore vs the Java library's (part of make bench;"
 	@echo "                     writes .cache/bench/java-bench.md)"
-	@echo "make bench-acquire  server-side cost: SET NX PX vs LOCK.ACQUIRE (and TOKEN, RACQUIRE, WACQUIRE) vs Redisson's EVALSHA"
+	@echo "make bench-acquire  server-side cost: SET NX PX vs LOCK.ACQUIRE (and TOKEN, RACQUIRE, WACQUIRE,"
+	@echo "                     the semaphores) vs Redisson's EVALSHA"
 	@echo "make clean          remove target/ and .cache/servers/"
+	@echo
+	@echo "Variables (make VAR=value target):"
+	@printf "%-20s %s\n" "PORT=$(PORT)" "make run's port"
+	@printf "%-20s %s\n" "REDIS_SERVER=..." "the server binary make run and the tests start (now: $(REDIS_SERVER))"
+	@printf "%-20s %s\n" "CHAOS_SECS=$(CHAOS_SECS)" "make test-chaos: seconds of nemesis per mode"
+	@printf "%-20s %s\n" "CHAOS_RUNS=$(CHAOS_RUNS)" "make test-chaos: runs per server"
+	@printf "%-20s %s\n" "CHAOS_SEED=..." "make test-chaos: replay one run's random choices (it prints its seed)"
+	@printf "%-20s %s\n" "CHAOS_ACTIONS=..." "make test-chaos: only these nemesis actions, e.g. KillMaster,PauseWrites"
+	@printf "%-20s %s\n" "BENCH_ARGS=..." "make bench: options for bench/lock_bench.py, e.g. \"--clients 8\""
+	@printf "%-20s %s\n" "SEM_BENCH_ARGS=..." "make bench: options for bench/sem_bench.py"
+	@printf "%-20s %s\n" "BENCH_REPEAT=..." "make bench-acquire: interleaved runs per command"
+	@printf "%-20s %s\n" "BENCH_KEYSPACE=..." "make bench-acquire: redis-benchmark's -r for the fresh-key scenario"
+	@printf "%-20s %s\n" "BENCH_N=..." "make bench-acquire: requests per run (redis-benchmark -n)"
 
 # Install what is missing (and only that): Rust, a C compiler, libclang-dev
 # for bindgen, Debian's redis-server 7.0.15 and redis-tools, python3 with pip.
@@ -76,12 +94,11 @@ build: deps
 	cargo build --release
 
 # Run a server (REDIS_SERVER) in the foreground with redis.conf.example and the
-# module, on 127.0.0.1:$(PORT). Refuses a port something already listens on.
-run: build
-	@if bash -c 'exec 3<>/dev/tcp/127.0.0.1/$(PORT)' 2>/dev/null; then \
-	  echo "make run: 127.0.0.1:$(PORT) is already in use; pick another port: make run PORT=6380" >&2; \
-	  exit 1; \
-	fi
+# module, on 127.0.0.1:$(PORT). A port something already listens on is refused
+# first, before deps and the build, with a free one suggested.
+run:
+	@bash scripts/port-free.sh $(PORT)
+	@$(MAKE) --no-print-directory build
 	@echo "make run: starting $(REDIS_SERVER) on 127.0.0.1:$(PORT) with the lock module (Ctrl-C stops it)."
 	@echo "make run: connect from another terminal with: redis-cli -p $(PORT)"
 	$(REDIS_SERVER) $(CURDIR)/redis.conf.example --port $(PORT) --loadmodule $(MODULE)
@@ -162,7 +179,8 @@ test-chaos: build servers
 # Contention benchmark (a Python venv with the peer libraries is made under
 # .cache/bench-venv): sections/s, waits, fairness for 1, 8 and 32 clients.
 # Writes .cache/bench/benchmarks.md and .png (untracked) and prints their
-# paths; the committed docs/benchmarks.* are a recorded run (see its header).
+# paths; docs/performance.md ("The recorded run") and docs/benchmarks.png
+# are a recorded run.
 bench: build
 	bash bench/run.sh $(BENCH_ARGS)
 	$(PYVENV)/bin/python python/bench/bench.py

@@ -239,7 +239,8 @@ def write_doc(path, cells, args, facts, notes):
         "",
         "Recorded on %s (machine below) by `bench/lock_bench.py`; `make bench` runs it through "
         "`bench/run.sh` and writes the report to `.cache/bench/benchmarks.md` (untracked). "
-        "`docs/benchmarks.md` is a copy of one such run, kept as the reference. Command line:" % date,
+        "`docs/performance.md` (\"The recorded run\") keeps a copy of one such run as the reference. "
+        "Command line:" % date,
         "",
         "```",
         command_line(),

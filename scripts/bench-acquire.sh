@@ -25,8 +25,8 @@
 # target/release/libredis_lock.so), BENCH_N requests per run (default 100000),
 # BENCH_REPEAT runs per command (default 3), BENCH_KEYSPACE the -r of the fresh
 # keys scenario (default 100000).
-# After each scenario's table it prints the ratios README's "Server-side cost
-# of one acquire" and "Cost of a fenced acquire" quote (acquire / EVALSHA,
+# After each scenario's table it prints the ratios docs/performance.md's
+# "Server-side cost of one acquire" and "Cost of a fenced acquire" quote (acquire / EVALSHA,
 # acquire / SET, TOKEN / acquire, TOKEN / RFencedLock's script).
 set -euo pipefail
 
@@ -189,7 +189,7 @@ for scenario in "${scenarios[@]}"; do
     esac
   done
   echo
-  # The ratios as README's "Performance" section names them.
+  # The ratios as docs/performance.md names them.
   awk -v a="$acquire_usec" -v s="$set_usec" -v e="$evalsha_usec" -v t="$token_usec" \
     -v f="$fenced_usec" -v note="$set_note" -v ra="$racquire_usec" -v rs="$rscript_usec" \
     -v wa="$wacquire_usec" -v ws="$wscript_usec" '

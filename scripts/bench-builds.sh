@@ -16,7 +16,7 @@
 # per-repetition ratios LOCK.ACQUIRE / EVALSHA and LOCK.ACQUIRE / SET NX PX.
 #
 # Variants of the module are built by applying a patch to a copy of the tree,
-# e.g. the experiments in scripts/experiments/ (see README "Performance").
+# e.g. the experiments in scripts/experiments/ (see docs/performance.md).
 # Environment: REDIS_SERVER (default redis-server), BENCH_N, BENCH_KEYSPACE.
 set -euo pipefail
 

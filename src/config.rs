@@ -20,8 +20,8 @@
 //! `CONFIG REWRITE` keeps working across restarts.
 //!
 //! The configs are the rows of [`CONFIGS`]: name, what a valid value is,
-//! kind, default and bounds; `README.md` ("Configuration") says what each
-//! one does, and a test checks that it lists every row.
+//! kind, default and bounds; `docs/operations.md` ("Configuration") says
+//! what each one does, and a test checks that it lists every row.
 
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, Ordering};
 use std::sync::{LazyLock, Mutex};
@@ -539,11 +539,11 @@ mod tests {
     }
 
     #[test]
-    fn the_readme_lists_every_config() {
-        let readme = include_str!("../README.md");
+    fn the_operations_page_lists_every_config() {
+        let page = include_str!("../docs/operations.md");
         for config in &CONFIGS {
             let row = format!("| `lock.{}` |", config.name);
-            assert!(readme.contains(&row), "README has no row {row}");
+            assert!(page.contains(&row), "docs/operations.md has no row {row}");
         }
     }
 

@@ -4,8 +4,9 @@
 //! A command, a parser or a decision returns a [`Refusal`]; the command
 //! trampoline (`ffi/command.rs`) sends it as the error reply, and nothing was
 //! changed (the module checks everything before it writes). Texts name the
-//! argument they are about. `README.md` ("Commands") lists them; a test
-//! checks that it lists every one ([`CATALOGUE`]).
+//! argument they are about. The error tables under `docs/` (each object's
+//! page, and `replication.md` for `SYNC` and demotion) list them; a test
+//! checks that they list every one ([`CATALOGUE`]).
 
 use std::borrow::Cow;
 
@@ -160,9 +161,11 @@ pub const RW_UPGRADE_REFUSED: Refusal = Refusal::fixed(
     "ERR the owner holds this read-write lock for reading: release its read holds before asking \
      to write (waiting would wait for itself)",
 );
+/// Also what `SYNC` on a read-write acquire gets: it says so, rather than
+/// leave the caller wondering what is wrong with its `SYNC` arguments.
 pub const SYNTAX_RW_ACQUIRE: Refusal = Refusal::fixed(
     "ERR syntax error: the options are WAIT timeout-ms and, for LOCK.WACQUIRE, TOKEN, each at \
-     most once",
+     most once (SYNC is not offered for read-write locks)",
 );
 
 // ---- semaphores and latches -------------------------------------------------
@@ -235,7 +238,7 @@ pub const WAIT_ABORTED_DEMOTED: Refusal =
 pub const INTERNAL: Refusal =
     Refusal::fixed("ERR internal error in the lock module (see the server log)");
 
-/// The fixed beginning of every error, for the README check.
+/// The fixed beginning of every error, for the docs check.
 #[cfg(test)]
 pub const CATALOGUE: &[&str] = &[
     "ERR wrong number of arguments for '",
@@ -285,11 +288,30 @@ pub const CATALOGUE: &[&str] = &[
 mod tests {
     use super::*;
 
+    /// The pages whose error tables list the module's errors, each
+    /// object's own and the operations' (`SYNC`, demotion).
+    const ERROR_PAGES: [(&str, &str); 7] = [
+        ("docs/lock.md", include_str!("../docs/lock.md")),
+        ("docs/fenced.md", include_str!("../docs/fenced.md")),
+        ("docs/rwlock.md", include_str!("../docs/rwlock.md")),
+        ("docs/semaphore.md", include_str!("../docs/semaphore.md")),
+        ("docs/permits.md", include_str!("../docs/permits.md")),
+        ("docs/latch.md", include_str!("../docs/latch.md")),
+        (
+            "docs/replication.md",
+            include_str!("../docs/replication.md"),
+        ),
+    ];
+
     #[test]
-    fn the_readme_lists_every_error() {
-        let readme = include_str!("../README.md");
+    fn the_docs_list_every_error() {
         for start in CATALOGUE {
-            assert!(readme.contains(start), "README does not list {start:?}");
+            assert!(
+                ERROR_PAGES
+                    .iter()
+                    .any(|(_, page)| page.contains(&format!("| `{start}"))),
+                "no error table under docs/ lists {start:?}"
+            );
         }
     }
 

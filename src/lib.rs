@@ -62,7 +62,7 @@ mod value_key;
 mod wait_queue;
 
 /// The module's version as `MODULE LIST` shows it, from Cargo's:
-/// `major * 10000 + minor * 100 + patch` (0.1.0 -> 100), the encoding Redis
+/// `major * 10000 + minor * 100 + patch` (0.2.0 -> 200), the encoding Redis
 /// modules use.
 pub const MODULE_VERSION: i32 = {
     const fn number(digits: &str) -> i32 {
@@ -185,6 +185,19 @@ mod module {
 mod tests {
     #[test]
     fn the_module_version_encodes_cargos() {
-        assert_eq!(super::MODULE_VERSION, 100, "0.1.0");
+        assert_eq!(super::MODULE_VERSION, 200, "0.2.0");
+    }
+
+    /// The Python package's version is the workspace's (Cargo.toml's
+    /// `[workspace.package]`, which the module and the Rust client inherit).
+    #[test]
+    fn the_python_package_has_the_workspace_version() {
+        let pyproject = include_str!("../python/pyproject.toml");
+        let line = format!("\nversion = \"{}\"\n", env!("CARGO_PKG_VERSION"));
+        assert!(
+            pyproject.contains(&line),
+            "python/pyproject.toml's version is not {}",
+            env!("CARGO_PKG_VERSION")
+        );
     }
 }

@@ -11,10 +11,11 @@
 //!   never re-run this logic),
 //! * the [`Event`] to announce (unlock message, keyspace notification).
 //!
-//! The rules follow Redisson's Lua scripts exactly (see `README.md`,
-//! "Redisson compatibility"), so a lock taken by a script and one taken by a
-//! command exclude each other and each side can re-enter and release what the
-//! other wrote. Keeping them free of Redis makes them testable in isolation.
+//! The rules follow Redisson's Lua scripts exactly (see `docs/lock.md`,
+//! "Redisson's scripts, command by command"), so a lock taken by a script
+//! and one taken by a command exclude each other and each side can re-enter
+//! and release what the other wrote. Keeping them free of Redis makes them
+//! testable in isolation.
 
 use crate::errors::{self, Refusal};
 /// What a command saw in the lock's hash before deciding.

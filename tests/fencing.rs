@@ -744,7 +744,7 @@ fn the_fence_refuses_a_fenced_locks_own_key() {
     );
 }
 
-/// The README's example: stock 90, 100 buyers, each selling one under the
+/// docs/fenced.md's example: stock 90, 100 buyers, each selling one under the
 /// lock with its token through the fence; 90 sold, never below zero.
 #[test]
 fn hundred_fenced_buyers_sell_ninety_cakes() {

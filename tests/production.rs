@@ -61,7 +61,7 @@ fn an_app_user_locks_its_own_keys_only_and_cannot_force() {
     expect_err(waited, "NOPERM", "", "WAIT on a key outside ~app:*");
 
     // TOKEN: the lock key's pattern governs; the module raises the counter,
-    // which the user cannot touch directly (README, "Fencing tokens").
+    // which the user cannot touch directly (docs/fenced.md, "Cluster and ACLs").
     let token = token_of(&mut app, "app:2", "o", 5000);
     let counter = "redisson_lock_token:{app:2}";
     assert_eq!(
@@ -161,6 +161,83 @@ fn lock_commands_carry_acl_categories_where_the_server_supports_them() {
     assert_eq!(force(&mut ops, "k"), 0, "+@lock allows LOCK.FORCE");
 }
 
+/// What docs/operations.md ("ACLs") says works on each server: category
+/// rules where the server gives module commands categories, command names
+/// on Redis 7.0, where `+@lock` is refused and `+@read +@write` (or
+/// `+@fast`) does not cover a single `LOCK.*` command.
+#[test]
+fn the_acl_rules_the_operations_page_gives_work_on_this_server() {
+    let server = Server::start();
+    let mut admin = server.connection();
+    let categories: Vec<String> = redis::cmd("ACL")
+        .arg("CAT")
+        .query(&mut admin)
+        .expect("ACL CAT");
+    let has_categories = categories.iter().any(|c| c == "lock");
+    let may_acquire = |user: &str, key: &str| {
+        let mut con = as_user(&server, user, "pw");
+        !noperm(&mut con, &["LOCK.ACQUIRE", key, "o", "5000"])
+    };
+    let by_category = redis::cmd("ACL")
+        .arg(&["SETUSER", "ops", "on", ">pw", "~*", "+@lock"])
+        .query::<()>(&mut admin);
+    assert_eq!(by_category.is_ok(), has_categories, "{by_category:?}");
+    if has_categories {
+        assert!(may_acquire("ops", "k1"), "+@lock");
+    }
+    acl_setuser(&mut admin, &["rw", "on", ">pw", "~*", "+@read", "+@write"]);
+    assert_eq!(may_acquire("rw", "k2"), has_categories, "+@read +@write");
+    acl_setuser(&mut admin, &["quick", "on", ">pw", "~*", "+@fast"]);
+    assert_eq!(may_acquire("quick", "k3"), has_categories, "+@fast");
+    // Everywhere: the commands by name, or +@all.
+    acl_setuser(
+        &mut admin,
+        &["named", "on", ">pw", "~*", "+lock.acquire", "+lock.release"],
+    );
+    assert!(may_acquire("named", "k4"), "+lock.acquire by name");
+    acl_setuser(&mut admin, &["everything", "on", ">pw", "~*", "+@all"]);
+    assert!(may_acquire("everything", "k5"), "+@all");
+
+    // The monitoring user: LOCK.INFO, and HGETALL only when granted too.
+    acquire(&mut admin, "held", "o", 30_000);
+    acl_setuser(&mut admin, &["dash", "on", ">pw", "%R~*", "+lock.info"]);
+    let mut dash = as_user(&server, "dash", "pw");
+    assert!(!noperm(&mut dash, &["LOCK.INFO", "held"]));
+    assert!(noperm(&mut dash, &["HGETALL", "held"]), "no +hgetall");
+    acl_setuser(&mut admin, &["dash", "+hgetall"]);
+    assert!(!noperm(&mut dash, &["HGETALL", "held"]));
+    assert!(noperm(&mut dash, &["LOCK.ACQUIRE", "held", "p", "5000"]));
+}
+
+/// `MODULE LIST`'s `ver` is the workspace's version, encoded as Redis
+/// modules do (`major * 10000 + minor * 100 + patch`).
+#[test]
+fn module_list_shows_the_workspace_version() {
+    let server = Server::start();
+    let mut con = server.connection();
+    let list: Value = redis::cmd("MODULE")
+        .arg("LIST")
+        .query(&mut con)
+        .expect("MODULE LIST");
+    let Value::Array(modules) = list else {
+        panic!("MODULE LIST: {list:?}")
+    };
+    let lock = modules
+        .iter()
+        .find(|m| find_field(m, "name").and_then(|v| as_string(&v)).as_deref() == Some("lock"))
+        .expect("the lock module is listed");
+    let parts: Vec<i64> = env!("CARGO_PKG_VERSION")
+        .split('.')
+        .map(|p| p.parse().expect("a numeric version"))
+        .collect();
+    let encoded = parts[0] * 10_000 + parts[1] * 100 + parts[2];
+    assert_eq!(
+        find_field(lock, "ver"),
+        Some(Value::Int(encoded)),
+        "{lock:?}"
+    );
+}
+
 #[test]
 fn command_docs_describe_every_command() {
     let server = Server::start();
@@ -209,11 +286,14 @@ fn command_docs_describe_every_command() {
             as_string(&field("complexity")).is_some_and(|s| s.starts_with("O(")),
             "{name} complexity"
         );
-        assert_eq!(
-            as_string(&field("since")).as_deref(),
-            Some("0.1.0"),
-            "every command exists since the first version"
-        );
+        // The first release brought the plain lock's commands; 0.2.0 the
+        // fence (src/commands/mod.rs has every command's).
+        let since = if name == "lock.fence" {
+            "0.2.0"
+        } else {
+            "0.1.0"
+        };
+        assert_eq!(as_string(&field("since")).as_deref(), Some(since), "{name}");
         let Value::Array(arguments) = field("arguments") else {
             panic!("{name} arguments")
         };
@@ -823,6 +903,27 @@ fn module_arguments_take_names_with_or_without_the_prefix_in_any_case() {
 /// A second load, of the same file or of a copy, is refused by Redis (the
 /// name `lock` is taken); the log says so, where Redis 7.0 and 8.x alone
 /// print only "initialization failed". The loaded module is unharmed.
+/// A load with the defaults logs no warning: a warning at every start (the
+/// `redis-module` crate's "Skip register defrag callbacks" on Redis 7.0 did)
+/// teaches operators to ignore the module's real ones.
+#[test]
+fn a_plain_load_logs_no_warning_from_the_module() {
+    let server = Server::start();
+    let mut con = server.connection();
+    acquire(&mut con, "k", "o", 30_000);
+    let log = server.log();
+    // Redis marks warnings with `#`; module lines carry `<lock>`.
+    let warnings: Vec<&str> = log
+        .lines()
+        .filter(|line| line.contains(" # <lock>"))
+        .collect();
+    assert!(warnings.is_empty(), "{warnings:#?}");
+    assert!(
+        log.contains("<lock>") || log.contains("Module 'lock' loaded"),
+        "{log}"
+    );
+}
+
 #[test]
 fn a_second_module_load_is_refused_and_the_log_says_why() {
     const WHY: &str = "lock module: not loaded: a module named 'lock' is already loaded";

@@ -160,8 +160,6 @@ fn bad_input_table() -> Vec<Case> {
         &[&b"LOCK.ACQUIRE"[..]][..],
         &[b"LOCK.ACQUIRE", b"lk"],
         &[b"LOCK.ACQUIRE", b"lk", b"o"],
-        &[b"LOCK.ACQUIRE", b"lk", b"o", b"100", b"WAIT"],
-        &[b"LOCK.ACQUIRE", b"lk", b"o", b"100", b"TOKEN", b"WAIT"],
         &[b"LOCK.RENEW"],
         &[b"LOCK.RENEW", b"lk"],
         &[b"LOCK.RENEW", b"lk", b"o"],
@@ -181,17 +179,13 @@ fn bad_input_table() -> Vec<Case> {
     ] {
         cases.push(case(args, "ERR", arity));
     }
-    // Options: each once; anything else is a syntax error.
+    // Options: each once, each with its values; anything else is a syntax
+    // error (a dangling WAIT or SYNC too: the count of arguments is fine).
     for args in [
-        &[
-            &b"LOCK.ACQUIRE"[..],
-            b"lk",
-            b"o",
-            b"100",
-            b"WAIT",
-            b"10",
-            b"x",
-        ][..],
+        &[&b"LOCK.ACQUIRE"[..], b"lk", b"o", b"100", b"WAIT"][..],
+        &[b"LOCK.ACQUIRE", b"lk", b"o", b"100", b"TOKEN", b"WAIT"],
+        &[b"LOCK.ACQUIRE", b"lk", b"o", b"100", b"SYNC", b"1"],
+        &[b"LOCK.ACQUIRE", b"lk", b"o", b"100", b"WAIT", b"10", b"x"],
         &[
             b"LOCK.ACQUIRE",
             b"lk",

@@ -27,6 +27,7 @@ use std::time::Duration;
 use tokio::runtime::Runtime;
 
 use crate::error::{LockError, Result};
+use crate::guard::Fenced;
 use crate::holds::Lost;
 use crate::options::Options;
 use crate::owner;
@@ -145,6 +146,27 @@ impl LockClient {
         Ok(self.guard(self.runtime.block_on(taking)?))
     }
 
+    /// Blocks on an async fenced form that waits without end, and wraps its
+    /// guard.
+    fn fenced(
+        &self,
+        taking: impl Future<Output = Result<Fenced<crate::LockGuard>>>,
+    ) -> Result<Fenced<LockGuard>> {
+        Ok(self.runtime.block_on(taking)?.map(|g| self.guard(g)))
+    }
+
+    /// Blocks on an async fenced `try_` form, and wraps the guard it may
+    /// return.
+    fn fenced_if(
+        &self,
+        trying: impl Future<Output = Result<Option<Fenced<crate::LockGuard>>>>,
+    ) -> Result<Option<Fenced<LockGuard>>> {
+        Ok(self
+            .runtime
+            .block_on(trying)?
+            .map(|f| f.map(|g| self.guard(g))))
+    }
+
     /// Blocks on an async `try_` form, and wraps the guard it may return.
     fn held_if(
         &self,
@@ -170,8 +192,8 @@ impl LockClient {
     }
 
     /// [`crate::LockClient::lock_fenced`]: the guard carries a fencing token.
-    pub fn lock_fenced(&self, name: &str) -> Result<LockGuard> {
-        self.held(self.as_thread().lock_fenced(name))
+    pub fn lock_fenced(&self, name: &str) -> Result<Fenced<LockGuard>> {
+        self.fenced(self.as_thread().lock_fenced(name))
     }
 
     /// [`crate::LockClient::read_lock`]: a read hold of a read-write lock;
@@ -189,8 +211,8 @@ impl LockClient {
 
     /// [`crate::LockClient::write_lock_fenced`]: a write hold whose guard
     /// carries a fencing token.
-    pub fn write_lock_fenced(&self, name: &str) -> Result<LockGuard> {
-        self.held(self.as_thread().write_lock_fenced(name))
+    pub fn write_lock_fenced(&self, name: &str) -> Result<Fenced<LockGuard>> {
+        self.fenced(self.as_thread().write_lock_fenced(name))
     }
 
     /// [`crate::LockClient::try_read_lock`]: waits at most `wait`; no
@@ -222,8 +244,8 @@ impl LockClient {
         name: &str,
         wait: Duration,
         lease: Option<Duration>,
-    ) -> Result<Option<LockGuard>> {
-        self.held_if(self.as_thread().try_write_lock_fenced(name, wait, lease))
+    ) -> Result<Option<Fenced<LockGuard>>> {
+        self.fenced_if(self.as_thread().try_write_lock_fenced(name, wait, lease))
     }
 
     /// [`crate::LockClient::try_lock_fenced`]: [`LockClient::try_lock`]
@@ -233,8 +255,8 @@ impl LockClient {
         name: &str,
         wait: Duration,
         lease: Option<Duration>,
-    ) -> Result<Option<LockGuard>> {
-        self.held_if(self.as_thread().try_lock_fenced(name, wait, lease))
+    ) -> Result<Option<Fenced<LockGuard>>> {
+        self.fenced_if(self.as_thread().try_lock_fenced(name, wait, lease))
     }
 
     /// Whether anyone holds the lock.
@@ -520,7 +542,8 @@ impl LockGuard {
         self.held.get().kind()
     }
 
-    /// The fencing token of a fenced grant.
+    /// The fencing token of a fenced grant (the fenced acquires return a
+    /// [`Fenced`] guard, whose own `token()` is a plain number).
     pub fn token(&self) -> Option<i64> {
         self.held.get().token()
     }
@@ -556,6 +579,13 @@ impl LockGuard {
     /// Releases this hold; [`LockError::NotHeld`] if it was lost before.
     pub fn unlock(self) -> Result<()> {
         self.held.give_back()
+    }
+}
+
+impl Fenced<LockGuard> {
+    /// [`LockGuard::unlock`].
+    pub fn unlock(self) -> Result<()> {
+        self.into_guard().unlock()
     }
 }
 

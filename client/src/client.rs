@@ -15,7 +15,7 @@ use crate::acquire::{Ask, Wait};
 use crate::conn::{timeout_error, Backend, Connections, SentinelBackend};
 use crate::counted::{Counted, Outcome};
 use crate::error::{LockError, Result};
-use crate::guard::LockGuard;
+use crate::guard::{Fenced, LockGuard};
 use crate::holds::{Entry, Lost, Registry};
 use crate::options::Options;
 use crate::owner;
@@ -299,14 +299,14 @@ impl LockClient {
     /// ```no_run
     /// # async fn demo(locks: redis_lock_client::LockClient) -> Result<(), redis_lock_client::LockError> {
     /// let guard = locks.lock_fenced("stock").await?;
-    /// let token = guard.token().expect("a fenced guard has a token");
+    /// let token = guard.token();
     /// // send `token` with every write; the resource refuses older ones
     /// # let _ = token;
     /// guard.unlock().await?;
     /// # Ok(()) }
     /// ```
-    pub async fn lock_fenced(&self, name: &str) -> Result<LockGuard> {
-        self.lock_with(LockKind::Lock, name, true).await
+    pub async fn lock_fenced(&self, name: &str) -> Result<Fenced<LockGuard>> {
+        Fenced::of(self.lock_with(LockKind::Lock, name, true).await?)
     }
 
     /// [`LockClient::try_lock`] with a fencing token, see [`LockClient::lock_fenced`].
@@ -315,9 +315,11 @@ impl LockClient {
         name: &str,
         wait: Duration,
         lease: Option<Duration>,
-    ) -> Result<Option<LockGuard>> {
+    ) -> Result<Option<Fenced<LockGuard>>> {
         self.try_lock_with(LockKind::Lock, name, wait, lease, true)
-            .await
+            .await?
+            .map(Fenced::of)
+            .transpose()
     }
 
     /// Takes a read hold of the read-write lock `name` (Redisson's
@@ -395,8 +397,8 @@ impl LockClient {
     /// ([`LockGuard::token`], `LOCK.WACQUIRE ... TOKEN`): one per grant,
     /// growing, from the same counter as [`LockClient::lock_fenced`]'s.
     /// Reads are not fenced.
-    pub async fn write_lock_fenced(&self, name: &str) -> Result<LockGuard> {
-        self.lock_with(LockKind::Write, name, true).await
+    pub async fn write_lock_fenced(&self, name: &str) -> Result<Fenced<LockGuard>> {
+        Fenced::of(self.lock_with(LockKind::Write, name, true).await?)
     }
 
     /// [`LockClient::try_write_lock`] with a fencing token, see
@@ -406,9 +408,11 @@ impl LockClient {
         name: &str,
         wait: Duration,
         lease: Option<Duration>,
-    ) -> Result<Option<LockGuard>> {
+    ) -> Result<Option<Fenced<LockGuard>>> {
         self.try_lock_with(LockKind::Write, name, wait, lease, true)
-            .await
+            .await?
+            .map(Fenced::of)
+            .transpose()
     }
 
     /// `lock` / `read_lock` / `write_lock` and their fenced forms: the

@@ -3,6 +3,7 @@
 //! knows of its hold is the client's (`holds.rs`): it asks, never sets.
 
 use std::future::Future;
+use std::ops::Deref;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -76,8 +77,10 @@ impl LockGuard {
         self.held.entry.kind
     }
 
-    /// The fencing token of this grant ([`LockClient::lock_fenced`],
-    /// [`LockClient::write_lock_fenced`]); None for a lock taken without one.
+    /// The fencing token of this grant; None for a lock taken without one.
+    /// The fenced acquires ([`LockClient::lock_fenced`],
+    /// [`LockClient::write_lock_fenced`]) return a [`Fenced`] guard, whose
+    /// own `token()` is a plain number.
     pub fn token(&self) -> Option<i64> {
         self.token
     }
@@ -160,6 +163,76 @@ impl Drop for LockGuard {
             self.held
                 .release_in_background(|client, entry| async move { client.release(&entry).await });
         }
+    }
+}
+
+/// A hold taken with a fencing token ([`LockClient::lock_fenced`],
+/// [`LockClient::write_lock_fenced`], their `try_` forms, and the blocking
+/// client's): the guard, whose methods it has through `Deref`, and the
+/// grant's token as a plain number, since a fenced grant always has one.
+///
+/// ```no_run
+/// # async fn demo(locks: redis_lock_client::LockClient) -> Result<(), redis_lock_client::LockError> {
+/// let guard = locks.lock_fenced("stock").await?;
+/// let token: i64 = guard.token(); // send it with every write
+/// # let _ = token;
+/// guard.unlock().await?;
+/// # Ok(()) }
+/// ```
+#[must_use = "dropping a guard releases the lock at once"]
+#[derive(Debug)]
+pub struct Fenced<G> {
+    guard: G,
+    token: i64,
+}
+
+impl<G> Fenced<G> {
+    /// The grant's fencing token: one per grant, growing; the protected
+    /// resource refuses writes with a token older than one it has seen.
+    pub fn token(&self) -> i64 {
+        self.token
+    }
+
+    /// The guard alone (its `token()` is then `Some` of this one).
+    pub fn into_guard(self) -> G {
+        self.guard
+    }
+
+    /// The same token on another guard of the same hold (the blocking
+    /// client wraps the async guard).
+    pub(crate) fn map<H>(self, wrap: impl FnOnce(G) -> H) -> Fenced<H> {
+        Fenced {
+            guard: wrap(self.guard),
+            token: self.token,
+        }
+    }
+}
+
+impl Fenced<LockGuard> {
+    /// A fenced acquire's guard. A grant whose token could not be read
+    /// back (its reply was lost and the counter was deleted meanwhile) is an
+    /// error, and the hold is given back as the guard drops.
+    pub(crate) fn of(guard: LockGuard) -> Result<Fenced<LockGuard>> {
+        match guard.token {
+            Some(token) => Ok(Fenced { guard, token }),
+            None => Err(LockError::Protocol(format!(
+                "the fenced grant of '{}' has no token (its counter is gone); released",
+                guard.name()
+            ))),
+        }
+    }
+
+    /// [`LockGuard::unlock`].
+    pub async fn unlock(self) -> Result<()> {
+        self.guard.unlock().await
+    }
+}
+
+impl<G> Deref for Fenced<G> {
+    type Target = G;
+
+    fn deref(&self) -> &G {
+        &self.guard
     }
 }
 

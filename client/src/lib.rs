@@ -144,8 +144,8 @@
 //!
 //! # Fencing tokens
 //!
-//! [`LockClient::lock_fenced`] returns a guard with a [`LockGuard::token`]:
-//! it grows with every grant; the protected resource refuses writes with a
+//! [`LockClient::lock_fenced`] returns a [`Fenced`] guard, whose
+//! [`Fenced::token`] grows with every grant; the protected resource refuses writes with a
 //! token older than one it saw (`LOCK.FENCE` in the same Redis).
 //!
 //! # Synced grants
@@ -174,8 +174,8 @@
 //!
 //! [`MultiLock`]: all of several locks or none, possibly on independent
 //! servers, with one wait budget. [`RedLock`]: one lock on a majority of
-//! independent masters. See the README ("Which lock?") for when to use
-//! which, and why Redisson deprecated RedLock.
+//! independent masters. See `client/README.md` ("Which lock?") for when to
+//! use which, and why Redisson deprecated RedLock.
 //!
 //! # Cluster
 //!
@@ -239,10 +239,21 @@ pub use redis;
 
 pub use client::LockClient;
 pub use error::{LockError, Result};
-pub use guard::LockGuard;
+pub use guard::{Fenced, LockGuard};
 pub use holds::Lost;
 pub use latch::CountDownLatch;
 pub use multi::{MultiGuard, MultiLock, RedLock, RedLockGuard};
 pub use options::Options;
 pub use protocol::{Awaited, LockKind};
 pub use semaphore::{PermitExpirableSemaphore, Permits, Semaphore};
+
+// The repository README's Rust start and this crate's README's complete
+// example compile as doctests (`cargo test --doc`), so that neither goes
+// stale; the README fragments that need a client around them are `ignore`.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+struct RepositoryReadme;
+
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct CrateReadme;

@@ -10,7 +10,7 @@
 //!   it relies on bounded clock drift and process pauses for its safety, and
 //!   it has no fencing: Redisson deprecated it (3.12.5) and points to a
 //!   plain lock on a replicated master (with `WAIT`), or a fenced lock when
-//!   correctness matters. See the README's "Which lock?" section.
+//!   correctness matters. See `client/README.md`'s "Which lock?" section.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};

@@ -17,10 +17,10 @@ async fn fenced_grants_carry_growing_tokens() {
     let b = locks.as_owner("b");
 
     let first = a.lock_fenced("stock").await.expect("lock");
-    let t1 = first.token().expect("a token");
+    let t1 = first.token();
     assert!(t1 > 0);
     let again = a.lock_fenced("stock").await.expect("re-enter");
-    let t2 = again.token().expect("a token");
+    let t2 = again.token();
     assert!(t2 > t1, "re-entry raises the token: {t1} then {t2}");
 
     // A waiter handed the lock gets its own, larger token.
@@ -32,7 +32,7 @@ async fn fenced_grants_carry_growing_tokens() {
     again.unlock().await.expect("unlock");
     first.unlock().await.expect("unlock");
     let handed = handed_to(waiting).await;
-    let t3 = handed.token().expect("a token");
+    let t3 = handed.token();
     assert!(t3 > t2, "hand-off: {t2} then {t3}");
 
     // A plain lock has no token.
@@ -57,7 +57,7 @@ async fn a_fenced_grant_whose_reply_was_lost_keeps_its_token() {
         .await
         .expect("lock despite the cut");
     let counter = counter(&mut server.connection(), "stock").expect("a counter");
-    assert_eq!(guard.token(), Some(counter));
+    assert_eq!(guard.token(), counter);
     assert_eq!(holders(&mut server.connection(), "stock"), owned_by("o"));
     guard.unlock().await.expect("unlock");
 }
@@ -75,14 +75,14 @@ async fn the_fence_refuses_a_holder_whose_lock_was_taken_over() {
         .await
         .expect("try")
         .expect("free");
-    let old = slow.token().expect("token");
+    let old = slow.token();
     slow.lost().await; // paused past its lease
     let fast = locks
         .as_owner("fast")
         .lock_fenced("stock")
         .await
         .expect("lock");
-    let new = fast.token().expect("token");
+    let new = fast.token();
     let seen = fence(&mut con, "{stock}:fence", new).expect("the new holder writes");
     assert_eq!(seen, new);
     let stale = fence(&mut con, "{stock}:fence", old);

@@ -15,7 +15,7 @@ use std::future::Future;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use redis_lock_client::{blocking, LockError, LockKind, Lost, Options};
+use redis_lock_client::{blocking, Fenced, LockError, LockKind, Lost, Options};
 use redis_lock_test_support::*;
 use support::{
     client_on, granted, granted_within, handed_to, refused, refused_then_waiting,
@@ -448,11 +448,11 @@ async fn fenced_writes_carry_growing_tokens() {
     let mut con = server.connection();
 
     let first = a.write_lock_fenced("stock").await.expect("write");
-    let t1 = first.token().expect("a token");
+    let t1 = first.token();
     assert!(t1 > 0);
     assert_eq!(counter(&mut con, "stock"), Some(t1));
     let again = a.write_lock_fenced("stock").await.expect("re-enter");
-    let t2 = again.token().expect("a token");
+    let t2 = again.token();
     assert!(t2 > t1, "re-entry raises the token: {t1} then {t2}");
     // A plain write re-entry has no token, and leaves the counter alone.
     let plain = a.write_lock("stock").await.expect("re-enter unfenced");
@@ -463,11 +463,11 @@ async fn fenced_writes_carry_growing_tokens() {
     })
     .await;
     queue_becomes(&server, "stock", &["b"]).await;
-    for guard in [plain, again, first] {
+    for guard in [plain, again.into_guard(), first.into_guard()] {
         guard.unlock().await.expect("unlock");
     }
     let handed = handed_to(waiting).await;
-    let t3 = handed.token().expect("a token");
+    let t3 = handed.token();
     assert!(t3 > t2, "the hand-off raises the token: {t2} then {t3}");
     handed.unlock().await.expect("unlock");
     let t4 = a
@@ -475,8 +475,7 @@ async fn fenced_writes_carry_growing_tokens() {
         .await
         .expect("try")
         .expect("free")
-        .token()
-        .expect("a token");
+        .token();
     assert!(t4 > t3);
 }
 
@@ -622,7 +621,7 @@ async fn synced_grants_are_refused_for_read_write_locks_before_anything_is_sent(
     for result in [
         locks.read_lock("doc").await,
         locks.write_lock("doc").await,
-        locks.write_lock_fenced("doc").await,
+        locks.write_lock_fenced("doc").await.map(Fenced::into_guard),
     ] {
         match result {
             Err(LockError::InvalidArgument(why)) => {
@@ -678,7 +677,7 @@ fn the_blocking_api_reads_writes_and_refuses_an_upgrade() {
 
     let writing = locks.write_lock_fenced("doc").expect("write");
     assert_eq!(writing.kind(), LockKind::Write);
-    let token = writing.token().expect("a token");
+    let token = writing.token();
     assert!(other
         .try_read_lock("doc", Duration::ZERO, None)
         .expect("try")
@@ -696,7 +695,7 @@ fn the_blocking_api_reads_writes_and_refuses_an_upgrade() {
         .try_write_lock_fenced("doc", Duration::from_secs(1), None)
         .expect("try")
         .expect("free");
-    assert!(next.token().expect("a token") > token);
+    assert!(next.token() > token);
     assert_eq!(next.wait_lost(Duration::from_millis(10)), None);
     let plain = other.write_lock("doc").expect("re-enter");
     assert_eq!(plain.hold_count(), 2);

@@ -123,14 +123,16 @@ impl<'a, A: Arg<'a>> Acquire<A> {
             if word.eq_ignore_ascii_case(b"TOKEN") && !token && allowed.token {
                 token = true;
             } else if word.eq_ignore_ascii_case(b"WAIT") && wait_ms.is_none() {
+                // A WAIT without its value is a malformed option, not a
+                // wrong count: the options error says what WAIT takes.
                 let [timeout, ref tail @ ..] = *rest else {
-                    return Err(args::arity_error(name));
+                    return Err(allowed.syntax);
                 };
                 wait_ms = Some(args::wait_timeout_ms(timeout.bytes())?);
                 rest = tail;
             } else if word.eq_ignore_ascii_case(b"SYNC") && sync.is_none() && allowed.sync {
                 let [replicas, timeout, ref tail @ ..] = *rest else {
-                    return Err(args::arity_error(name));
+                    return Err(allowed.syntax);
                 };
                 let (replicas, timeout_ms) = args::sync_spec(replicas.bytes(), timeout.bytes())?;
                 sync = Some(SyncSpec {
@@ -318,7 +320,7 @@ mod tests {
                     &["LOCK.ACQUIRE", "k", "o"][..],
                     "wrong number of arguments for 'lock.acquire'",
                 ),
-                (&["LOCK.ACQUIRE", "k", "o", "1", "WAIT"], "wrong number"),
+                (&["LOCK.ACQUIRE", "k", "o", "1", "WAIT"], "syntax error"),
                 (&["LOCK.ACQUIRE", "k", "", "1"], "owner"),
                 (&["LOCK.ACQUIRE", "k", "o", "0"], "lease-ms"),
                 (
@@ -339,7 +341,7 @@ mod tests {
                 ),
                 (
                     &["LOCK.ACQUIRE", "k", "o", "1", "TOKEN", "WAIT"],
-                    "wrong number",
+                    "syntax error",
                 ),
                 (
                     &["LOCK.ACQUIRE", "k", "o", "1", "WAIT", "x", "TOKEN"],
@@ -347,7 +349,7 @@ mod tests {
                 ),
                 (
                     &["LOCK.ACQUIRE", "k", "o", "1", "SYNC", "1"],
-                    "wrong number",
+                    "syntax error",
                 ),
                 (
                     &["LOCK.ACQUIRE", "k", "o", "1", "SYNC", "-1", "5"],

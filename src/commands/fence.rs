@@ -13,7 +13,7 @@
 //! is recorded. Equal is safe without the owner: every grant gets its own
 //! token, even from two masters in a split brain (`fencing.rs`), so an equal
 //! token is the same grant writing again. (Tokens from Redisson's own
-//! `INCR` script are not covered by that: see README "Fencing tokens".)
+//! `INCR` script are not covered by that: see `docs/fenced.md`.)
 //!
 //! Reply: integer, `token` (now the highest the fence has seen).
 //!

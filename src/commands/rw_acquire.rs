@@ -181,8 +181,13 @@ mod tests {
         assert!(refused(RwMode::Read, &["LOCK.RACQUIRE", "k", "o"]).contains("'lock.racquire'"));
         assert!(
             refused(RwMode::Write, &["LOCK.WACQUIRE", "k", "o", "1", "WAIT"])
-                .contains("'lock.wacquire'")
+                .starts_with("ERR syntax error")
         );
+        assert!(refused(
+            RwMode::Write,
+            &["LOCK.WACQUIRE", "k", "o", "1", "SYNC", "1", "1"]
+        )
+        .contains("SYNC is not offered for read-write locks"));
         assert!(refused(RwMode::Read, &["LOCK.RACQUIRE", "k", "", "1"]).contains("owner"));
         assert!(refused(RwMode::Read, &["LOCK.RACQUIRE", "k", "o", "0"]).contains("lease-ms"));
         assert!(refused(

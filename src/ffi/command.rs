@@ -25,9 +25,6 @@ use super::{api, raw, Ctx, RStr, OK};
 /// The module's own ACL category: `+@lock` allows every `LOCK.*` command.
 pub const ACL_CATEGORY: &CStr = c"lock";
 
-/// `COMMAND DOCS`' "since" for every command: they all exist since 0.1.0.
-pub const SINCE: &CStr = c"0.1.0";
-
 #[derive(Clone, Copy)]
 pub enum ArgKind {
     Key,
@@ -175,18 +172,33 @@ pub trait Command {
     fn run(ctx: Ctx, argv: &[RStr]) -> CommandResult;
 }
 
-/// A command ready to register: its spec and its entry point.
+/// A command ready to register: its spec, its entry point, and the release
+/// that brought it (`COMMAND DOCS`' "since").
 pub struct Registration {
     spec: &'static CommandSpec,
     entry: raw::RedisModuleCmdFunc,
+    since: &'static CStr,
 }
 
 impl Registration {
-    pub const fn of<C: Command>() -> Registration {
+    pub const fn of<C: Command>(since: &'static CStr) -> Registration {
         Registration {
             spec: &C::SPEC,
             entry: Some(entry::<C>),
+            since,
         }
+    }
+
+    /// The command's name, as registered.
+    #[cfg(test)]
+    pub fn name(&self) -> &'static str {
+        self.spec.name()
+    }
+
+    /// The release that brought the command.
+    #[cfg(test)]
+    pub fn since(&self) -> &'static str {
+        self.since.to_str().unwrap_or("")
     }
 }
 
@@ -237,7 +249,7 @@ extern "C" fn entry<C: Command>(
 /// categories.
 pub fn register(ctx: Ctx, commands: &[Registration]) -> Result<(), String> {
     let own_category = add_acl_category(ctx);
-    for Registration { spec, entry } in commands {
+    for Registration { spec, entry, since } in commands {
         let name = spec.name();
         // SAFETY: a load-time context; Redis copies the name and flags.
         let status = unsafe {
@@ -260,7 +272,7 @@ pub fn register(ctx: Ctx, commands: &[Registration]) -> Result<(), String> {
         if command.is_null() {
             return Err(format!("could not find command {name} just created"));
         }
-        describe(command, spec).map_err(|e| format!("{name}: {e}"))?;
+        describe(command, spec, since).map_err(|e| format!("{name}: {e}"))?;
         set_acl_categories(command, spec.access.acl_categories(), own_category);
     }
     Ok(())
@@ -297,7 +309,11 @@ fn key_spec(flags: KeyFlags) -> raw::RedisModuleCommandKeySpec {
 
 /// Sets the docs and the key spec of a registered command. Redis copies
 /// everything it is given.
-fn describe(command: *mut raw::RedisModuleCommand, spec: &CommandSpec) -> Result<(), String> {
+fn describe(
+    command: *mut raw::RedisModuleCommand,
+    spec: &CommandSpec,
+    since: &CStr,
+) -> Result<(), String> {
     let mut args: Vec<raw::RedisModuleCommandArg> = spec
         .args
         .iter()
@@ -344,7 +360,7 @@ fn describe(command: *mut raw::RedisModuleCommand, spec: &CommandSpec) -> Result
         version: &version,
         summary: spec.summary.as_ptr(),
         complexity: spec.complexity.as_ptr(),
-        since: SINCE.as_ptr(),
+        since: since.as_ptr(),
         history: ptr::null_mut(),
         tips: ptr::null(),
         arity: spec.arity,

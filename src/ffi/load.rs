@@ -59,15 +59,31 @@ pub unsafe fn on_load(
     if redis_module::commands::register_commands(&context) == Status::Err {
         return ERR;
     }
-    if let Err(e) = redis_module::defrag::register_defrag_functions(&context) {
-        context.log_warning(&e.to_string());
-        return ERR;
+    // Only when there is something to register: the crate logs "Skip
+    // register defrag callbacks" at warning level on every load on a server
+    // without the callback API (Redis 7.0), even with nothing to register.
+    if has_defrag_functions() {
+        if let Err(e) = redis_module::defrag::register_defrag_functions(&context) {
+            context.log_warning(&e.to_string());
+            return ERR;
+        }
     }
     if let Err(e) = redis_module::server_events::register_server_events(&context) {
         context.log_warning(&e.to_string());
         return ERR;
     }
     init(&context, &args) as c_int
+}
+
+/// Whether anything was declared with the crate's defrag attribute macros
+/// (nothing, in this module).
+fn has_defrag_functions() -> bool {
+    use redis_module::defrag::{
+        DEFRAG_END_FUNCTIONS_LIST, DEFRAG_FUNCTIONS_LIST, DEFRAG_START_FUNCTIONS_LIST,
+    };
+    !(DEFRAG_FUNCTIONS_LIST.is_empty()
+        && DEFRAG_START_FUNCTIONS_LIST.is_empty()
+        && DEFRAG_END_FUNCTIONS_LIST.is_empty())
 }
 
 /// `RedisModule_Init` refused: say why when we can tell.

@@ -66,8 +66,8 @@ pub fn replication_info(port: u16) -> Option<String> {
 }
 
 /// Every data node gets its own `lock.node-id`: the configuration under
-/// which README promises that no two nodes acting as master at once issue
-/// the same token. (Derived from replication IDs, numbers can collide,
+/// which docs/fenced.md promises that no two nodes acting as master at once
+/// issue the same token. (Derived from replication IDs, numbers can collide,
 /// 1 in 15, for a master restarted with a new ID next to the replica
 /// promoted meanwhile: a chaos run on Valkey 9.1.2 found two such tokens.)
 fn data_node_options(node: usize) -> Options {

@@ -2,7 +2,7 @@
 //! and every reply it reads, decoded in one place.
 //!
 //! The module's side of the contract is `src/commands/` (the reply shapes
-//! are in the README's command table). Two of its argument rules are
+//! are in the command tables of `docs/`). Two of its argument rules are
 //! checked here too, with the module's wording, so a caller learns of them
 //! before anything is sent: the longest lease ([`MAX_LEASE_MS`], the
 //! module's `args::MAX_LEASE_MS`) and which lock names can have a fencing
