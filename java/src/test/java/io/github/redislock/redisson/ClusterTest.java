@@ -19,6 +19,7 @@ import io.github.redislock.redisson.support.RedisCluster;
 import io.github.redislock.redisson.support.RedisServer;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.redisson.api.RCountDownLatch;
 import org.redisson.api.RFencedLock;
@@ -33,6 +34,7 @@ import org.redisson.api.RedissonClient;
  * without hash tags), Redisson's sharded pub/sub waking its waiters on a module release, and
  * {@code wrap} refusing a cluster where one node has no module.
  */
+@Tag("topology")
 class ClusterTest {
 
     private static RedisCluster cluster;

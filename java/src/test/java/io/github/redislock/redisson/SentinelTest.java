@@ -12,6 +12,7 @@ import io.github.redislock.redisson.support.Resp;
 import io.github.redislock.redisson.support.Sentinels;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.redisson.api.RLock;
 import org.redisson.api.RReadWriteLock;
@@ -26,6 +27,7 @@ import org.redisson.command.NoSyncedSlavesException;
  * the module's {@code SYNC}: a grant is answered once the replica has it, and undone (Redisson's
  * {@code NoSyncedSlavesException}) when it cannot have it.
  */
+@Tag("topology")
 class SentinelTest {
 
     private static Sentinels sentinels;
