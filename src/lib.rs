@@ -206,4 +206,24 @@ mod tests {
             env!("CARGO_PKG_VERSION")
         );
     }
+
+    /// So is the Java library's: its parent POM and both Redisson lines'
+    /// modules (`java/`), which name it as their parent's version.
+    #[test]
+    fn the_java_library_has_the_workspace_version() {
+        let version = format!("<version>{}</version>", env!("CARGO_PKG_VERSION"));
+        for (path, pom) in [
+            ("java/pom.xml", include_str!("../java/pom.xml")),
+            (
+                "java/redisson-3/pom.xml",
+                include_str!("../java/redisson-3/pom.xml"),
+            ),
+            (
+                "java/redisson-4/pom.xml",
+                include_str!("../java/redisson-4/pom.xml"),
+            ),
+        ] {
+            assert!(pom.contains(&version), "{path}'s version is not {version}");
+        }
+    }
 }
