@@ -9,7 +9,9 @@
 # ... TOKEN (a fencing token: the counter key written too), plus
 # the share of LOCK.ACQUIRE spent in RedisModule_Replicate (RM_Replicate;
 # VM_Replicate in Valkey), which propagates the
-# HSET + PEXPIREAT effects to replicas and the AOF.
+# HSET + PEXPIREAT effects to replicas and the AOF; then what loading the
+# module costs INCR, SET and HSET on other keys (without the module, with it
+# and nothing waited, with it after one waiter of each kind).
 #
 # Environment: REDIS_SERVER (default redis-server), LOCK_MODULE_PATH, N (20000).
 set -euo pipefail
@@ -25,14 +27,30 @@ trap 'rm -rf "$tmp"' EXIT
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 # profile <label> <command...>: prints "<instructions per call> <RM_Replicate instructions per call>"
+# With load=none the server runs without the module; with setup=waits, one
+# client of each kind waits for a lock object (and times out) first.
 profile() {
   local label=$1; shift
   local port; port=$(free_port)
+  local load=(--loadmodule "$module")
+  [[ ${load_module:-yes} == no ]] && load=()
   valgrind --tool=callgrind --toggle-collect=call --callgrind-out-file="$tmp/$label.out" \
     "$server" --bind 127.0.0.1 --port "$port" --save '' --appendonly no --dir "$tmp" \
-    --loadmodule "$module" >"$tmp/$label.log" 2>&1 &
+    "${load[@]}" >"$tmp/$label.log" 2>&1 &
   local pid=$!
   for _ in $(seq 150); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.2; done
+  if [[ ${setup:-} == waits ]]; then # counted too, but 8 calls among $n
+    local cli=(redis-cli -p "$port")
+    "${cli[@]}" LOCK.ACQUIRE tax:lock holder 60000 >/dev/null
+    "${cli[@]}" LOCK.ACQUIRE tax:lock waiter 60000 WAIT 10 >/dev/null
+    "${cli[@]}" LOCK.WACQUIRE tax:rw writer 60000 >/dev/null
+    "${cli[@]}" LOCK.RACQUIRE tax:rw reader 60000 WAIT 10 >/dev/null
+    "${cli[@]}" LOCK.SEMSET tax:sem 0 >/dev/null
+    "${cli[@]}" LOCK.SEMACQUIRE tax:sem 1 WAIT 10 >/dev/null
+    "${cli[@]}" LOCK.LATCHSET tax:latch 1 >/dev/null
+    "${cli[@]}" LOCK.AWAIT tax:latch 10 >/dev/null
+    sleep 0.5
+  fi
   if [[ $1 == EVALSHA ]]; then # the script is loaded outside call()'s count
     local sha; sha=$(redis-cli -p "$port" SCRIPT LOAD "$script")
     set -- EVALSHA "$sha" "${@:2}"
@@ -70,3 +88,19 @@ echo "LOCK.ACQUIRE / EVALSHA = $(awk -v a="$acq_total" -v b="$eval_total" 'BEGIN
 echo "TOKEN / LOCK.ACQUIRE = $(awk -v a="$tok_total" -v b="$acq_total" 'BEGIN {printf "%.3f", a/b}') on fresh keys, $(awk -v a="$tok_hot" -v b="$acq_hot" 'BEGIN {printf "%.3f", a/b}') re-entering one key ($tok_hot vs $acq_hot instructions)"
 echo
 echo "RM_Replicate (2 calls: HSET, PEXPIREAT): $acq_repl instructions per LOCK.ACQUIRE ($(awk -v a="$acq_repl" -v b="$acq_total" 'BEGIN {printf "%.0f%%", 100*a/b}'))"
+
+# What loading the module costs commands on other keys (README, Performance:
+# "No tax on the rest of the server"): without the module, with it and
+# nothing waited, with it after one waiter of each kind (a server that
+# cannot unsubscribe from keyspace events keeps hearing them).
+echo
+echo "| command on other keys | without the module | module, nothing waited | module, after waits |"
+echo "|---|---|---|---|"
+for cmd in "INCR counter:__rand_int__" "SET key:__rand_int__ value" "SET key:__rand_int__ value EX 600" \
+  "HSET hash:__rand_int__ field value"; do
+  read -r -a words <<<"$cmd"
+  read -r bare _ < <(load_module=no profile bare "${words[@]}")
+  read -r idle _ < <(profile idle "${words[@]}")
+  read -r waited _ < <(setup=waits profile waited "${words[@]}")
+  echo "| \`$cmd\` | $bare | $idle ($(awk -v a="$idle" -v b="$bare" 'BEGIN {printf "%.3fx", a/b}')) | $waited ($(awk -v a="$waited" -v b="$bare" 'BEGIN {printf "%.3fx", a/b}')) |"
+done
