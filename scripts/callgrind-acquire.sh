@@ -6,7 +6,8 @@
 # sends N commands on fresh keys (every call takes a free lock / sets a new
 # key), and prints instructions per call for SET NX PX, LOCK.ACQUIRE and
 # Redisson's acquire script (EVALSHA of tryLockInnerAsync), LOCK.ACQUIRE
-# ... TOKEN (a fencing token: the counter key written too), plus
+# ... TOKEN (a fencing token: the counter key written too) and Redisson
+# RFencedLock's script (fresh keys and one key re-entered), plus
 # the share of LOCK.ACQUIRE spent in RedisModule_Replicate (RM_Replicate;
 # VM_Replicate in Valkey), which propagates the
 # HSET + PEXPIREAT effects to replicas and the AOF; then what loading the
@@ -52,7 +53,7 @@ profile() {
     sleep 0.5
   fi
   if [[ $1 == EVALSHA ]]; then # the script is loaded outside call()'s count
-    local sha; sha=$(redis-cli -p "$port" SCRIPT LOAD "$script")
+    local sha; sha=$(redis-cli -p "$port" SCRIPT LOAD "${eval_script:-$script}")
     set -- EVALSHA "$sha" "${@:2}"
   fi
   redis-benchmark -h 127.0.0.1 -p "$port" -P 16 -c 1 -n "$n" -r 100000000 -q "$@" >/dev/null
@@ -75,6 +76,12 @@ read -r eval_total _ < <(profile evalsha EVALSHA 1 'lock:__rand_int__' 30000 own
 read -r tok_total _ < <(profile token LOCK.ACQUIRE 'lock:__rand_int__' owner:1 30000 TOKEN)
 read -r tok_hot _ < <(profile token_hot LOCK.ACQUIRE 'lock:hot' owner:1 30000 TOKEN)
 read -r acq_hot _ < <(profile acquire_hot LOCK.ACQUIRE 'lock:hot' owner:1 30000)
+# Redisson RFencedLock's acquire with token (KEYS[2] its counter).
+fenced=$(<redisson/fenced-acquire.lua)
+read -r fenced_total _ < <(eval_script=$fenced profile fenced EVALSHA 2 'lock:__rand_int__' \
+  'redisson_lock_token:{lock:__rand_int__}' 30000 owner:1)
+read -r fenced_hot _ < <(eval_script=$fenced profile fenced_hot EVALSHA 2 'lock:hot' \
+  'redisson_lock_token:{lock:hot}' 30000 owner:1)
 echo
 echo "| command | instructions per call | vs SET NX PX |"
 echo "|---|---|---|"
@@ -83,8 +90,10 @@ echo "| LOCK.ACQUIRE | $acq_total | $(awk -v a="$acq_total" -v b="$set_total" 'B
 echo "| LOCK.ACQUIRE without its RM_Replicate calls | $((acq_total - acq_repl)) | $(awk -v a="$((acq_total - acq_repl))" -v b="$set_total" 'BEGIN {printf "%.2fx", a/b}') |"
 echo "| EVALSHA (Redisson's script) | $eval_total | $(awk -v a="$eval_total" -v b="$set_total" 'BEGIN {printf "%.2fx", a/b}') |"
 echo "| LOCK.ACQUIRE ... TOKEN | $tok_total | $(awk -v a="$tok_total" -v b="$set_total" 'BEGIN {printf "%.2fx", a/b}') |"
+echo "| EVALSHA (RFencedLock's script) | $fenced_total | $(awk -v a="$fenced_total" -v b="$set_total" 'BEGIN {printf "%.2fx", a/b}') |"
 echo
 echo "LOCK.ACQUIRE / EVALSHA = $(awk -v a="$acq_total" -v b="$eval_total" 'BEGIN {printf "%.3f", a/b}') (instructions)"
+echo "TOKEN / RFencedLock's script = $(awk -v a="$tok_total" -v b="$fenced_total" 'BEGIN {printf "%.3f", a/b}') on fresh keys, $(awk -v a="$tok_hot" -v b="$fenced_hot" 'BEGIN {printf "%.3f", a/b}') re-entering one key (instructions)"
 echo "TOKEN / LOCK.ACQUIRE = $(awk -v a="$tok_total" -v b="$acq_total" 'BEGIN {printf "%.3f", a/b}') on fresh keys, $(awk -v a="$tok_hot" -v b="$acq_hot" 'BEGIN {printf "%.3f", a/b}') re-entering one key ($tok_hot vs $acq_hot instructions)"
 echo
 echo "RM_Replicate (2 calls: HSET, PEXPIREAT): $acq_repl instructions per LOCK.ACQUIRE ($(awk -v a="$acq_repl" -v b="$acq_total" 'BEGIN {printf "%.0f%%", 100*a/b}'))"
