@@ -4,7 +4,7 @@
 # loaded and no lock ever waited for, and one with it loaded after a client
 # of each kind waited once (a lock, a reader, a semaphore, a latch), which
 # is where a server that cannot unsubscribe from keyspace events keeps
-# paying (README, Known limits: Redis 7.x and Valkey).
+# paying (docs/operations.md, Known limits: Redis 7.x and Valkey).
 #
 # Each round, for each command, each server in turn (the order rotates
 # every round): FLUSHALL, CONFIG RESETSTAT, redis-benchmark -P 16 -c 50

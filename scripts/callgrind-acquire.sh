@@ -98,7 +98,7 @@ echo "TOKEN / LOCK.ACQUIRE = $(awk -v a="$tok_total" -v b="$acq_total" 'BEGIN {p
 echo
 echo "RM_Replicate (2 calls: HSET, PEXPIREAT): $acq_repl instructions per LOCK.ACQUIRE ($(awk -v a="$acq_repl" -v b="$acq_total" 'BEGIN {printf "%.0f%%", 100*a/b}'))"
 
-# What loading the module costs commands on other keys (README, Performance:
+# What loading the module costs commands on other keys (docs/performance.md:
 # "No tax on the rest of the server"): without the module, with it and
 # nothing waited, with it after one waiter of each kind (a server that
 # cannot unsubscribe from keyspace events keeps hearing them).

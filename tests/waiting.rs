@@ -686,7 +686,8 @@ fn keyspace_events_are_heard_only_while_something_needs_them() {
         });
     } else {
         // Nothing can be let go: the classes stay heard until a restart
-        // (README, Known limits), and a new waiter subscribes nothing twice.
+        // (docs/operations.md, Known limits), and a new waiter subscribes
+        // nothing twice.
         assert_eq!(heard(), "g$hzxe");
         let mut again = queue(&server, "L", "w2", 30_000, 100);
         assert!(matches!(again.read(), Resp::Int(_)), "times out");
