@@ -72,7 +72,8 @@ help:
 	@echo "make bench-java     Redisson's RLock, RReadWriteLock, RSemaphore vs the Java library's (part of make bench;"
 	@echo "                     writes .cache/bench/java-bench.md)"
 	@echo "make bench-acquire  server-side cost: SET NX PX vs LOCK.ACQUIRE (and TOKEN, RACQUIRE, WACQUIRE,"
-	@echo "                     the semaphores) vs Redisson's EVALSHA"
+	@echo "                     the semaphores) vs Redisson's EVALSHA; then INCR, SET, HSET... on servers"
+	@echo "                     with and without the module, side by side (what loading it costs the rest)"
 	@echo "make clean          remove target/ and .cache/servers/"
 	@echo
 	@echo "Variables (make VAR=value target):"
@@ -87,6 +88,7 @@ help:
 	@printf "%-20s %s\n" "BENCH_REPEAT=..." "make bench-acquire: interleaved runs per command"
 	@printf "%-20s %s\n" "BENCH_KEYSPACE=..." "make bench-acquire: redis-benchmark's -r for the fresh-key scenario"
 	@printf "%-20s %s\n" "BENCH_N=..." "make bench-acquire: requests per run (redis-benchmark -n)"
+	@printf "%-20s %s\n" "BENCH_TAX_ROUNDS=..." "make bench-acquire: rounds of the servers with and without the module"
 
 # Install what is missing (and only that): Rust, a C compiler, libclang-dev
 # for bindgen, Debian's redis-server 7.0.15 and redis-tools, python3 with pip.
@@ -218,9 +220,12 @@ bench-java: build
 	BENCH_OUT=$(CURDIR)/.cache/bench/java-bench.md $(MVN) -q -pl redisson-4 test-compile exec:java \
 	  -Dexec.mainClass=io.github.redislock.redisson.bench.ContentionBench -Dexec.classpathScope=test
 
-# Server-side cost of an acquire, from INFO commandstats.
+# Server-side cost of an acquire, from INFO commandstats; then what loading
+# the module costs commands on other keys (servers with and without it, side
+# by side).
 bench-acquire: build
 	bash scripts/bench-acquire.sh
+	bash scripts/bench-tax.sh
 
 # Remove build output and the fetched servers (other things in .cache/ stay).
 clean:

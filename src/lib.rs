@@ -91,7 +91,7 @@ mod module {
     use crate::ffi::events::{self, ServerEvent, ServerEventKind, ServerEventListener};
     use crate::ffi::server::{self, InfoProvider, InfoWriter, ModuleOptions};
     use crate::ffi::Ctx;
-    use crate::{commands, config, eviction, replicas, stats, waiting};
+    use crate::{commands, config, eviction, ffi, replicas, stats, waiting};
 
     crate::ffi::load::entry_points!(version: crate::MODULE_VERSION, init: init);
 
@@ -173,6 +173,14 @@ mod module {
             info.field_u64(
                 "grants_awaiting_replicas",
                 waiting::grants_awaiting_replicas() as u64,
+            );
+            // The keyspace event classes heard now (`g$hzxe` letters; `none`
+            // while nothing needs them), and whether this server lets the
+            // module stop hearing one.
+            info.field_str("keyspace_events", &waiting::heard());
+            info.field_u64(
+                "keyspace_unsubscribe",
+                u64::from(ffi::events::can_unsubscribe_keyspace()),
             );
             let (policy, evicts) = eviction::current();
             info.section("eviction");

@@ -332,6 +332,46 @@ fn readers_behind_a_writer_that_gives_up_are_let_in_at_once() {
     assert_eq!(r3.read(), Resp::Nil);
 }
 
+/// Redisson's downgrade: its writer takes the read lock, then releases the
+/// write lock with Redisson's own script, which turns the hash to read
+/// (`HSET mode read`) without deleting it. A module reader queued behind
+/// the writer is let in by that same script, as by `LOCK.WRELEASE`, not at
+/// the writer's lease deadline 30 s later.
+#[test]
+fn a_redisson_downgrade_lets_the_queued_readers_in_at_once() {
+    let _alone = alone();
+    let server = Server::start();
+    let mut con = server.connection();
+    assert_eq!(redisson_write(&mut con, "doc", "rs:1", 30_000), Value::Nil);
+    let mut reader = queue_rw(&server, "LOCK.RACQUIRE", "doc", "r:1", 0);
+    assert_eq!(
+        redisson_read(&mut con, "doc", "rs:1", 30_000),
+        Value::Nil,
+        "Redisson's writer reads too"
+    );
+    assert_eq!(rw_waiters(&server, "doc"), pairs(&[("r:1", "read")]));
+    let downgraded = now_ms();
+    assert_eq!(
+        redisson_write_unlock(&mut con, "doc", "rs:1"),
+        Value::Int(1)
+    );
+    poll_until(Duration::from_secs(2), "the reader is let in", || {
+        rw_waiters(&server, "doc").is_empty()
+    });
+    assert_eq!(reader.read(), Resp::Nil);
+    // The reader's hold was written at its grant, with its 30 s lease.
+    let late = pexpiretime(&mut con, hold_key("doc", "r:1", 1)) - 30_000 - downgraded;
+    assert!(
+        (0..=20).contains(&late),
+        "granted {late} ms after the downgrade"
+    );
+    assert_eq!(
+        fields(&mut con, "doc"),
+        pairs(&[("mode", "read"), ("r:1", "1"), ("rs:1", "1")])
+    );
+    eprintln!("reader let in {late} ms after Redisson's downgrade");
+}
+
 #[test]
 fn a_dead_readers_hold_ends_on_its_own_deadline_and_the_writer_follows_within_20_ms() {
     let _alone = alone();
