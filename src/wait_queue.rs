@@ -150,6 +150,9 @@ pub struct WaitQueues<C, T, K> {
     index: HashMap<C, (i32, Vec<u8>)>,
     /// Timers of dropped queues, still to be stopped.
     orphaned_timers: Vec<T>,
+    /// How many queues were dropped so far (a change of it says what is
+    /// waited for may have shrunk).
+    dropped: u64,
 }
 
 impl<C, T, K> Default for WaitQueues<C, T, K> {
@@ -158,6 +161,7 @@ impl<C, T, K> Default for WaitQueues<C, T, K> {
             queues: HashMap::new(),
             index: HashMap::new(),
             orphaned_timers: Vec::new(),
+            dropped: 0,
         }
     }
 }
@@ -166,6 +170,25 @@ impl<C: Copy + Eq + Hash, T: Copy, K: Copy> WaitQueues<C, T, K> {
     /// Whether there is no queue at all: nobody waits, nothing is watched.
     pub fn is_empty(&self) -> bool {
         self.queues.is_empty()
+    }
+
+    /// Calls `f` with the kind and ask of every waiter, and with the kind
+    /// of every watch (no ask), all queues together: what is waited for
+    /// and watched (the keyspace events to hear follow from it).
+    pub fn for_each_interest(&self, mut f: impl FnMut(&K, Option<Ask>)) {
+        for queue in self.queues.values().flat_map(|keys| keys.values()) {
+            for waiter in &queue.waiters {
+                f(&waiter.kind, Some(waiter.ask));
+            }
+            if let Some(watch) = &queue.watch {
+                f(&watch.kind, None);
+            }
+        }
+    }
+
+    /// How many queues were dropped since they were made (it only grows).
+    pub fn dropped(&self) -> u64 {
+        self.dropped
     }
 
     /// Number of waiting clients, all keys together.
@@ -302,6 +325,7 @@ impl<C: Copy + Eq + Hash, T: Copy, K: Copy> WaitQueues<C, T, K> {
         let queues = std::mem::take(&mut self.queues);
         let mut drained = Vec::new();
         for queue in queues.into_values().flat_map(|keys| keys.into_values()) {
+            self.dropped += 1;
             self.orphaned_timers.extend(queue.timer.map(|t| t.id));
             drained.extend(queue.waiters);
         }
@@ -411,7 +435,9 @@ impl<C: Copy + Eq + Hash, T: Copy, K: Copy> WaitQueues<C, T, K> {
                 .get(key)
                 .is_some_and(|q| q.waiters.is_empty() && q.watch.is_none())
             {
-                if let Some(timer) = keys.remove(key).and_then(|q| q.timer) {
+                let dropped = keys.remove(key);
+                self.dropped += 1;
+                if let Some(timer) = dropped.and_then(|q| q.timer) {
                     self.orphaned_timers.push(timer.id);
                 }
             }
@@ -441,6 +467,51 @@ mod tests {
             sync: None,
             ask: Ask::Lock,
         }
+    }
+
+    #[test]
+    fn interests_list_every_waiter_and_watch_and_drops_are_counted() {
+        let mut q = Queues::default();
+        let interests = |q: &Queues| {
+            let mut seen = Vec::new();
+            q.for_each_interest(|kind, ask| seen.push((*kind, ask)));
+            seen.sort_by_key(|(kind, _)| *kind);
+            seen
+        };
+        assert!(interests(&q).is_empty(), "nothing waits");
+        q.push(0, b"rw", waiter(1));
+        q.push(
+            0,
+            b"rw",
+            Waiter {
+                kind: "rwlock",
+                ask: Ask::Rw(crate::grant_policy::Mode::Read),
+                ..waiter(2)
+            },
+        );
+        let watch = Watch {
+            kind: "semaphore",
+            deadline: None,
+        };
+        q.watch(1, b"sem", watch);
+        assert_eq!(
+            interests(&q),
+            vec![
+                ("lock", Some(Ask::Lock)),
+                ("rwlock", Some(Ask::Rw(crate::grant_policy::Mode::Read))),
+                ("semaphore", None)
+            ]
+        );
+        let dropped = q.dropped();
+        q.remove_client(2);
+        assert_eq!(q.dropped(), dropped, "the queue stays with its writer");
+        q.remove_client(1);
+        q.unwatch(1, b"sem");
+        assert_eq!(q.dropped(), dropped + 2);
+        assert!(interests(&q).is_empty());
+        q.push(0, b"k", waiter(3));
+        q.drain_all();
+        assert_eq!(q.dropped(), dropped + 3, "a demotion drops queues too");
     }
 
     #[test]

@@ -247,6 +247,41 @@ fn lock_release_of_a_script_lock_publishes() {
 }
 
 #[test]
+fn the_unlock_message_goes_where_a_redisson_waiter_listens_whatever_the_name() {
+    // Redisson subscribes its waiters to `prefixName("redisson_lock__channel",
+    // name)`: braces are added only when the name has none of its own.
+    let server = Server::start();
+    let mut con = server.connection();
+    for (key, channel) in [
+        (&b"plain"[..], &b"redisson_lock__channel:{plain}"[..]),
+        (b"{orders}:42", b"redisson_lock__channel:{orders}:42"),
+        (b"a{b}c", b"redisson_lock__channel:a{b}c"),
+    ] {
+        assert_eq!(unlock_channel(key), channel, "Redisson's rule");
+        let braced = [&b"redisson_lock__channel:{"[..], key, b"}"].concat();
+        // Also listening where a module that always added braces published.
+        let channels: Vec<&[u8]> = if braced == channel {
+            vec![channel]
+        } else {
+            vec![channel, &braced]
+        };
+        let mut sub = Subscriber::new(&server, &channels);
+        let name = String::from_utf8_lossy(key);
+        assert_eq!(acquire(&mut con, key, b"u:1", LEASE), None);
+        assert_eq!(release(&mut con, key, b"u:1", None), Some(1), "{name}");
+        assert_eq!(acquire(&mut con, key, b"u:1", LEASE), None);
+        assert_eq!(force(&mut con, key), 1, "{name}");
+        let messages = sub.drain(&mut con);
+        assert_eq!(
+            messages,
+            vec![(channel.to_vec(), b"0".to_vec()); 2],
+            "{name}: release and force publish on Redisson's channel only: {:?}",
+            show(&messages)
+        );
+    }
+}
+
+#[test]
 fn force_unlock_across_sides() {
     let server = Server::start();
     let mut con = server.connection();

@@ -136,6 +136,11 @@ impl LockError {
 impl fmt::Display for LockError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            LockError::Server(e) if is_module_missing(e) => write!(
+                f,
+                "the server refused the lock command: {e} (is the lock module loaded? \
+                 `MODULE LIST` names it `lock`)"
+            ),
             LockError::Server(e) => write!(f, "the server refused the lock command: {e}"),
             LockError::Connection(e) => write!(f, "cannot reach the lock server: {e}"),
             LockError::Uncertain { name, detail, .. } => write!(
@@ -233,6 +238,15 @@ pub(crate) fn refused(name: &str, e: redis::RedisError) -> LockError {
     LockError::Server(e)
 }
 
+/// Whether a refusal is the server not knowing a `LOCK.*` command: the
+/// module is not loaded there, which the bare "unknown command" hides.
+fn is_module_missing(e: &redis::RedisError) -> bool {
+    e.detail().is_some_and(|d| {
+        let d = d.to_ascii_lowercase();
+        d.starts_with("unknown command") && d.contains("'lock.")
+    })
+}
+
 /// True for failures of the connection rather than a server's error reply:
 /// after one of these the command may or may not have reached the server.
 pub(crate) fn is_transport(e: &redis::RedisError) -> bool {
@@ -258,6 +272,18 @@ mod tests {
         redis::parse_redis_value(line)
             .and_then(redis::Value::extract_error)
             .expect_err("an error reply")
+    }
+
+    #[test]
+    fn an_unknown_lock_command_asks_whether_the_module_is_loaded() {
+        let e = reply_error(
+            b"-ERR unknown command 'LOCK.ACQUIRE', with args beginning with: 'k' 'o' \r\n",
+        );
+        let text = refused("k", e).to_string();
+        assert!(text.contains("is the lock module loaded?"), "{text}");
+        let e = reply_error(b"-ERR unknown command 'FOO', with args beginning with: \r\n");
+        let text = refused("k", e).to_string();
+        assert!(!text.contains("module"), "{text}");
     }
 
     #[test]

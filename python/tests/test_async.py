@@ -12,7 +12,7 @@ import redis.asyncio as aredis
 
 from harness import Proxy, Server, wait_until
 from redis_lock_client import AsyncLockClient, LostReason, NotHeld
-from redis_lock_client._core import pairs
+from redis_lock_client._protocol import pairs
 
 
 @pytest.fixture
@@ -195,8 +195,10 @@ async def test_cancelled_after_the_reply_but_before_recording_gives_it_back(
         await asyncio.Event().wait()
         raise AssertionError("unreachable")
 
+    import redis_lock_client._async.acquire as acquire_module
+
     locks = AsyncLockClient(ar)
-    monkeypatch.setattr(locks, "_grant_expiry", measuring)
+    monkeypatch.setattr(acquire_module, "grant_expiry", measuring)
     task = asyncio.create_task(locks.as_owner("w").lock("at:measuring"))
     await asyncio.wait_for(stuck.wait(), 5)
     assert r.hget("at:measuring", "w") == b"1"

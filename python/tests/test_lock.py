@@ -234,26 +234,27 @@ def test_interrupted_after_the_grant_was_recorded_gives_it_back(
     def interrupted(due: float) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(locks, "_start_watchdog", interrupted)
+    engine = locks._engine
+    monkeypatch.setattr(engine.watchdog, "due", interrupted)
     for take in (lambda: locks.lock("t:ki"), lambda: locks.read_lock("t:ki-rw")):
         with pytest.raises(KeyboardInterrupt):
             take()
     assert not r.exists("t:ki") and not r.exists("t:ki-rw")
-    assert not locks._registry
+    assert not engine.registry.entries()
     monkeypatch.undo()
 
     # Interrupted as the guard is made: before this client recorded the
     # grant (the server has it), which the read-back finds and gives back.
-    import redis_lock_client._sync as sync_module
+    import redis_lock_client._sync.client as client_module
 
     def no_guard(*_: object) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(sync_module, "LockGuard", no_guard)
+    monkeypatch.setattr(client_module, "LockGuard", no_guard)
     with pytest.raises(KeyboardInterrupt):
         locks.lock("t:ki")
     assert not r.exists("t:ki")
-    assert not locks._registry
+    assert not engine.registry.entries()
     monkeypatch.undo()
     # The owner's count is clean: a new grant is a first hold.
     with locks.lock("t:ki") as g:

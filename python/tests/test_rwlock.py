@@ -24,7 +24,7 @@ from redis_lock_client import (
     ServerError,
     UpgradeRefused,
 )
-from redis_lock_client._core import pairs
+from redis_lock_client._protocol import pairs
 
 READ_LOCK = (REDISSON / "rw-read-lock.lua").read_text()
 READ_UNLOCK = (REDISSON / "rw-read-unlock.lua").read_text()

@@ -248,7 +248,7 @@ def test_watchdog_keeps_a_permit_past_its_lease(r: redis.Redis) -> None:
     with sem.acquire() as permits:
         (pid,) = permits.ids
         time.sleep(1.8)  # three leases
-        assert not permits.lost.is_set()
+        assert not permits.lost.is_set(), permits.lost_reason
         score = r.zscore("{pm:dog}:timeout", member(pid))
         assert score is not None
         sec, usec = r.time()
@@ -298,7 +298,8 @@ def test_a_failed_lease_measurement_keeps_the_permit_releasable(
     sem.try_set_permits(1)
     first = sem.acquire()
     measured = []
-    simple = locks._simple
+    counted = locks._engine.counted
+    simple = counted.simple
 
     def no_time(name: str, args: list[Any], *rest: Any, **kw: Any) -> Any:
         if args[0] == "TIME":
@@ -306,7 +307,7 @@ def test_a_failed_lease_measurement_keeps_the_permit_releasable(
             raise ConnectionLost("TIME failed (test)")
         return simple(name, args, *rest, **kw)
 
-    monkeypatch.setattr(locks, "_simple", no_time)
+    monkeypatch.setattr(counted, "simple", no_time)
     threading.Timer(1.5, first.release).start()
     started = time.monotonic()
     late = sem.try_acquire(wait=5)
@@ -325,19 +326,20 @@ def test_permits_granted_to_an_interrupted_acquire_are_given_back(
     locks = LockClient(r)
     sem = locks.permit_semaphore("pm:interrupted")
     sem.try_set_permits(2)
-    hold = locks._hold_permits
+    engine = locks._engine
+    hold = engine.hold
 
     def interrupted(*args: Any, **kw: Any) -> Any:
-        # Interrupted once the entries are recorded, before the guard has them.
-        monkeypatch.setattr(locks, "_hold_permits", hold)
+        # Interrupted once a permit is recorded, before the guard has them.
+        monkeypatch.setattr(engine, "hold", hold)
         hold(*args, **kw)
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(locks, "_hold_permits", interrupted)
+    monkeypatch.setattr(engine, "hold", interrupted)
     with pytest.raises(KeyboardInterrupt):
         sem.try_acquire(2)
     assert sem.available_permits() == 2
-    assert not locks._registry
+    assert not engine.registry.entries()
     with sem.acquire(2):  # the next acquire works as usual
         assert sem.available_permits() == 0
     assert sem.available_permits() == 2
@@ -504,7 +506,7 @@ async def test_async_permits_watchdog_and_lost(ar: aredis.Redis, r: redis.Redis)
     await sem.try_set_permits(2)
     async with await sem.acquire() as permits:
         await asyncio.sleep(1.8)  # three leases
-        assert not permits.lost.is_set()
+        assert not permits.lost.is_set(), (permits.lost_reason, permits.lost_ids)
         assert r.zscore("{apm:dog}:timeout", member(permits.ids[0])) is not None
     assert await sem.available_permits() == 2
     permits2 = await sem.acquire(2)
@@ -558,7 +560,8 @@ async def test_async_a_failed_lease_measurement_keeps_the_permit_releasable(
     await sem.try_set_permits(1)
     first = await sem.acquire()
     measured = []
-    simple = locks._simple
+    counted = locks._engine.counted
+    simple = counted.simple
 
     async def no_time(name: str, args: list[Any], *rest: Any, **kw: Any) -> Any:
         if args[0] == "TIME":
@@ -566,7 +569,7 @@ async def test_async_a_failed_lease_measurement_keeps_the_permit_releasable(
             raise ConnectionLost("TIME failed (test)")
         return await simple(name, args, *rest, **kw)
 
-    monkeypatch.setattr(locks, "_simple", no_time)
+    monkeypatch.setattr(counted, "simple", no_time)
 
     async def release_later() -> None:
         await asyncio.sleep(1.5)
@@ -610,18 +613,19 @@ async def test_async_permits_granted_to_a_cancelled_acquire_are_given_back(
     locks = AsyncLockClient(ar)
     sem = locks.permit_semaphore("apm:cancelled")
     await sem.try_set_permits(2)
-    hold = locks._hold_permits
+    engine = locks._engine
+    hold = engine.hold
 
     def cancelled(*args: Any, **kw: Any) -> Any:
-        # Interrupted once the entries are recorded, before the guard has them.
-        monkeypatch.setattr(locks, "_hold_permits", hold)
+        # Interrupted once a permit is recorded, before the guard has them.
+        monkeypatch.setattr(engine, "hold", hold)
         hold(*args, **kw)
         raise asyncio.CancelledError
 
-    monkeypatch.setattr(locks, "_hold_permits", cancelled)
+    monkeypatch.setattr(engine, "hold", cancelled)
     with pytest.raises(asyncio.CancelledError):
         await sem.try_acquire(2)
-    assert not locks._registry
+    assert not engine.registry.entries()
     for _ in range(200):
         if await sem.available_permits() == 2:
             break

@@ -47,7 +47,7 @@ use crate::commands::arg_docs::{KEY, LEASE, OWNER, WAIT};
 use crate::counter_key::{self, NextToken};
 use crate::errors::{self, Refusal};
 use crate::ffi::command::{Access, ArgDoc, ArgKind, Command, CommandResult, CommandSpec, KeyFlags};
-use crate::ffi::{Ctx, RStr};
+use crate::ffi::{Ctx, OwnedStr, RStr};
 use crate::grant_policy::Ask;
 use crate::lock::{self, Acquired};
 use crate::lock_key::LockKey;
@@ -85,7 +85,7 @@ pub struct Options {
 impl<'a, A: Arg<'a>> Acquire<A> {
     pub fn parse(argv: &[A]) -> Result<Self, Refusal> {
         let options = Options {
-            command: LockAcquire::SPEC.name(),
+            command: const { LockAcquire::SPEC.name() },
             token: true,
             sync: true,
             syntax: errors::SYNTAX_ACQUIRE,
@@ -171,25 +171,32 @@ pub const ARGS: &[ArgDoc] = &[
     ArgDoc::new(c"sync-timeout-ms", ArgKind::Integer).optional(),
 ];
 
+/// What every acquire checks before it opens a key, and what it learns.
+pub struct Checked {
+    /// The lease's deadline.
+    pub expire_at: i64,
+    /// With `TOKEN`, the name of the lock's token counter.
+    pub counter: Option<OwnedStr>,
+}
+
 /// What every acquire checks before it opens a key, at `now` (the one
-/// clock reading the command decides with): the lease's deadline (returned;
-/// within `lock.max-lease-ms`), the WAIT timeout, and with
-/// `TOKEN` whether the key can have a counter in its slot.
+/// clock reading the command decides with): the lease's deadline (within
+/// `lock.max-lease-ms`), the WAIT timeout, and with `TOKEN` whether the key
+/// can have a counter in its slot (its name, made once, is kept for the
+/// grant).
 pub fn check_before_opening(
     now: i64,
     key: RStr,
     lease_ms: i64,
     wait_ms: Option<i64>,
     token: bool,
-) -> Result<i64, Refusal> {
+) -> Result<Checked, Refusal> {
     let expire_at = args::deadline(now, lease_ms, config::max_lease_ms())?;
     if let Some(timeout_ms) = wait_ms {
         args::wait_fits(now, timeout_ms)?;
     }
-    if token {
-        counter_key::check_name(key)?;
-    }
-    Ok(expire_at)
+    let counter = counter_key::wanted_counter(key, token)?;
+    Ok(Checked { expire_at, counter })
 }
 
 impl Command for LockAcquire {
@@ -211,7 +218,8 @@ impl Command for LockAcquire {
     fn run(ctx: Ctx, argv: &[RStr]) -> CommandResult {
         let cmd = Acquire::parse(argv)?;
         let now = ctx.now_ms();
-        let expire_at = check_before_opening(now, cmd.key, cmd.lease_ms, cmd.wait_ms, cmd.token)?;
+        let Checked { expire_at, counter } =
+            check_before_opening(now, cmd.key, cmd.lease_ms, cmd.wait_ms, cmd.token)?;
         let key = LockKey::open_write(ctx, cmd.key)?;
         // A lock freed behind the queue's back goes to its first waiter
         // before this caller decides, and the caller queues behind the others.
@@ -223,8 +231,7 @@ impl Command for LockAcquire {
         if granted && sync.is_some() && !ctx.can_block() {
             return Err(errors::SYNC_CANNOT_BLOCK);
         }
-        let counter = counter_key::wanted_counter(cmd.key, granted && cmd.token)?;
-        let next_token = NextToken::prepare_if(ctx, counter.as_ref())?;
+        let next_token = NextToken::prepare_if(ctx, counter.as_ref().filter(|_| granted))?;
         match carry_out(ctx, &key, decision) {
             Acquired::Taken | Acquired::Reentered => {
                 let token = next_token.map(|next| next.issue(expire_at));

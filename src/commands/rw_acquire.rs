@@ -37,7 +37,7 @@
 
 use crate::args::Arg;
 use crate::commands::acquire::{self, Acquire};
-use crate::counter_key::{self, NextToken};
+use crate::counter_key::NextToken;
 use crate::errors::{self, Refusal};
 use crate::ffi::command::{Access, ArgDoc, Command, CommandResult, CommandSpec, KeyFlags};
 use crate::ffi::{Ctx, RStr};
@@ -109,7 +109,7 @@ impl Command for LockWAcquire {
 
 fn run(ctx: Ctx, cmd: Acquire<RStr>, mode: Mode) -> CommandResult {
     let now = ctx.now_ms();
-    let expire_at =
+    let acquire::Checked { expire_at, counter } =
         acquire::check_before_opening(now, cmd.key, cmd.lease_ms, cmd.wait_ms, cmd.token)?;
     if mode == Mode::Read {
         // Each read hold is a key named by Redisson's `suffixName`: in the
@@ -132,8 +132,7 @@ fn run(ctx: Ctx, cmd: Acquire<RStr>, mode: Mode) -> CommandResult {
     }
     .map_err(|e| e.refusal())?;
     let granted = !matches!(decision.reply, RwAcquired::Busy(_));
-    let counter = counter_key::wanted_counter(cmd.key, granted && cmd.token)?;
-    let next_token = NextToken::prepare_if(ctx, counter.as_ref())?;
+    let next_token = NextToken::prepare_if(ctx, counter.as_ref().filter(|_| granted))?;
     let caller = RwCaller {
         lock: &lock,
         owner: cmd.owner,

@@ -158,9 +158,14 @@ pub struct CommandSpec {
 }
 
 impl CommandSpec {
-    /// The command's name as a Rust string (for messages).
-    pub fn name(&self) -> &'static str {
-        self.name.to_str().unwrap_or("lock.*")
+    /// The command's name as a Rust string (for messages). A `const fn`,
+    /// so that the compiler folds it for a spec it knows (every parse names
+    /// its command: no UTF-8 check per call).
+    pub const fn name(&self) -> &'static str {
+        match std::str::from_utf8(self.name.to_bytes()) {
+            Ok(name) => name,
+            Err(_) => "lock.*",
+        }
     }
 }
 

@@ -169,8 +169,9 @@ pub(crate) fn c_text(value: &str) -> CString {
     CString::new(&value[..end]).unwrap_or_default()
 }
 
-/// Classes of keyspace notification the module emits or listens to.
-#[derive(Clone, Copy)]
+/// Classes of keyspace notification the module emits or listens to: a set
+/// of Redis's class bits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct NotifyClass(pub(crate) c_int);
 
 impl NotifyClass {
@@ -181,8 +182,43 @@ impl NotifyClass {
     pub const EXPIRED: NotifyClass = NotifyClass(raw::REDISMODULE_NOTIFY_EXPIRED as c_int);
     pub const EVICTED: NotifyClass = NotifyClass(raw::REDISMODULE_NOTIFY_EVICTED as c_int);
 
+    pub const NONE: NotifyClass = NotifyClass(0);
+
+    /// Every class the module may listen to, one at a time, with the letter
+    /// `notify-keyspace-events` gives it.
+    pub const EACH: [(NotifyClass, char); 6] = [
+        (NotifyClass::GENERIC, 'g'),
+        (NotifyClass::STRING, '$'),
+        (NotifyClass::HASH, 'h'),
+        (NotifyClass::ZSET, 'z'),
+        (NotifyClass::EXPIRED, 'x'),
+        (NotifyClass::EVICTED, 'e'),
+    ];
+
     pub const fn or(self, other: NotifyClass) -> NotifyClass {
         NotifyClass(self.0 | other.0)
+    }
+
+    /// The classes of `self` that are not in `other`.
+    pub const fn without(self, other: NotifyClass) -> NotifyClass {
+        NotifyClass(self.0 & !other.0)
+    }
+
+    pub const fn contains(self, other: NotifyClass) -> bool {
+        self.0 & other.0 == other.0
+    }
+
+    pub const fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+
+    /// The classes as `notify-keyspace-events` letters (`g$xe`).
+    pub fn letters(self) -> String {
+        NotifyClass::EACH
+            .iter()
+            .filter(|(class, _)| self.contains(*class))
+            .map(|(_, letter)| *letter)
+            .collect()
     }
 }
 

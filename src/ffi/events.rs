@@ -13,11 +13,17 @@ pub trait KeyspaceListener {
 }
 
 /// Subscribes `L` to keyspace notifications of `classes`.
+///
+/// Any context of the module will do, at any time, not only at load: Redis
+/// adds a subscriber to its list (a second subscription of the same class
+/// would call `L` twice per event: callers keep track). From then on Redis
+/// builds a module context for every event of those classes, whatever the
+/// key, before `L` can look at it: the price of hearing a class.
 pub fn subscribe_keyspace<L: KeyspaceListener>(
     ctx: Ctx,
     classes: NotifyClass,
 ) -> Result<(), String> {
-    // SAFETY: a load-time context; the callback is ours below.
+    // SAFETY: the call's valid context; the callback is ours below.
     let status = unsafe {
         api!(RedisModule_SubscribeToKeyspaceEvents)(ctx.as_ptr(), classes.0, Some(on_keyspace::<L>))
     };
@@ -25,6 +31,41 @@ pub fn subscribe_keyspace<L: KeyspaceListener>(
         Ok(())
     } else {
         Err("could not subscribe to keyspace events".to_string())
+    }
+}
+
+/// Whether this server can take a keyspace subscription back
+/// (`RedisModule_UnsubscribeFromKeyspaceEvents`: Redis 8.2 and later; not
+/// Redis 7.x, nor Valkey up to 9.1).
+pub fn can_unsubscribe_keyspace() -> bool {
+    // SAFETY: reads a function pointer RedisModule_Init set (or left None);
+    // nothing writes it afterwards.
+    unsafe { raw::RedisModule_UnsubscribeFromKeyspaceEvents }.is_some()
+}
+
+/// Takes back the subscription [`subscribe_keyspace`] made for `L` and
+/// exactly these `classes` (Redis matches the mask and the callback).
+/// `Err` where the server cannot ([`can_unsubscribe_keyspace`]) or found no
+/// such subscription.
+///
+/// Never call it while Redis may be walking its subscriber list (inside a
+/// keyspace notification, ours or another module's): Redis frees the
+/// subscriber at once, and the walk may be holding it as its next one. A
+/// timer's callback is safe.
+pub fn unsubscribe_keyspace<L: KeyspaceListener>(
+    ctx: Ctx,
+    classes: NotifyClass,
+) -> Result<(), String> {
+    // SAFETY: as in `can_unsubscribe_keyspace`.
+    let Some(unsubscribe) = (unsafe { raw::RedisModule_UnsubscribeFromKeyspaceEvents }) else {
+        return Err("this server cannot unsubscribe from keyspace events".to_string());
+    };
+    // SAFETY: the call's valid context; the callback is the one subscribed.
+    let status = unsafe { unsubscribe(ctx.as_ptr(), classes.0, Some(on_keyspace::<L>)) };
+    if status == OK {
+        Ok(())
+    } else {
+        Err("no such keyspace subscription".to_string())
     }
 }
 

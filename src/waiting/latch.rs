@@ -20,12 +20,14 @@
 
 use super::blocked::wait_in_queue;
 use super::carry_out::{carry_out, Target};
+use super::hearing;
 use super::queue::{
     self, aim_timer, has_waiters, take_run, watch_of, Aim, Kind, Waiter, Wants, Watch,
 };
 use crate::errors::Refusal;
 use crate::events;
 use crate::ffi::blocking::Wake;
+use crate::ffi::context::NotifyClass;
 use crate::ffi::key::OpenMode;
 use crate::ffi::{Ctx, OwnedStr, RStr};
 use crate::grant_policy::{Ask, Opened};
@@ -68,6 +70,12 @@ impl Kind for CountDownLatch {
 
     fn serves_when_one_leaves(&self) -> bool {
         true
+    }
+
+    /// The latch deleted (Redisson's `countDown` deletes it at zero), its
+    /// count set, its expiry.
+    fn hears(&self, _: Option<Ask>) -> NotifyClass {
+        hearing::DELETED.or(NotifyClass::STRING)
     }
 }
 

@@ -1,38 +1,17 @@
-//! What the queues hear from Redis: keyspace notifications (a lock deleted
-//! or expired behind their back) and server events (flush, role change,
-//! a replica's asynchronous load).
+//! What the queues hear from Redis's server events: a flush, a role change,
+//! a replica's asynchronous load. Keyspace events are heard by the queue
+//! room, and only while something needs them (`hearing.rs`).
 
 use super::queue::{aim_timer, queues, queues_then_stop_timers, Aim};
 use super::synced;
+use crate::counter_key;
 use crate::ffi::blocking::{self, Wake};
-use crate::ffi::context::NotifyClass;
-use crate::ffi::events::{KeyspaceListener, ServerEvent, ServerEventKind, ServerEventListener};
-use crate::ffi::{Ctx, RStr};
+use crate::ffi::events::{self, ServerEvent, ServerEventKind, ServerEventListener};
+use crate::ffi::Ctx;
 use crate::stats;
-use crate::{counter_key, semaphore_key};
 
-/// Hears what others do to keys and to the server.
+/// Hears what the server does to every key at once.
 struct Listener;
-
-impl KeyspaceListener for Listener {
-    /// Generic, expired, evicted and string events on any key: a lock
-    /// with waiters may have been deleted by someone else, a semaphore
-    /// given permits.
-    fn notified(ctx: Ctx, event: &[u8], key: RStr) {
-        if queues(|q| q.is_empty()) || event.starts_with(b"lock.") {
-            return; // nobody waits, nothing watched, or our own announcement
-        }
-        // Look at it on the next turn of the event loop (a no-op when nobody
-        // waits for this key and it is not watched). A change to a
-        // semaphore's leased-permit set (Redisson's scripts lease, renew and
-        // release there) is a change to the semaphore.
-        let db = ctx.selected_db();
-        aim_timer(ctx, db, key.as_bytes(), Aim::Now);
-        for semaphore in semaphore_key::semaphores_of_permits_key(key.as_bytes()) {
-            aim_timer(ctx, db, semaphore, Aim::Now);
-        }
-    }
-}
 
 impl ServerEventListener for Listener {
     fn on_server_event(ctx: Ctx, event: ServerEvent) {
@@ -68,23 +47,15 @@ impl ServerEventListener for Listener {
     }
 }
 
-/// Subscribes to the notifications and server events above.
+/// Subscribes to the server events above. Keyspace events are subscribed
+/// to later, and only while something needs them (`hearing.rs`).
 pub fn subscribe(ctx: Ctx) -> Result<(), String> {
-    // STRING: a semaphore's permits given back by someone else (a
-    // Redisson script's INCRBY, a SET) may serve its waiters; ZSET: leases
-    // taken, renewed or given back by someone else move its timer.
-    let classes = NotifyClass::GENERIC
-        .or(NotifyClass::EXPIRED)
-        .or(NotifyClass::EVICTED)
-        .or(NotifyClass::STRING)
-        .or(NotifyClass::ZSET);
-    crate::ffi::events::subscribe_keyspace::<Listener>(ctx, classes)?;
     for kind in [
         ServerEventKind::Flush,
         ServerEventKind::RoleChange,
         ServerEventKind::AsyncLoad,
     ] {
-        crate::ffi::events::subscribe_server_event::<Listener>(ctx, kind)?;
+        events::subscribe_server_event::<Listener>(ctx, kind)?;
     }
     Ok(())
 }

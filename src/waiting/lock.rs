@@ -34,6 +34,7 @@
 
 use super::blocked::{self, wait_in_queue};
 use super::carry_out::{carry_out, Target};
+use super::hearing;
 use super::queue::{
     self, aim_timer, has_waiters, take_run, waiting_clients, Aim, Kind, KindRef, Waiter, Wants,
 };
@@ -42,6 +43,7 @@ use crate::counter_key::{self, NextToken};
 use crate::errors::{self, Refusal};
 use crate::events;
 use crate::ffi::blocking::Wake;
+use crate::ffi::context::NotifyClass;
 use crate::ffi::{Ctx, OwnedStr, RStr};
 use crate::grant_policy::{Ask, Mode, ReadWrite, RwHolders};
 use crate::lock::{self, LockDecision};
@@ -80,6 +82,18 @@ impl Kind for LockKind {
     /// lock is still held).
     fn serves_when_one_leaves(&self) -> bool {
         self.read_write
+    }
+
+    /// A lock is freed behind the queue's back by a delete (Redisson's
+    /// unlock and force-unlock scripts `DEL` it), an expiry or an eviction;
+    /// a reader is also let in when a write-held hash turns to read without
+    /// being deleted (Redisson's write unlock after its owner took read: a
+    /// downgrade), a hash write.
+    fn hears(&self, ask: Option<Ask>) -> NotifyClass {
+        match ask {
+            Some(Ask::Rw(Mode::Read)) => hearing::DELETED.or(NotifyClass::HASH),
+            _ => hearing::DELETED,
+        }
     }
 }
 

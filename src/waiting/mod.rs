@@ -29,10 +29,12 @@
 //! * `lock.rs`, `semaphore.rs`, `latch.rs`: one room per kind (the lock's
 //!   holds the read-write lock too): its callbacks for the queue, its keys
 //!   as the carry-out's target, how it settles and serves its queue.
-//! * `listeners.rs`: keyspace notifications and server events.
+//! * `listeners.rs`: server events; `hearing.rs`: which keyspace events are
+//!   heard, and when (the queue room hears them).
 
 mod blocked;
 mod carry_out;
+mod hearing;
 pub mod latch;
 mod listeners;
 pub mod lock;
@@ -44,6 +46,8 @@ pub use carry_out::carry_out;
 pub use queue::{queued_keys, snapshot, Wants};
 
 // The module entry point uses these; unit-test builds leave it out.
+#[cfg_attr(test, allow(unused_imports))]
+pub use hearing::heard;
 #[cfg_attr(test, allow(unused_imports))]
 pub use listeners::subscribe;
 #[cfg_attr(test, allow(unused_imports))]

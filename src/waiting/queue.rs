@@ -28,15 +28,18 @@
 
 use std::cell::{Cell, RefCell};
 
+use super::hearing;
 use crate::errors::Refusal;
 use crate::ffi::blocking::{self, BlockedClient, Wake};
+use crate::ffi::context::NotifyClass;
+use crate::ffi::events::KeyspaceListener;
 use crate::ffi::timer::{self, TimerId, TimerJob};
 use crate::ffi::{Ctx, RStr};
 use crate::grant_policy::{Ask, GrantPolicy};
 use crate::listing::ObjectKind;
 use crate::replica_sync::SyncSpec;
 use crate::wait_queue::{self, QueueTimer, TimerPlan, WaitQueues, WaiterInfo};
-use crate::{replicas, resets, stats, timings};
+use crate::{replicas, resets, semaphore_key, stats, timings};
 
 /// A kind of object clients wait for, as its queue sees it: the callbacks
 /// the queue and its timer call. Each kind's room implements it once
@@ -57,6 +60,13 @@ pub trait Kind: Sync {
     /// behind a writer that gave up, a small request behind a large one);
     /// then the timer looks at the object at once.
     fn serves_when_one_leaves(&self) -> bool;
+
+    /// The keyspace event classes that tell of changes others make to the
+    /// object behind the queue's back (Redisson's scripts, any client),
+    /// for a waiter asking `ask`, or with `None` for a watch: the module
+    /// hears them only while such a waiter or watch exists
+    /// (`listeners.rs`).
+    fn hears(&self, ask: Option<Ask>) -> NotifyClass;
 }
 
 /// A kind, as waiters and watches carry it.
@@ -82,14 +92,19 @@ pub(super) fn queues<T>(f: impl FnOnce(&mut Queues) -> T) -> T {
 }
 
 /// Like [`queues`], for changes that may drop a queue: then stops the
-/// dropped queues' timers, so none outlives its waiters.
+/// dropped queues' timers, so none outlives its waiters, and lets go of the
+/// keyspace events nothing needs any more (`hearing.rs`).
 pub(super) fn queues_then_stop_timers<T>(ctx: Ctx, f: impl FnOnce(&mut Queues) -> T) -> T {
-    let (result, orphaned) = queues(|q| {
+    let (result, orphaned, dropped) = queues(|q| {
+        let before = q.dropped();
         let result = f(q);
-        (result, q.take_orphaned_timers())
+        (result, q.take_orphaned_timers(), q.dropped() != before)
     });
     for id in orphaned {
         timer::stop(ctx, id);
+    }
+    if dropped {
+        hearing::queues_dropped::<KeyspaceNews>(ctx, needed_classes);
     }
     result
 }
@@ -190,6 +205,7 @@ pub(super) fn enqueue(ctx: Ctx, key: &[u8], client: BlockedClient, kind: KindRef
         sync: wants.sync,
         ask: wants.ask,
     };
+    hearing::hear::<KeyspaceNews>(ctx, kind.hears(Some(waiter.ask)));
     queues(|q| q.push(db, key, waiter));
     stats::WAITS_STARTED.incr();
     if timings::wait_started(db, key) {
@@ -240,6 +256,38 @@ pub fn refused(client: BlockedClient, refusal: Refusal) {
     blocking::unblock(client, Some(Wake::Refused(refusal)));
 }
 
+/// Hears what others do to the objects queues wait for: keyspace events,
+/// of the classes the waiters and watches need (`hearing.rs`).
+struct KeyspaceNews;
+
+impl KeyspaceListener for KeyspaceNews {
+    /// An event of a class heard (see `hearing.rs`), on any key:
+    /// a lock with waiters may have been deleted by someone else, a
+    /// semaphore given permits, a write lock downgraded.
+    fn notified(ctx: Ctx, event: &[u8], key: RStr) {
+        if queues(|q| q.is_empty()) || event.starts_with(b"lock.") {
+            return; // nobody waits, nothing watched, or our own announcement
+        }
+        // Look at it on the next turn of the event loop (a no-op when nobody
+        // waits for this key and it is not watched). A change to a
+        // semaphore's leased-permit set (Redisson's scripts lease, renew and
+        // release there) is a change to the semaphore.
+        let db = ctx.selected_db();
+        aim_timer(ctx, db, key.as_bytes(), Aim::Now);
+        for semaphore in semaphore_key::semaphores_of_permits_key(key.as_bytes()) {
+            aim_timer(ctx, db, semaphore, Aim::Now);
+        }
+    }
+}
+
+/// The keyspace event classes the queues need heard now: what every
+/// waiter and watch needs ([`Kind::hears`]).
+fn needed_classes() -> NotifyClass {
+    let mut needed = NotifyClass::NONE;
+    queues(|q| q.for_each_interest(|kind, ask| needed = needed.or(kind.hears(ask))));
+    needed
+}
+
 /// Where the queue's timer goes: the one way it is aimed, after a decision
 /// ([`Target::aim`](super::carry_out::Target::aim)), a look, or news from
 /// the server.
@@ -273,6 +321,7 @@ pub fn aim_timer(ctx: Ctx, db: i32, key: &[u8], aim: Aim) {
         }
         Aim::Now => arm(ctx, db, key, ctx.now_ms()),
         Aim::Watch(watch, at) => {
+            hearing::hear::<KeyspaceNews>(ctx, watch.kind.hears(None));
             queues(|q| q.watch(db, key, watch));
             arm(ctx, db, key, after(at));
         }

@@ -19,10 +19,12 @@ use std::cell::RefCell;
 
 use super::blocked::wait_in_queue;
 use super::carry_out::{carry_out, Target};
+use super::hearing;
 use super::queue::{self, aim_timer, has_waiters, take_run, Aim, Kind, Waiter, Wants, Watch};
 use crate::errors::{self, Refusal};
 use crate::events;
 use crate::ffi::blocking::{BlockedClient, Wake};
+use crate::ffi::context::NotifyClass;
 use crate::ffi::key::OpenMode;
 use crate::ffi::{random_bytes, Ctx, OwnedStr, RStr};
 use crate::grant_policy::{Ask, Permits};
@@ -59,6 +61,15 @@ impl Kind for Semaphore {
     /// A small request behind a large one that gave up may be served.
     fn serves_when_one_leaves(&self) -> bool {
         true
+    }
+
+    /// Permits given back behind the queue's back (a Redisson script's
+    /// `INCRBY`, a `SET`), leases taken, renewed or given back in
+    /// `{name}:timeout` (which move the timer), and the semaphore deleted.
+    fn hears(&self, _: Option<Ask>) -> NotifyClass {
+        hearing::DELETED
+            .or(NotifyClass::STRING)
+            .or(NotifyClass::ZSET)
     }
 }
 

@@ -8,16 +8,25 @@ use redis::{Connection, Value};
 use crate::reply::{as_bytes, as_string};
 use crate::server::Server;
 
-/// Redisson's unlock channel for `key` with the default prefix.
+/// Redisson's unlock channel for `key` with the default prefix
+/// (`RedissonLock.getChannelName`).
 pub fn unlock_channel(key: impl AsRef<[u8]>) -> Vec<u8> {
     channel_with_prefix(b"redisson_lock__channel", key)
 }
 
+/// Redisson's `prefixName(prefix, key)`: `prefix:{key}`, or `prefix:key`
+/// when the key already has a `{`.
 pub fn channel_with_prefix(prefix: &[u8], key: impl AsRef<[u8]>) -> Vec<u8> {
+    let key = key.as_ref();
     let mut c = prefix.to_vec();
-    c.extend_from_slice(b":{");
-    c.extend_from_slice(key.as_ref());
-    c.push(b'}');
+    if key.contains(&b'{') {
+        c.push(b':');
+        c.extend_from_slice(key);
+    } else {
+        c.extend_from_slice(b":{");
+        c.extend_from_slice(key);
+        c.push(b'}');
+    }
     c
 }
 

@@ -19,19 +19,28 @@ Three lines::
   ``redis.asyncio``.
 * Semaphores and a latch (Redisson's ``RSemaphore``,
   ``RPermitExpirableSemaphore``, ``RCountDownLatch``):
-  ``locks.semaphore(name)`` (:class:`Semaphore`),
-  ``locks.permit_semaphore(name)`` (:class:`PermitExpirableSemaphore`, whose
+  ``locks.semaphore(name)``, ``locks.permit_semaphore(name)`` (whose
   :class:`Permits` the watchdog keeps), ``locks.count_down_latch(name)``
-  (:class:`CountDownLatch`, ``wait_zero`` -> :class:`LatchResult`); ``Async*``
-  for asyncio.
-* :class:`MultiLock` and :class:`RedLock` over several locks or servers
-  (:class:`AsyncMultiLock` and :class:`AsyncRedLock` for asyncio).
+  (``wait_zero`` -> :class:`LatchResult`); ``Async*`` for asyncio.
+* :class:`MultiLock` and :class:`RedLock` over several locks or servers.
+* Every error is a ``redis.exceptions.LockError`` (a ``RedisError``).
 """
 
-from ._async import AsyncLockClient, AsyncLockGuard
-from ._core import LatchResult, LostReason, Options
-from ._sync import LockClient, LockGuard
-from .compat import AsyncModuleLock, ModuleLock
+from importlib.metadata import PackageNotFoundError, version
+
+from ._async.client import AsyncLockClient
+from ._async.compat import AsyncModuleLock
+from ._async.guard import AsyncLockGuard
+from ._async.latch import AsyncCountDownLatch
+from ._async.multi import AsyncMultiGuard, AsyncMultiLock, AsyncRedLock, AsyncRedLockGuard
+from ._async.semaphore import AsyncPermitExpirableSemaphore, AsyncPermits, AsyncSemaphore
+from ._protocol import LatchResult, LostReason, Options
+from ._sync.client import LockClient
+from ._sync.compat import ModuleLock
+from ._sync.guard import LockGuard
+from ._sync.latch import CountDownLatch
+from ._sync.multi import MultiGuard, MultiLock, RedLock, RedLockGuard
+from ._sync.semaphore import PermitExpirableSemaphore, Permits, Semaphore
 from .errors import (
     ConnectionLost,
     HoldCountMismatch,
@@ -45,25 +54,11 @@ from .errors import (
     Uncertain,
     UpgradeRefused,
 )
-from .latch import AsyncCountDownLatch, CountDownLatch
-from .multi import (
-    AsyncMultiGuard,
-    AsyncMultiLock,
-    AsyncRedLock,
-    AsyncRedLockGuard,
-    MultiGuard,
-    MultiLock,
-    RedLock,
-    RedLockGuard,
-)
-from .semaphore import (
-    AsyncPermitExpirableSemaphore,
-    AsyncPermits,
-    AsyncSemaphore,
-    PermitExpirableSemaphore,
-    Permits,
-    Semaphore,
-)
+
+try:
+    __version__ = version("redis-lock-client")
+except PackageNotFoundError:  # run from a source tree that was never installed
+    __version__ = "0+unknown"
 
 __all__ = [
     "AsyncCountDownLatch",
@@ -102,4 +97,5 @@ __all__ = [
     "ServerError",
     "Uncertain",
     "UpgradeRefused",
+    "__version__",
 ]

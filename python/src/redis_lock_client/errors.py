@@ -1,11 +1,17 @@
-"""The package's errors. Each says what the caller can still rely on."""
+"""The package's errors. Each says what the caller can still rely on, and
+each is also the redis-py exception a redis-py user already catches:
+every one is a ``redis.exceptions.LockError`` (so a ``RedisError``); a
+refusal is a ``ResponseError``, an unreachable server a
+``ConnectionError``, a hold found gone a ``LockNotOwnedError``."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from redis import exceptions as rex
 
-class LockError(Exception):
+
+class LockError(rex.LockError):
     """Base class of every error this package raises."""
 
     @property
@@ -15,12 +21,12 @@ class LockError(Exception):
         return False
 
 
-class ServerError(LockError):
+class ServerError(LockError, rex.ResponseError):
     """The server refused the command (wrong type, ``NOPERM``, module not
     loaded, a lease above ``lock.max-lease-ms``...). Nothing changed."""
 
 
-class ConnectionLost(LockError):
+class ConnectionLost(LockError, rex.ConnectionError):
     """The server could not be reached, and the client made sure that the
     command it could not deliver did not take effect (or sent nothing)."""
 
@@ -29,7 +35,7 @@ class ConnectionLost(LockError):
         return True
 
 
-class Uncertain(LockError):
+class Uncertain(LockError, rex.ConnectionError):
     """A connection failed after a command was sent and the client could not
     read back whether it ran: the lock may be held by this owner until its
     lease ends (no watchdog renews it)."""
@@ -47,7 +53,7 @@ class Uncertain(LockError):
         return True
 
 
-class NotHeld(LockError):
+class NotHeld(LockError, rex.LockNotOwnedError):
     """Unlock of a hold the server no longer has: its lease ended or it was
     forced. Redisson throws ``IllegalMonitorStateException`` here."""
 
@@ -72,7 +78,7 @@ class HoldCountMismatch(LockError):
         self.found = found
 
 
-class NotSynced(LockError):
+class NotSynced(LockError, rex.ResponseError):
     """A synced grant (``sync_replicas``, or the module's
     ``lock.sync-replicas``) was not acknowledged by enough replicas in time,
     and the module undid it: the lock is **not held** by this owner. A later
@@ -107,16 +113,6 @@ class UpgradeRefused(ServerError):
         self.detail = detail
 
 
-def refused(name: str, e: BaseException) -> LockError:
-    """The error for a server's refusal of an acquire or release of ``name``."""
-    text = str(e)
-    if text.startswith("NOSYNC"):
-        return NotSynced(name, text)
-    if "holds this read-write lock for reading" in text:
-        return UpgradeRefused(name, text)
-    return ServerError(text)
-
-
 class OutcomeUnknown(Uncertain):
     """A semaphore or latch command (which changes a count, and so is not
     resent) lost its connection after it was sent: whether it ran is
@@ -149,9 +145,48 @@ class PermitsNotHeld(NotHeld):
         self.ids = list(ids)
 
 
-class ProtocolViolation(LockError):
+class ProtocolViolation(LockError, rex.InvalidResponse):
     """The server answered something the ``LOCK.*`` contract does not allow
     (is the module loaded?)."""
+
+
+TRANSPORT = (rex.ConnectionError, rex.TimeoutError, OSError)
+WRONG_ROLE = (
+    rex.ReadOnlyError,
+    rex.MovedError,
+    rex.AskError,
+    rex.TryAgainError,
+    rex.ClusterDownError,
+)
+
+
+def wrong_role(e: BaseException) -> bool:
+    """Refused by a server that is no master (any more), or for a key that
+    moved: nothing ran."""
+    return isinstance(e, WRONG_ROLE) or _said_wrong_role(e)
+
+
+def _said_wrong_role(e: BaseException) -> bool:
+    return str(e).startswith(("READONLY", "MOVED", "ASK ", "UNBLOCKED", "TRYAGAIN", "CLUSTERDOWN"))
+
+
+def server_error(e: BaseException) -> ServerError:
+    """A refusal, saying so when the server does not know a ``LOCK.*``
+    command: the module is not loaded there."""
+    text = str(e)
+    if text.lower().startswith("unknown command") and "'lock." in text.lower():
+        text += " (is the lock module loaded? MODULE LIST names it 'lock')"
+    return ServerError(text)
+
+
+def refused(name: str, e: BaseException) -> LockError:
+    """The error for a server's refusal of an acquire or release of ``name``."""
+    text = str(e)
+    if text.startswith("NOSYNC"):
+        return NotSynced(name, text)
+    if "holds this read-write lock for reading" in text:
+        return UpgradeRefused(name, text)
+    return server_error(e)
 
 
 def describe(e: BaseException | None) -> str:

@@ -1,7 +1,7 @@
-"""What the sync and asyncio clients share: commands, reply decoding, owner
-ids, the per-(lock, owner) state, and the rules of the watchdog.
-
-Nothing here does I/O.
+"""What both clients say to the server and how they read its answers:
+options, owner ids, the commands of every kind of hold, reply decoding.
+Nothing here does I/O; a reply outside the ``LOCK.*`` contract raises
+:class:`~redis_lock_client.ProtocolViolation`.
 """
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ import enum
 import inspect
 import itertools
 import threading
-import time
 import uuid
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
+
+from .errors import ProtocolViolation
 
 Number = int | float
 
@@ -40,6 +40,11 @@ class Options:
       :class:`~redis_lock_client.NotSynced` (not held). ``(0, 0)`` turns the
       module's ``lock.sync-replicas`` off for this client; None (default)
       leaves it to the module. Reply deadlines grow by ``timeout``.
+    * ``track_locks``: the server tells the client at once when a held
+      lock's or permit's key changes (``CLIENT TRACKING``, one connection
+      pair per client), so a loss is told within milliseconds rather than
+      at the next renewal. Single servers and Sentinel; a cluster relies on
+      renewals.
     """
 
     watchdog_lease: float = 30.0
@@ -48,6 +53,7 @@ class Options:
     retry_interval: float = 0.1
     wait_margin: float = 2.0
     sync_replicas: tuple[int, float] | None = None
+    track_locks: bool = True
 
     def sync_args(self) -> tuple[int, int] | None:
         """``SYNC``'s arguments, checked: a positive timeout when replicas
@@ -227,10 +233,6 @@ def release_args(kind: Kind, name: str, owner: str, known: int, renew: float | N
     return args
 
 
-class ProtocolError(Exception):
-    pass
-
-
 def parse_acquire(reply: Any, fenced: bool) -> tuple[bool, int | None]:
     """(granted, token) from a ``LOCK.ACQUIRE`` reply: nil / integer, or with
     ``TOKEN`` ``[-1, token]`` / ``[remaining, -1]``."""
@@ -245,7 +247,7 @@ def parse_acquire(reply: Any, fenced: bool) -> tuple[bool, int | None]:
             return True, second
         if second == -1:
             return False, None
-    raise ProtocolError(f"LOCK.ACQUIRE answered {reply!r}")
+    raise ProtocolViolation(f"LOCK.ACQUIRE answered {reply!r}")
 
 
 def text(v: Any) -> Any:
@@ -312,65 +314,9 @@ def wants_command_name(get_connection: Any) -> bool:
     return known
 
 
-def is_wrong_role(e: BaseException) -> bool:
-    """Refused by a server that is no master (any more), or a key that moved:
-    nothing ran."""
-    msg = str(e)
-    return msg.startswith(("READONLY", "MOVED", "ASK ", "UNBLOCKED", "TRYAGAIN", "CLUSTERDOWN"))
-
-
-# ---------------------------------------------------------------------------
-# What a client knows about one (lock, owner) it holds
-# ---------------------------------------------------------------------------
-
-LostCallback = Callable[[LostReason], None]
-
-
-@dataclass
-class EntryState:
-    holds: int = 0
-    # Released or lost: a new acquisition starts a new entry.
-    retired: bool = False
-    # The lease the watchdog renews to; None: a caller-given lease.
-    watchdog: float | None = None
-    # When the lease ends unless renewed (time.monotonic), never later than
-    # the server's deadline.
-    expires: float = 0.0
-    next_renewal: float = 0.0
-    last_error: str | None = None
-    # A renewal is in flight (the watchdog starts one at a time per lock).
-    renewing: bool = False
-    lost: LostReason | None = None
-    callbacks: list[LostCallback] = field(default_factory=list)
-
-
-def grant_times(
-    state: EntryState, expires: float, renew_now: bool, watchdog: float | None, now: float
-) -> None:
-    """Records a grant's lease in ``state`` (re-entry too resets it)."""
-    state.holds += 1
-    state.expires = expires
-    if watchdog is not None:
-        state.watchdog = watchdog
-        due = expires - (watchdog - watchdog / 3)
-        state.next_renewal = now if renew_now else due
-
-
-def lost_if_expired(state: EntryState, now: float) -> LostReason | None:
-    """The loss to report if the lease has passed without a renewal."""
-    if state.retired or state.holds == 0 or state.expires > now:
-        return None
-    if state.watchdog is not None:
-        return LostReason(LostReason.RENEWAL_FAILED, state.last_error or "no renewal in time")
-    return LostReason(LostReason.LEASE_EXPIRED)
-
-
 def retry_after(lease: float) -> float:
+    """When a failed renewal is tried again: every tenth of the lease."""
     return max(lease / 10, 0.01)
-
-
-def monotonic() -> float:
-    return time.monotonic()
 
 
 # ---------------------------------------------------------------------------
@@ -389,6 +335,22 @@ PERMIT = Kind(
     release_lease=False,
     fenceable=False,
 )
+
+
+def tracking_read(kind: Kind, name: str, field: str) -> tuple[str, list[Any]]:
+    """The key whose changes the server reports for a hold of ``kind``, and
+    the read that both arms that report (``CLIENT TRACKING`` remembers what
+    a connection read) and answers whether the hold is still there: a
+    lock's hash field, or a permit's member of ``{name}:timeout``."""
+    if kind is PERMIT:
+        key = timeout_key(name)
+        return key, ["ZSCORE", key, bytes.fromhex(field)]
+    return name, ["HGET", name, field]
+
+
+def still_held(kind: Kind, reply: Any) -> bool:
+    """What :func:`tracking_read`'s reply says."""
+    return reply is not None if kind is PERMIT else hold_count(reply) > 0
 
 
 def positive(n: int, what: str) -> int:
@@ -466,16 +428,35 @@ def await_args(name: str, timeout: Number | None) -> list[Any]:
     return ["LOCK.AWAIT", name, 0 if timeout is None else wait_ms(timeout)]
 
 
+def wait_plan(wait: Number | None) -> tuple[int | None, float | None]:
+    """(WAIT ms, seconds the server may wait) of a try; (None, None): one
+    attempt."""
+    if wait is None or wait <= 0:
+        return None, None
+    return wait_ms(wait), float(wait)
+
+
+def score_args(name: str, ids: list[str]) -> list[Any]:
+    """The leased permits' deadlines (``ZMSCORE``)."""
+    return ["ZMSCORE", timeout_key(name), *[bytes.fromhex(i) for i in ids]]
+
+
+def granted(command: str, reply: Any) -> None:
+    """A wait without end answers 1."""
+    if not flag(command, reply):
+        raise ProtocolViolation(f"{command} ... WAIT 0 answered 0")
+
+
 def integer(command: str, reply: Any) -> int:
     if isinstance(reply, bool) or not isinstance(reply, int):
-        raise ProtocolError(f"{command} answered {reply!r}")
+        raise ProtocolViolation(f"{command} answered {reply!r}")
     return reply
 
 
 def flag(command: str, reply: Any) -> bool:
     """A 1 / 0 reply."""
     if reply not in (0, 1) or isinstance(reply, bool):
-        raise ProtocolError(f"{command} answered {reply!r}")
+        raise ProtocolViolation(f"{command} answered {reply!r}")
     return bool(reply == 1)
 
 
@@ -488,7 +469,7 @@ def permit_ids(reply: Any, permits: int) -> list[str] | None:
         ids = [str(text(i)) for i in reply]
         if all(len(i) == 32 and all(c in "0123456789abcdef" for c in i) for i in ids):
             return ids
-    raise ProtocolError(f"LOCK.PERMITACQUIRE answered {reply!r}")
+    raise ProtocolViolation(f"LOCK.PERMITACQUIRE answered {reply!r}")
 
 
 def not_held_id(error: str) -> str | None:
@@ -521,7 +502,7 @@ def sem_info(reply: Any) -> dict[str, Any] | None:
         return None
     fields = pairs(reply)
     if "available" not in fields:
-        raise ProtocolError(f"LOCK.SEMINFO answered {reply!r}")
+        raise ProtocolViolation(f"LOCK.SEMINFO answered {reply!r}")
     out: dict[str, Any] = {k: text(v) for k, v in fields.items()}
     out["permits"] = [(str(text(i)), int(d)) for i, d in rows(fields.get("permits") or [])]
     out["waiters"] = [_waiter(w) for w in fields.get("waiters") or []]
@@ -533,7 +514,7 @@ def latch_info(reply: Any) -> dict[str, Any]:
     ``waited_ms``, ``timeout_ms``)."""
     fields = pairs(reply)
     if "count" not in fields:
-        raise ProtocolError(f"LOCK.LATCHINFO answered {reply!r}")
+        raise ProtocolViolation(f"LOCK.LATCHINFO answered {reply!r}")
     out: dict[str, Any] = {k: text(v) for k, v in fields.items()}
     out["waiters"] = [_waiter(w) for w in fields.get("waiters") or []]
     return out
@@ -564,13 +545,4 @@ def latch_result(reply: Any) -> LatchResult:
         return LatchResult.TIMED_OUT
     if reply == -1:
         return LatchResult.EXPIRED
-    raise ProtocolError(f"LOCK.AWAIT answered {reply!r}")
-
-
-def permit_lost_callback(on_lost: Callable[[str, LostReason], None], pid: str) -> LostCallback:
-    """An entry's loss callback that names its permit to the guard's."""
-
-    def callback(why: LostReason) -> None:
-        on_lost(pid, why)
-
-    return callback
+    raise ProtocolViolation(f"LOCK.AWAIT answered {reply!r}")

@@ -1,0 +1,378 @@
+package io.github.redislock.redisson.bench;
+
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.Paths;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.Locale;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
+
+import io.github.redislock.redisson.ModuleLocks;
+import io.github.redislock.redisson.support.Clients;
+import io.github.redislock.redisson.support.RedisServer;
+import io.github.redislock.redisson.support.Resp;
+import org.redisson.api.RLock;
+import org.redisson.api.RReadWriteLock;
+import org.redisson.api.RSemaphore;
+import org.redisson.api.RedissonClient;
+
+/**
+ * Contention, side by side in one JVM against one server, in one run: Redisson's own RLock,
+ * RReadWriteLock and RSemaphore against this library's on the same server, at 8 and 32
+ * threads, on one Redisson client and spread over four.
+ *
+ * <p>Each thread loops acquire, a one-counter critical section, release, for {@code
+ * BENCH_SECONDS} (default 3) per row. Reported: sections per second, the wait for each
+ * acquire (p50, p99, max; for the read-write lock also the writers' longest wait, counting a
+ * wait that was only granted after the row ended), Jain's fairness
+ * index over the threads' section counts, and the server's own time per section
+ * ({@code INFO commandstats}: every command's usec, summed, over the run, per section).
+ *
+ * <p>Run by {@code make bench} ({@code make bench-java}); writes {@code .cache/bench/java-bench.md}.
+ */
+public final class ContentionBench {
+
+    private ContentionBench() {
+    }
+
+    /** One side's objects on one client. */
+    interface Side {
+        Section lock(String name);
+
+        Section readWrite(String name, boolean writer);
+
+        Section semaphore(String name);
+    }
+
+    /** One acquire/release pair. */
+    interface Section {
+        void acquire() throws InterruptedException;
+
+        void release();
+    }
+
+    static final class Row {
+        String kind;
+        String side;
+        int threads;
+        int clients;
+        double perSecond;
+        double p50;
+        double p99;
+        double max;
+        double writerMax = Double.NaN;
+        double jain;
+        double serverUsPerSection;
+        long violations;
+    }
+
+    public static void main(String[] args) throws Exception {
+        long seconds = Long.parseLong(System.getenv().getOrDefault("BENCH_SECONDS", "3"));
+        Path out = Paths.get(System.getenv().getOrDefault("BENCH_OUT", ".cache/bench/java-bench.md"));
+        List<Row> rows = new ArrayList<>();
+        try (RedisServer server = RedisServer.start()) {
+            List<RedissonClient> clients = new ArrayList<>();
+            for (int i = 0; i < 4; i++) {
+                clients.add(Clients.single(server, c -> c.useSingleServer().setConnectionPoolSize(64)
+                        .setConnectionMinimumIdleSize(8).setSubscriptionConnectionPoolSize(50)));
+            }
+            try {
+                List<Side> redisson = new ArrayList<>();
+                List<Side> module = new ArrayList<>();
+                for (RedissonClient c : clients) {
+                    redisson.add(redissonSide(c));
+                    module.add(moduleSide(ModuleLocks.wrap(c)));
+                }
+                // Warm both sides up (JIT, connection pools), not reported.
+                run(server, "lock", redisson, 8, 1, 1, new Row());
+                run(server, "lock", module, 8, 1, 1, new Row());
+                int n = 0;
+                for (String kind : System.getenv().getOrDefault("BENCH_KINDS", "lock,rwlock,semaphore").split(",")) {
+                    for (int threads : new int[] {8, 32}) {
+                        for (int spread : new int[] {1, 4}) {
+                            for (int s = 0; s < 2; s++) {
+                                Row row = new Row();
+                                row.kind = kind;
+                                row.side = s == 0 ? "Redisson" : "module";
+                                row.threads = threads;
+                                row.clients = spread;
+                                run(server, kind + ":" + (n++), s == 0 ? redisson : module, threads, spread, seconds, row);
+                                rows.add(row);
+                                System.out.println(line(row));
+                            }
+                        }
+                    }
+                }
+            } finally {
+                for (RedissonClient c : clients) {
+                    c.shutdown();
+                }
+            }
+            String table = table(rows, seconds, server);
+            System.out.println();
+            System.out.println(table);
+            Files.createDirectories(out.toAbsolutePath().getParent());
+            Files.write(out, table.getBytes(StandardCharsets.UTF_8));
+            System.out.println("written to " + out.toAbsolutePath().normalize());
+        }
+    }
+
+    private static Side redissonSide(RedissonClient c) {
+        return new Side() {
+            @Override
+            public Section lock(String name) {
+                return wrap(c.getLock(name));
+            }
+
+            @Override
+            public Section readWrite(String name, boolean writer) {
+                RReadWriteLock rw = c.getReadWriteLock(name);
+                return wrap(writer ? rw.writeLock() : rw.readLock());
+            }
+
+            @Override
+            public Section semaphore(String name) {
+                return wrap(c.getSemaphore(name));
+            }
+        };
+    }
+
+    private static Side moduleSide(ModuleLocks locks) {
+        return new Side() {
+            @Override
+            public Section lock(String name) {
+                return wrap(locks.getLock(name));
+            }
+
+            @Override
+            public Section readWrite(String name, boolean writer) {
+                RReadWriteLock rw = locks.getReadWriteLock(name);
+                return wrap(writer ? rw.writeLock() : rw.readLock());
+            }
+
+            @Override
+            public Section semaphore(String name) {
+                return wrap(locks.getSemaphore(name));
+            }
+        };
+    }
+
+    static Section wrap(RLock lock) {
+        return new Section() {
+            @Override
+            public void acquire() {
+                lock.lock();
+            }
+
+            @Override
+            public void release() {
+                lock.unlock();
+            }
+        };
+    }
+
+    static Section wrap(RSemaphore sem) {
+        return new Section() {
+            @Override
+            public void acquire() throws InterruptedException {
+                sem.acquire();
+            }
+
+            @Override
+            public void release() {
+                sem.release();
+            }
+        };
+    }
+
+    /** The semaphore's permits in the semaphore rows. */
+    static final int PERMITS = 4;
+
+    private static void run(RedisServer server, String kindAndName, List<Side> sides, int threads, int spread,
+                            long seconds, Row row) throws Exception {
+        String kind = kindAndName.contains(":") ? kindAndName.substring(0, kindAndName.indexOf(':')) : kindAndName;
+        String name = "bench:" + kindAndName + ":" + System.nanoTime();
+        if (kind.equals("semaphore")) {
+            server.call("SET", name, String.valueOf(PERMITS));
+        }
+        AtomicBoolean stop = new AtomicBoolean();
+        AtomicInteger readers = new AtomicInteger();
+        AtomicInteger writers = new AtomicInteger();
+        AtomicInteger inside = new AtomicInteger();
+        long[] violations = new long[1];
+        long[][] waits = new long[threads][];
+        long[] lastWaits = new long[threads];
+        int[] counts = new int[threads];
+        boolean[] isWriter = new boolean[threads];
+        CountDownLatch ready = new CountDownLatch(threads);
+        CountDownLatch go = new CountDownLatch(1);
+        List<Thread> workers = new ArrayList<>();
+        for (int t = 0; t < threads; t++) {
+            int id = t;
+            Side side = sides.get(t % spread);
+            boolean writer = kind.equals("rwlock") && t % 4 == 0;
+            isWriter[t] = writer;
+            Section section = kind.equals("lock") ? side.lock(name)
+                    : kind.equals("rwlock") ? side.readWrite(name, writer) : side.semaphore(name);
+            Thread w = new Thread(() -> {
+                long[] mine = new long[1 << 12];
+                int n = 0;
+                ready.countDown();
+                try {
+                    go.await();
+                    while (!stop.get()) {
+                        long t0 = System.nanoTime();
+                        section.acquire();
+                        long waited = System.nanoTime() - t0;
+                        if (stop.get()) {
+                            // Granted after the run: not a section, but a wait that long
+                            // happened (a starved writer's shows here).
+                            lastWaits[id] = waited;
+                            section.release();
+                            break;
+                        }
+                        if (n == mine.length) {
+                            mine = Arrays.copyOf(mine, n * 2);
+                        }
+                        mine[n++] = waited;
+                        check(kind, writer, readers, writers, inside, violations);
+                        section.release();
+                    }
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                }
+                waits[id] = Arrays.copyOf(mine, n);
+                counts[id] = n;
+            });
+            workers.add(w);
+            w.start();
+        }
+        ready.await();
+        long usecBefore = commandUsec(server);
+        long start = System.nanoTime();
+        go.countDown();
+        Thread.sleep(TimeUnit.SECONDS.toMillis(seconds));
+        stop.set(true);
+        long elapsed = System.nanoTime() - start;
+        long usecAfter = commandUsec(server);
+        for (Thread w : workers) {
+            w.join(60_000);
+        }
+        long total = 0;
+        List<Long> all = new ArrayList<>();
+        List<Long> writerWaits = new ArrayList<>();
+        double sum = 0;
+        double squares = 0;
+        for (int t = 0; t < threads; t++) {
+            total += counts[t];
+            sum += counts[t];
+            squares += (double) counts[t] * counts[t];
+            for (long w : waits[t]) {
+                all.add(w);
+                if (isWriter[t]) {
+                    writerWaits.add(w);
+                }
+            }
+            if (isWriter[t] && lastWaits[t] > 0) {
+                writerWaits.add(lastWaits[t]);
+            }
+        }
+        all.sort(null);
+        row.perSecond = total / (elapsed / 1e9);
+        row.p50 = ms(percentile(all, 0.50));
+        row.p99 = ms(percentile(all, 0.99));
+        row.max = ms(all.isEmpty() ? 0 : all.get(all.size() - 1));
+        if (!writerWaits.isEmpty()) {
+            writerWaits.sort(null);
+            row.writerMax = ms(writerWaits.get(writerWaits.size() - 1));
+        }
+        row.jain = squares == 0 ? 0 : sum * sum / (threads * squares);
+        row.serverUsPerSection = total == 0 ? 0 : (double) (usecAfter - usecBefore) / total;
+        row.violations = violations[0];
+    }
+
+    /** The section: nobody else inside a lock, no writer with anyone, at most PERMITS on the semaphore. */
+    private static void check(String kind, boolean writer, AtomicInteger readers, AtomicInteger writers,
+                              AtomicInteger inside, long[] violations) {
+        if (kind.equals("lock") || kind.equals("semaphore")) {
+            int limit = kind.equals("lock") ? 1 : PERMITS;
+            if (inside.incrementAndGet() > limit) {
+                violations[0]++;
+            }
+            inside.decrementAndGet();
+            return;
+        }
+        if (writer) {
+            if (writers.incrementAndGet() > 1 || readers.get() > 0) {
+                violations[0]++;
+            }
+            writers.decrementAndGet();
+        } else {
+            readers.incrementAndGet();
+            if (writers.get() > 0) {
+                violations[0]++;
+            }
+            readers.decrementAndGet();
+        }
+    }
+
+    private static long percentile(List<Long> sorted, double p) {
+        if (sorted.isEmpty()) {
+            return 0;
+        }
+        int i = (int) Math.min(sorted.size() - 1, Math.ceil(p * sorted.size()) - 1);
+        return sorted.get(Math.max(0, i));
+    }
+
+    private static double ms(long nanos) {
+        return nanos / 1e6;
+    }
+
+    /** The sum of every command's usec in INFO commandstats. */
+    private static long commandUsec(RedisServer server) {
+        try (Resp r = server.connect()) {
+            long total = 0;
+            for (String line : r.string("INFO", "commandstats").split("\r\n")) {
+                int i = line.indexOf("usec=");
+                if (line.startsWith("cmdstat_") && i > 0) {
+                    int end = line.indexOf(',', i);
+                    total += Long.parseLong(line.substring(i + 5, end));
+                }
+            }
+            return total;
+        }
+    }
+
+    private static String line(Row r) {
+        return String.format(Locale.ROOT, "%-9s %-8s %2d threads %d client(s): %9.0f/s  p50 %7.2f  p99 %8.2f  max %8.2f ms  jain %.4f  %6.1f us/section%s",
+                r.kind, r.side, r.threads, r.clients, r.perSecond, r.p50, r.p99, r.max, r.jain, r.serverUsPerSection,
+                r.violations > 0 ? "  VIOLATIONS " + r.violations : "");
+    }
+
+    private static String table(List<Row> rows, long seconds, RedisServer server) {
+        StringBuilder sb = new StringBuilder();
+        String version = String.valueOf(server.call("INFO", "server")).lines()
+                .filter(l -> l.startsWith("redis_version:") || l.startsWith("valkey_version:")).findFirst().orElse("?");
+        sb.append(String.format(Locale.ROOT,
+                "Java contention benchmark: Redisson %s vs this library, %s s per row, %s, JDK %s, %d cores.%n%n",
+                org.redisson.Version.class.getPackage().getImplementationVersion(), seconds, version.trim(),
+                System.getProperty("java.version"), Runtime.getRuntime().availableProcessors()));
+        sb.append("| object | threads | clients | side | sections/s | p50 wait ms | p99 wait ms | max wait ms | writer max ms | Jain | server us/section |\n");
+        sb.append("|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|\n");
+        for (Row r : rows) {
+            sb.append(String.format(Locale.ROOT, "| %s | %d | %d | %s | %.0f | %.2f | %.2f | %.2f | %s | %.4f | %.1f |%s%n",
+                    r.kind.equals("semaphore") ? "semaphore (" + PERMITS + " permits)" : r.kind.equals("rwlock") ? "rwlock (1 writer in 4)" : "lock",
+                    r.threads, r.clients, r.side, r.perSecond, r.p50, r.p99, r.max,
+                    Double.isNaN(r.writerMax) ? "" : String.format(Locale.ROOT, "%.2f", r.writerMax),
+                    r.jain, r.serverUsPerSection, r.violations > 0 ? " VIOLATIONS: " + r.violations : ""));
+        }
+        return sb.toString();
+    }
+}

@@ -1,0 +1,2 @@
+"""A client's modules, by job. ``_async`` is the source; ``_sync`` is generated
+from it by ``python/scripts/unasync.py`` (except ``_io.py``, written for each)."""

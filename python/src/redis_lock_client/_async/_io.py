@@ -1,0 +1,257 @@
+"""What the asyncio client does differently from the threaded one, and
+only that: its primitives (locks, events, sleeping, background tasks,
+owner numbers), how it talks to ``redis.asyncio`` connections, and what
+happens to a cancelled call and to a guard dropped unreleased. Every other
+module of this package is generated into ``_sync`` (see
+``python/scripts/unasync.py``), whose ``_io.py`` is the threaded twin of
+this one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import weakref
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from typing import Any, TypeVar
+
+from redis import exceptions as rex
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+
+from .. import _protocol
+from .._holds import monotonic
+
+Lock = asyncio.Lock
+Event = asyncio.Event
+
+# A wait without end: longer than any process lives (math.inf is redis-py 6+).
+_FOREVER = 1e9
+
+_task_numbers = itertools.count(1)
+_task_ids: weakref.WeakKeyDictionary[asyncio.Task[Any], int] = weakref.WeakKeyDictionary()
+_background: set[asyncio.Task[Any]] = set()
+
+
+def owner_suffix() -> str:
+    """``task-<n>`` for the running task, numbered from 1 per process (a
+    task's ``id()`` can be reused once it is gone); the thread outside one."""
+    try:
+        task = asyncio.current_task()
+    except RuntimeError:
+        task = None
+    if task is None:
+        return str(_protocol.thread_number())
+    n = _task_ids.get(task)
+    if n is None:
+        n = next(_task_numbers)
+        _task_ids[task] = n
+    return f"task-{n}"
+
+
+async def sleep(seconds: float) -> None:
+    await asyncio.sleep(seconds)
+
+
+def spawn(fn: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> asyncio.Task[Any]:
+    """Runs ``fn(*args)`` in a task of its own (kept until it ends)."""
+    task: asyncio.Task[Any] = asyncio.get_running_loop().create_task(fn(*args))
+    _background.add(task)
+    task.add_done_callback(_background.discard)
+    return task
+
+
+def after_interruption(fn: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> None:
+    """Clean-up after a cancelled call: in a task of its own, which the
+    caller's cancellation cannot cut short."""
+    spawn(fn, *args)
+
+
+def home() -> asyncio.AbstractEventLoop:
+    """Where a guard's background release must run: its event loop."""
+    return asyncio.get_running_loop()
+
+
+def when_dropped(loop: Any, fn: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> None:
+    """A guard collected unreleased (from ``__del__``, on any thread):
+    ``fn(*args)`` runs on its loop; with the loop closed the lease ends on
+    its own."""
+    try:
+        loop.call_soon_threadsafe(spawn, fn, *args)
+    except Exception:
+        pass
+
+
+class Wakeup:
+    """What the watchdog sleeps on: a timeout that ``set()`` cuts short."""
+
+    def __init__(self) -> None:
+        self._event = asyncio.Event()
+
+    def set(self) -> None:
+        self._event.set()
+
+    async def wait(self, seconds: float) -> None:
+        if seconds > 0:
+            try:
+                await asyncio.wait_for(self._event.wait(), seconds)
+            except asyncio.TimeoutError:
+                pass
+        self._event.clear()
+
+
+# -- connections -------------------------------------------------------------
+
+
+class _ClusterNodePool:
+    """A ``redis.asyncio`` cluster node, seen as a client with a pool."""
+
+    def __init__(self, node: Any) -> None:
+        self.node = node
+        self.connection_pool = self
+
+    async def get_connection(self, *_: Any) -> Any:
+        return self.node.acquire_connection()
+
+    async def release(self, conn: Any) -> None:
+        release = getattr(self.node, "release", None)
+        if release is not None:
+            release(conn)
+        else:  # redis-py 5.0: the node keeps its free connections in a deque
+            self.node._free.append(conn)
+
+
+def is_cluster(redis: Any) -> bool:
+    return getattr(redis, "get_node_from_key", None) is not None
+
+
+async def route(redis: Any, name: str) -> Any:
+    """What serves ``name``: the client itself, or a cluster's node behind
+    an adapter with the pool's two calls."""
+    if getattr(redis, "get_node_from_key", None) is None:
+        return redis
+    await redis.initialize()
+    return _ClusterNodePool(redis.get_node_from_key(name))
+
+
+async def moved(redis: Any) -> None:
+    """A node answered that it no longer serves a key: learn the layout."""
+    manager = getattr(redis, "nodes_manager", None)
+    if manager is not None:
+        try:
+            await manager.initialize()
+        except Exception:
+            pass
+
+
+async def get(node: Any) -> Any:
+    pool = node.connection_pool
+    if _protocol.wants_command_name(pool.get_connection):
+        return await pool.get_connection("LOCK")  # redis-py < 5.3
+    return await pool.get_connection()
+
+
+async def put(node: Any, conn: Any) -> None:
+    await node.connection_pool.release(conn)
+
+
+async def drop(node: Any, conn: Any) -> None:
+    """Closes a connection whose state is unknown and gives it back (also
+    when the caller is being cancelled)."""
+
+    async def close() -> None:
+        try:
+            await conn.disconnect()
+        finally:
+            await put(node, conn)
+
+    await asyncio.shield(close())
+
+
+async def connect(conn: Any) -> None:
+    await conn.connect()
+
+
+def socket(conn: Any) -> Any:
+    """What identifies the connection's current socket."""
+    return getattr(conn, "_writer", None)
+
+
+async def send(conn: Any, args: list[Any]) -> None:
+    await conn.send_command(*args)
+
+
+async def reply(conn: Any, within: float | None) -> Any:
+    """The reply to what was sent, awaited ``within`` s (None: forever).
+    A reply that does not come in time closes the connection (it may still
+    come) and raises redis-py's ``TimeoutError``."""
+    if within is None:
+        return await conn.read_response(timeout=_FOREVER)
+    started = monotonic()
+    answer = await conn.read_response(timeout=max(within, 0.0))
+    # On its deadline redis-py answers None, as a nil reply would be: one
+    # that late is handled as a timeout, which is always safe here.
+    if answer is None and monotonic() - started >= within - 0.001:
+        await conn.disconnect()
+        raise rex.TimeoutError(f"no reply within {within:.3f} s")
+    return answer
+
+
+async def execute(conn: Any, args: list[Any], timeout: float | None) -> Any:
+    """One short command, its reply awaited ``timeout`` (None: the
+    connection's own socket timeout, or the default when it has none)."""
+    await conn.send_command(*args)
+    return await reply(conn, timeout or conn.socket_timeout or _protocol.DEFAULT_TIMEOUT)
+
+
+# -- the tracking connection pair ---------------------------------------------
+
+
+def new_connection(redis: Any, **overrides: Any) -> Any:
+    """A connection of its own to the client's server (the master, through
+    Sentinel), outside the pool, with ``overrides`` to its settings. It
+    connects once per attempt (no redis-py retry with its backoff): the
+    caller's loop decides when to try again."""
+    pool = redis.connection_pool
+    kwargs = {**pool.connection_kwargs, "retry": Retry(NoBackoff(), 0), **overrides}
+    return pool.connection_class(**kwargs)
+
+
+async def close(conn: Any) -> None:
+    try:
+        await conn.disconnect()
+    except Exception:
+        pass
+
+
+async def message(conn: Any, within: float) -> Any:
+    """The next message on a subscribed connection, or None after
+    ``within`` s without one."""
+    return await conn.read_response(timeout=within)
+
+
+async def try_hold(lock: asyncio.Lock) -> bool:
+    """Takes ``lock`` if it is free (no task can come between the look and
+    the take: a free lock is taken without suspending)."""
+    if lock.locked():
+        return False
+    await lock.acquire()
+    return True
+
+
+async def at_once(calls: Sequence[Callable[[], Awaitable[Any]]], within: float) -> list[Any]:
+    """Runs every call at once, each for ``within`` s at most: their
+    results, None for one that failed or was too slow."""
+
+    async def one(call: Callable[[], Awaitable[Any]]) -> Any:
+        try:
+            return await asyncio.wait_for(call(), within)
+        except Exception:
+            return None
+
+    return list(await asyncio.gather(*(one(c) for c in calls)))
+
+
+T = TypeVar("T")
+# What a call of the shared API (``_api.py``) returns here: an awaitable.
+Later = Coroutine[Any, Any, T]

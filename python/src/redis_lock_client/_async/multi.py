@@ -1,0 +1,169 @@
+"""Locks over several locks or several servers.
+
+* :class:`AsyncMultiLock`: all of several locks or none (Redisson's
+  ``RedissonMultiLock``), possibly on independent servers.
+* :class:`AsyncRedLock`: one lock on a majority of independent masters
+  (Redisson's deprecated ``RedissonRedLock``). Its safety rests on bounded
+  clock drift and pauses, and it has no fencing token: prefer
+  ``lock_fenced`` on a replicated master.
+"""
+
+from __future__ import annotations
+
+import functools
+import random
+from types import TracebackType
+
+from .. import _protocol
+from .._api import MultiHeld, MultiParts, RedLockPlan, RedLockView
+from .._holds import monotonic
+from .._protocol import Number
+from ..errors import LockError
+from . import _io
+from .client import AsyncLockClient
+from .guard import AsyncLockGuard
+
+
+class AsyncMultiLock(MultiParts):
+    """All of several locks, or none: taken in the order given within one
+    shared wait budget; if one cannot be had, those already taken are
+    released before the call returns. List the locks in the same order
+    everywhere (opposite orders can each hold one and wait for the other).
+
+    ::
+
+        both = AsyncMultiLock([(east, "account:1"), (west, "account:2")])
+        guard = await both.try_lock(wait=1.0)  # None if not had in time
+    """
+
+    async def lock(self) -> AsyncMultiGuard:
+        """Takes every lock, waiting as long as it takes; watchdogs keep them."""
+        guard = await self._acquire(None, None)
+        assert guard is not None
+        return guard
+
+    async def try_lock(
+        self, wait: Number = 0, lease: Number | None = None
+    ) -> AsyncMultiGuard | None:
+        """Every lock within ``wait`` seconds (shared), or None. With a
+        ``lease``, every lease restarts together once all are held."""
+        return await self._acquire(float(wait), lease)
+
+    async def _acquire(self, wait: float | None, lease: Number | None) -> AsyncMultiGuard | None:
+        deadline = None if wait is None else monotonic() + wait
+        held: list[AsyncLockGuard] = []
+        try:
+            for client, name in self._parts:
+                part_wait = None if deadline is None else max(0.0, deadline - monotonic())
+                guard = await client.try_lock(name, part_wait, lease)
+                if guard is None:
+                    await _roll_back(held)
+                    return None
+                held.append(guard)
+            if lease is not None and len(held) > 1:
+                # The first lease started long before the last: restart all.
+                for guard in held:
+                    if not await guard.renew(lease):
+                        await _roll_back(held)
+                        return None
+        except BaseException:
+            await _roll_back(held)
+            raise
+        return AsyncMultiGuard(held)
+
+
+async def _roll_back(held: list[AsyncLockGuard]) -> None:
+    for guard in reversed(held):
+        try:
+            await guard.unlock()
+        except LockError:
+            pass
+
+
+class AsyncMultiGuard(MultiHeld):
+    """The locks of an :class:`AsyncMultiLock`, released together."""
+
+    async def unlock(self) -> None:
+        """Releases every lock (all are attempted); raises the first error."""
+        first: LockError | None = None
+        for guard in self.guards:
+            try:
+                await guard.unlock()
+            except LockError as e:
+                first = first or e
+        if first is not None:
+            raise first
+
+    async def __aenter__(self) -> AsyncMultiGuard:
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        try:
+            await self.unlock()
+        except LockError:
+            if et is None:
+                raise
+
+
+class AsyncRedLock(RedLockPlan):
+    """One lock on a majority (N/2 + 1) of N independent masters.
+
+    Each round sends one ``LOCK.ACQUIRE`` (no waiting) to every master at
+    once, each bounded by a short timeout; it wins when a quorum granted it
+    and time is left: validity = lease - elapsed - drift (1% of the lease +
+    2 ms). A lost round is released on every master, and the next starts
+    after a short random pause until ``wait`` is spent. Each round uses a
+    fresh owner id and never resends, so releasing it everywhere never
+    frees another holder's lock: no re-entry, no watchdog (pick a lease
+    longer than the work), no fencing token.
+    """
+
+    async def try_lock(self, wait: Number, lease: Number) -> AsyncRedLockGuard | None:
+        """The lock on a quorum within ``wait`` s for ``lease`` s, or None."""
+        ms = _protocol.lease_ms(lease)
+        lease = float(lease)
+        budget_end = monotonic() + float(wait)
+        per_master = min(max(lease / 10, 0.005), self._timeout())
+        drift = lease / 100 + 0.002
+        while True:
+            owner = self._round()
+            started = monotonic()
+            args = ["LOCK.ACQUIRE", self.name, owner, ms]
+
+            async def attempt(master: AsyncLockClient, args: list[object] = args) -> bool:
+                return await master.send(self.name, args, per_master, retries=0) is None
+
+            calls = [functools.partial(attempt, m) for m in self._masters]
+            granted = (await _io.at_once(calls, per_master)).count(True)
+            validity = lease - (monotonic() - started) - drift
+            guard = AsyncRedLockGuard(self._masters, self.name, owner, started + validity)
+            if granted >= self.quorum and validity > 0:
+                return guard
+            await guard.unlock()
+            left = budget_end - monotonic()
+            if left <= 0:
+                return None
+            await _io.sleep(min(left, random.uniform(0.01, 0.05)))
+
+
+class AsyncRedLockGuard(RedLockView):
+    """An :class:`AsyncRedLock` held on a quorum, valid for :meth:`validity`
+    more seconds; released on every master by :meth:`unlock` or the end of
+    the ``async with`` block."""
+
+    async def unlock(self) -> None:
+        """Releases it on every master, reachable or not (errors ignored: an
+        unreachable master's hold ends with its lease)."""
+        args = ["LOCK.RELEASE", self.name, self.owner]
+        calls = [functools.partial(m.send, self.name, args, retries=0) for m in self._masters]
+        await _io.at_once(calls, self._timeout())
+
+    async def __aenter__(self) -> AsyncRedLockGuard:
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.unlock()

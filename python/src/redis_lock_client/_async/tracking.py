@@ -1,0 +1,187 @@
+"""The fast lost signal: the server tells the client the moment the key of
+a hold changes (``CLIENT TRACKING``), on one pair of connections per
+client, so a forced, deleted or expired lock or permit is told within
+milliseconds instead of at the next renewal.
+
+The pair, in RESP2 (any redis-py, any parser): a subscriber to
+``__redis__:invalidate``, and a reader whose tracking is redirected to it.
+Every hold still held ``ARM_DELAY`` after its grant (a lock released at
+once costs nothing) is read once on the reader (``HGET name field``, or
+``ZSCORE {name}:timeout id`` for a permit), which makes the server remember
+the key for it. When the key changes in any way (``LOCK.FORCE``, ``DEL``,
+an expiry, and also this client's own renewals and releases) the server
+sends an invalidation naming it, once; the listener reads the key again,
+which both re-arms the notification and answers the question: gone means
+lost. Each check holds the entry's ``op``, as acquisitions and releases do,
+so it never judges a hold mid-change.
+
+Renewals stay the fallback: in a cluster, with ``track_locks=False``, when
+ACLs deny ``CLIENT TRACKING`` (final: not asked again), or while the pair
+is down. After it comes back (a failover, through Sentinel, lands on the
+new master) every watched hold is checked again, so a loss in the gap is
+told then.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from redis import exceptions as rex
+
+from .. import _protocol
+from .._holds import Entry, Registry, Watchlist, monotonic
+from .._protocol import Options
+from . import _io
+
+# How long after its grant a hold is armed: a lock released sooner is never
+# read. A loss is told at most this much (plus a round trip) after it.
+ARM_DELAY = 0.01
+# The longest pause between attempts to connect the pair again.
+MAX_BACKOFF = 0.02
+# How long the listener stays with nothing to watch before it ends.
+IDLE = 10.0
+CHANNEL = "__redis__:invalidate"
+
+
+class Tracker:
+    """One client's tracking pair and what it watches."""
+
+    def __init__(self, redis: Any, registry: Registry, options: Options) -> None:
+        self.redis = redis
+        self.registry = registry
+        self.timeout = options.command_timeout
+        self.enabled = options.track_locks and not _io.is_cluster(redis)
+        self.watchlist = Watchlist()
+        self.subscriber: Any = None
+        self.reader: Any = None
+        self.reading = _io.Lock()  # one command at a time on the reader
+        self.listener: Any = None
+        self.mutex = threading.Lock()
+
+    def watch(self, entry: Entry) -> float | None:
+        """A grant was recorded: when to arm it (None: not tracked)."""
+        if not self.enabled:
+            return None
+        at = monotonic() + ARM_DELAY
+        self.watchlist.add(entry, at)
+        return at
+
+    def arm_due(self, now: float) -> float:
+        """Starts arming the holds whose time has come (the watchdog's
+        round); when the next one is due (inf: none)."""
+        ready, later = self.watchlist.due(now)
+        if ready:
+            with self.mutex:
+                if self.listener is None and self.enabled:
+                    self.listener = _io.spawn(self.listen)
+            if self.reader is not None:
+                _io.spawn(self.check_all, ready)
+        return later
+
+    async def connect(self) -> None:
+        """The pair: the subscriber (RESP2, so invalidations come as
+        messages), then the reader, redirected to it."""
+        sub = _io.new_connection(self.redis, protocol=2)
+        try:
+            await _io.connect(sub)
+            sub_id = await _io.execute(sub, ["CLIENT", "ID"], self.timeout)
+            await _io.send(sub, ["SUBSCRIBE", CHANNEL])
+            await _io.reply(sub, _protocol.short_timeout(self.timeout))
+            reader = _io.new_connection(self.redis)
+            try:
+                await _io.connect(reader)
+                on = ["CLIENT", "TRACKING", "ON", "REDIRECT", sub_id]
+                await _io.execute(reader, on, self.timeout)
+            except BaseException:
+                await _io.close(reader)
+                raise
+        except BaseException:
+            await _io.close(sub)
+            raise
+        self.subscriber, self.reader = sub, reader
+
+    async def disconnect(self) -> None:
+        sub, reader = self.subscriber, self.reader
+        self.subscriber = self.reader = None
+        for conn in (sub, reader):
+            if conn is not None:
+                await _io.close(conn)
+
+    async def listen(self) -> None:
+        """Connects the pair, then checks what each invalidation names;
+        ends once nothing was watched for ``IDLE`` s or tracking is refused."""
+        backoff = ARM_DELAY
+        idle_since: float | None = None
+        while True:
+            if self.subscriber is None:
+                try:
+                    await self.connect()
+                    backoff = ARM_DELAY
+                    # Arm (and check) everything: a change in the gap was not told.
+                    await self.check_all(self.watchlist.all())
+                except rex.ResponseError:
+                    # ACLs deny it, or the server cannot: renewals only, for good.
+                    self.enabled = False
+                    self.watchlist.clear()
+                    with self.mutex:
+                        self.listener = None
+                    return
+                except Exception:
+                    await self.disconnect()
+                    await _io.sleep(backoff)
+                    backoff = min(backoff * 2, MAX_BACKOFF)
+                    continue
+            try:
+                msg = await _io.message(self.subscriber, 1.0)
+            except Exception:
+                await self.disconnect()
+                continue
+            if msg is None:
+                if self.watchlist.prune():
+                    idle_since = None
+                    continue
+                now = monotonic()
+                idle_since = now if idle_since is None else idle_since
+                with self.mutex:
+                    if now - idle_since >= IDLE and not self.watchlist.prune():
+                        self.listener = None
+                        break
+                continue
+            await self.check_all(self.watchlist.named(msg))
+        await self.disconnect()
+
+    async def check_all(self, entries: list[Entry]) -> None:
+        for entry in entries:
+            if not entry.is_held():
+                continue
+            if await _io.try_hold(entry.op):
+                try:
+                    await self.check(entry)
+                finally:
+                    entry.op.release()
+            else:
+                # An acquisition or release of it is under way (maybe a long
+                # wait): checked once it is done, without holding up the rest.
+                _io.spawn(self.check_when_free, entry)
+
+    async def check_when_free(self, entry: Entry) -> None:
+        async with entry.op:
+            await self.check(entry)
+
+    async def check(self, entry: Entry) -> None:
+        """Reads the hold on the reader (re-arming the notification); marks
+        it lost when gone. Failures are left to the listener (a broken pair
+        is connected again and everything checked) and to the renewals."""
+        reader = self.reader
+        if reader is None or not entry.is_held():
+            return
+        _, read = _protocol.tracking_read(entry.kind, entry.name, entry.field)
+        try:
+            async with self.reading:
+                reply = await _io.execute(reader, read, self.timeout)
+        except Exception:
+            await _io.close(reader)  # the listener hears of it and reconnects
+            return
+        if not _protocol.still_held(entry.kind, reply):
+            self.registry.gone(entry)

@@ -1,0 +1,224 @@
+"""What the threaded client does differently from the asyncio one, and
+only that: its primitives (locks, events, sleeping, background threads,
+owner numbers), how it talks to redis-py connections, and what happens to
+an interrupted call and to a guard dropped unreleased. Every other module
+of this package is generated from ``_async`` (see
+``python/scripts/unasync.py``); this file is the twin of ``_async/_io.py``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar, Union
+
+from redis import exceptions as rex
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from .. import _protocol
+from .._holds import monotonic
+
+Lock = threading.Lock
+Event = threading.Event
+
+
+def owner_suffix() -> str:
+    """This thread's number: threads are numbered from 1 per process,
+    never reused (a thread ident can be, after a thread exits)."""
+    return str(_protocol.thread_number())
+
+
+def sleep(seconds: float) -> None:
+    time.sleep(seconds)
+
+
+def spawn(fn: Callable[..., Any], *args: Any) -> threading.Thread:
+    """Runs ``fn(*args)`` in a daemon thread of its own."""
+    thread = threading.Thread(target=fn, args=args, daemon=True, name="redis-lock-client")
+    thread.start()
+    return thread
+
+
+def after_interruption(fn: Callable[..., Any], *args: Any) -> None:
+    """Clean-up after an interrupted call (``KeyboardInterrupt``...): at
+    once, before the exception goes on."""
+    fn(*args)
+
+
+def home() -> Any:
+    """Where a guard's background release must run: anywhere."""
+    return None
+
+
+def when_dropped(_: Any, fn: Callable[..., Any], *args: Any) -> None:
+    """A guard collected unreleased (from ``__del__``): ``fn(*args)`` in a
+    thread of its own; at interpreter shutdown, nothing (before 3.12
+    starting a thread then blocks for good): the lease ends on its own."""
+    if not threading.main_thread().is_alive():
+        return
+    try:
+        spawn(fn, *args)
+    except Exception:
+        pass
+
+
+class Wakeup:
+    """What the watchdog sleeps on: a timeout that ``set()`` cuts short."""
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+
+    def set(self) -> None:
+        self._event.set()
+
+    def wait(self, seconds: float) -> None:
+        if seconds > 0:
+            self._event.wait(seconds)
+        self._event.clear()
+
+
+# -- connections -------------------------------------------------------------
+
+
+def is_cluster(redis: Any) -> bool:
+    return getattr(redis, "get_node_from_key", None) is not None
+
+
+def route(redis: Any, name: str) -> Any:
+    """The ``redis.Redis`` that serves ``name``."""
+    if getattr(redis, "get_node_from_key", None) is None:
+        return redis
+    node = redis.get_node_from_key(name)
+    return node.redis_connection or redis.get_redis_connection(node)
+
+
+def moved(redis: Any) -> None:
+    """A node answered that it no longer serves a key: learn the layout."""
+    manager = getattr(redis, "nodes_manager", None)
+    if manager is not None:
+        try:
+            manager.initialize()
+        except Exception:
+            pass
+
+
+def get(node: Any) -> Any:
+    pool = node.connection_pool
+    if _protocol.wants_command_name(pool.get_connection):
+        return pool.get_connection("LOCK")  # redis-py < 5.3
+    return pool.get_connection()
+
+
+def put(node: Any, conn: Any) -> None:
+    node.connection_pool.release(conn)
+
+
+def drop(node: Any, conn: Any) -> None:
+    """Closes a connection whose state is unknown and gives it back."""
+    try:
+        conn.disconnect()
+    finally:
+        put(node, conn)
+
+
+def connect(conn: Any) -> None:
+    conn.connect()
+
+
+def socket(conn: Any) -> Any:
+    """What identifies the connection's current socket."""
+    return getattr(conn, "_sock", None)
+
+
+def send(conn: Any, args: list[Any]) -> None:
+    conn.send_command(*args)
+
+
+def reply(conn: Any, within: float | None) -> Any:
+    """The reply to what was sent, awaited ``within`` s (None: forever),
+    polled a second at a time so the thread stays interruptible
+    (``KeyboardInterrupt``); a wait without end relies on TCP keep-alive to
+    notice a vanished server."""
+    limit = None if within is None else monotonic() + within
+    while not conn.can_read(1.0 if limit is None else max(0.0, min(1.0, limit - monotonic()))):
+        if limit is not None and monotonic() >= limit:
+            raise rex.TimeoutError(f"no reply within {within:.3f} s")
+    return conn.read_response()
+
+
+def execute(conn: Any, args: list[Any], timeout: float | None) -> Any:
+    """One short command, its reply awaited ``timeout`` (None: the
+    connection's socket timeout, or the default when it has none)."""
+    conn.send_command(*args)
+    own = conn.socket_timeout
+    if own is None or (timeout is not None and timeout < own):
+        # The socket would wait longer than allowed: poll first.
+        limit = _protocol.short_timeout(timeout)
+        if not conn.can_read(limit):
+            raise rex.TimeoutError(f"no reply to {args[0]} within {limit:.3f} s")
+    return conn.read_response()
+
+
+# -- the tracking connection pair ---------------------------------------------
+
+
+def new_connection(redis: Any, **overrides: Any) -> Any:
+    """A connection of its own to the client's server (the master, through
+    Sentinel), outside the pool, with ``overrides`` to its settings. It
+    connects once per attempt (no redis-py retry with its backoff): the
+    caller's loop decides when to try again."""
+    pool = redis.connection_pool
+    kwargs = {**pool.connection_kwargs, "retry": Retry(NoBackoff(), 0), **overrides}
+    return pool.connection_class(**kwargs)
+
+
+def close(conn: Any) -> None:
+    try:
+        conn.disconnect()
+    except Exception:
+        pass
+
+
+def message(conn: Any, within: float) -> Any:
+    """The next message on a subscribed connection, or None after
+    ``within`` s without one."""
+    if not conn.can_read(within):
+        return None
+    return conn.read_response()
+
+
+def try_hold(lock: Any) -> bool:
+    """Takes ``lock`` if it is free."""
+    return bool(lock.acquire(blocking=False))
+
+
+def at_once(calls: Sequence[Callable[[], Any]], within: float) -> list[Any]:
+    """Runs every call at once (a thread each), waiting ``within`` s at
+    most: their results, None for one that failed or was too slow (it runs
+    on, left behind)."""
+    results: list[Any] = [None] * len(calls)
+
+    def run(i: int, call: Callable[[], Any]) -> None:
+        try:
+            results[i] = call()
+        except Exception:
+            pass
+
+    threads = [spawn(run, i, call) for i, call in enumerate(calls)]
+    deadline = monotonic() + within
+    for thread in threads:
+        thread.join(max(0.0, deadline - monotonic()))
+    return list(results)
+
+
+T = TypeVar("T")
+# What a call of the shared API (``_api.py``) returns here: the value itself.
+if TYPE_CHECKING:
+    Later = Union[T]  # noqa: UP007 - an alias of T that takes a parameter
+else:
+
+    class Later:
+        def __class_getitem__(cls, item: Any) -> Any:
+            return item

@@ -1,0 +1,121 @@
+"""Generated from ``_async/acquire.py`` (which documents it) by
+``python/scripts/unasync.py``: do not edit."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from .. import _protocol
+from .._holds import Entry, LostCallback, Progress, monotonic
+from .._protocol import LOCK, Kind, LostReason, Number
+from ..errors import LockError
+from . import _io
+from .engine import Engine
+from .waiting import abandon, wait_counted
+
+
+def acquire(
+    engine: Engine,
+    name: str,
+    owner: str,
+    lease: Number | None,
+    wait: float | None,
+    fenced: bool,
+    on_lost: LostCallback | None,
+    make_guard: Callable[[Engine, Entry, int | None], Any],
+    kind: Kind = LOCK,
+) -> Any:
+    o = engine.options
+    watchdog = lease is None
+    lease_s = float(o.watchdog_lease if lease is None else lease)
+    ms = _protocol.lease_ms(lease_s)
+    if not owner:
+        raise ValueError("an owner id must not be empty")
+    deadline = None if wait is None else monotonic() + max(0.0, wait)
+    sync = o.sync_args() if kind.syncable else None
+    within = o.acquire_timeout() if kind.syncable else o.command_timeout
+    extra = o.sync_time() if sync is not None else 0.0
+
+    def ask(wait_ms: int | None) -> list[Any]:
+        return _protocol.acquire_args(name, owner, ms, wait_ms, fenced, sync, kind)
+
+    while True:
+        entry = engine.registry.entry(name, owner, kind)
+        progress = Progress()
+        try:
+            with entry.op:
+                if entry.retired:
+                    continue
+                known = entry.holds
+                seen, reply = engine.counted.counted(
+                    name, owner, entry.field, ask(None), known, known + 1, within, progress
+                )
+                got, token = _protocol.parse_acquire(reply, fenced) if seen else (True, None)
+                if not got and (wait is None or wait > 0):
+                    outcome = wait_counted(engine, entry, known, ask, deadline, extra, progress)
+                    if outcome is not None:
+                        seen, reply = outcome
+                        got, token = (
+                            _protocol.parse_acquire(reply, fenced) if seen else (True, None)
+                        )
+                if not got:
+                    engine.registry.retire_if_empty(entry)
+                    return None
+                if fenced and not seen:
+                    token = read_token(engine, name)
+                return granted(
+                    engine, entry, progress, lease_s, watchdog, token, on_lost, make_guard
+                )
+        except BaseException as e:
+            if progress.conn is None and progress.guard is None and isinstance(e, Exception):
+                engine.registry.retire_if_empty(entry)
+                raise
+            _io.after_interruption(abandon, engine, entry, progress)
+            raise
+
+
+def read_token(engine: Engine, name: str) -> int | None:
+    v = engine.counted.simple(name, ["GET", _protocol.token_key(name)])
+    return None if v is None else int(v)
+
+
+def grant_expiry(
+    engine: Engine, entry: Entry, sent: float, lease: float
+) -> tuple[float, bool, bool]:
+    received = monotonic()
+    if received < sent + lease / 3:
+        return sent + lease, False, False
+    asked = monotonic()
+    try:
+        info = engine.counted.simple(entry.name, ["LOCK.INFO", entry.name])
+        left = _protocol.lease_left(info, entry.field)
+    except LockError:
+        left = None
+    if left is None:
+        return received + lease, True, False
+    holds, ttl = left
+    if not holds:
+        return asked, True, True
+    return asked + min(ttl, lease), False, False
+
+
+def granted(
+    engine: Engine,
+    entry: Entry,
+    progress: Progress,
+    lease: float,
+    watchdog: bool,
+    token: int | None,
+    on_lost: LostCallback | None,
+    make_guard: Callable[[Engine, Entry, int | None], Any],
+) -> Any:
+    expires, renew_now, gone = grant_expiry(engine, entry, progress.sent_at, lease)
+    guard = make_guard(engine, entry, token)
+    guard.release_on_drop = False
+    progress.guard = guard
+    engine.hold(entry, expires, renew_now, watchdog, on_lost)
+    if gone:
+        engine.registry.mark_lost(entry, LostReason(LostReason.NOT_HELD))
+    guard.release_on_drop = True
+    return guard

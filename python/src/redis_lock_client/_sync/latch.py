@@ -1,0 +1,15 @@
+"""Generated from ``_async/latch.py`` (which documents it) by
+``python/scripts/unasync.py``: do not edit."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .._api import LatchApi
+from .._protocol import LatchResult
+from ._io import Later
+
+
+class CountDownLatch(LatchApi[Later[bool], Later[int], Later[LatchResult], Later[dict[str, Any]]]):
+    """Redisson's ``RCountDownLatch``: ``locks.count_down_latch(name)``; its
+    calls are ``LatchApi``'s."""

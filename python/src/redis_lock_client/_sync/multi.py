@@ -1,0 +1,159 @@
+"""Generated from ``_async/multi.py`` (which documents it) by
+``python/scripts/unasync.py``: do not edit."""
+
+from __future__ import annotations
+
+import functools
+import random
+from types import TracebackType
+
+from .. import _protocol
+from .._api import MultiHeld, MultiParts, RedLockPlan, RedLockView
+from .._holds import monotonic
+from .._protocol import Number
+from ..errors import LockError
+from . import _io
+from .client import LockClient
+from .guard import LockGuard
+
+
+class MultiLock(MultiParts):
+    """All of several locks, or none: taken in the order given within one
+    shared wait budget; if one cannot be had, those already taken are
+    released before the call returns. List the locks in the same order
+    everywhere (opposite orders can each hold one and wait for the other).
+
+    ::
+
+        both = MultiLock([(east, "account:1"), (west, "account:2")])
+        guard = both.try_lock(wait=1.0)  # None if not had in time
+    """
+
+    def lock(self) -> MultiGuard:
+        """Takes every lock, waiting as long as it takes; watchdogs keep them."""
+        guard = self._acquire(None, None)
+        assert guard is not None
+        return guard
+
+    def try_lock(self, wait: Number = 0, lease: Number | None = None) -> MultiGuard | None:
+        """Every lock within ``wait`` seconds (shared), or None. With a
+        ``lease``, every lease restarts together once all are held."""
+        return self._acquire(float(wait), lease)
+
+    def _acquire(self, wait: float | None, lease: Number | None) -> MultiGuard | None:
+        deadline = None if wait is None else monotonic() + wait
+        held: list[LockGuard] = []
+        try:
+            for client, name in self._parts:
+                part_wait = None if deadline is None else max(0.0, deadline - monotonic())
+                guard = client.try_lock(name, part_wait, lease)
+                if guard is None:
+                    _roll_back(held)
+                    return None
+                held.append(guard)
+            if lease is not None and len(held) > 1:
+                for guard in held:
+                    if not guard.renew(lease):
+                        _roll_back(held)
+                        return None
+        except BaseException:
+            _roll_back(held)
+            raise
+        return MultiGuard(held)
+
+
+def _roll_back(held: list[LockGuard]) -> None:
+    for guard in reversed(held):
+        try:
+            guard.unlock()
+        except LockError:
+            pass
+
+
+class MultiGuard(MultiHeld):
+    """The locks of an :class:`MultiLock`, released together."""
+
+    def unlock(self) -> None:
+        """Releases every lock (all are attempted); raises the first error."""
+        first: LockError | None = None
+        for guard in self.guards:
+            try:
+                guard.unlock()
+            except LockError as e:
+                first = first or e
+        if first is not None:
+            raise first
+
+    def __enter__(self) -> MultiGuard:
+        return self
+
+    def __exit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        try:
+            self.unlock()
+        except LockError:
+            if et is None:
+                raise
+
+
+class RedLock(RedLockPlan):
+    """One lock on a majority (N/2 + 1) of N independent masters.
+
+    Each round sends one ``LOCK.ACQUIRE`` (no waiting) to every master at
+    once, each bounded by a short timeout; it wins when a quorum granted it
+    and time is left: validity = lease - elapsed - drift (1% of the lease +
+    2 ms). A lost round is released on every master, and the next starts
+    after a short random pause until ``wait`` is spent. Each round uses a
+    fresh owner id and never resends, so releasing it everywhere never
+    frees another holder's lock: no re-entry, no watchdog (pick a lease
+    longer than the work), no fencing token.
+    """
+
+    def try_lock(self, wait: Number, lease: Number) -> RedLockGuard | None:
+        """The lock on a quorum within ``wait`` s for ``lease`` s, or None."""
+        ms = _protocol.lease_ms(lease)
+        lease = float(lease)
+        budget_end = monotonic() + float(wait)
+        per_master = min(max(lease / 10, 0.005), self._timeout())
+        drift = lease / 100 + 0.002
+        while True:
+            owner = self._round()
+            started = monotonic()
+            args = ["LOCK.ACQUIRE", self.name, owner, ms]
+
+            def attempt(master: LockClient, args: list[object] = args) -> bool:
+                return master.send(self.name, args, per_master, retries=0) is None
+
+            calls = [functools.partial(attempt, m) for m in self._masters]
+            granted = (_io.at_once(calls, per_master)).count(True)
+            validity = lease - (monotonic() - started) - drift
+            guard = RedLockGuard(self._masters, self.name, owner, started + validity)
+            if granted >= self.quorum and validity > 0:
+                return guard
+            guard.unlock()
+            left = budget_end - monotonic()
+            if left <= 0:
+                return None
+            _io.sleep(min(left, random.uniform(0.01, 0.05)))
+
+
+class RedLockGuard(RedLockView):
+    """An :class:`RedLock` held on a quorum, valid for :meth:`validity`
+    more seconds; released on every master by :meth:`unlock` or the end of
+    the ``with`` block."""
+
+    def unlock(self) -> None:
+        """Releases it on every master, reachable or not (errors ignored: an
+        unreachable master's hold ends with its lease)."""
+        args = ["LOCK.RELEASE", self.name, self.owner]
+        calls = [functools.partial(m.send, self.name, args, retries=0) for m in self._masters]
+        _io.at_once(calls, self._timeout())
+
+    def __enter__(self) -> RedLockGuard:
+        return self
+
+    def __exit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.unlock()
