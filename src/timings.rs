@@ -10,8 +10,9 @@
 //!   start it makes (a `LOCK.*` acquire, a hand-off) and every end it makes
 //!   (a `LOCK.*` release or force, which a hand-off follows). A lock taken
 //!   by Redisson's script was not seen starting, and one released by
-//!   Redisson's script or ending by its lease was not seen ending (unless a
-//!   queue was watching it): neither is measured. Starts wait for their end
+//!   Redisson's script or ending by its lease was not seen ending (even when
+//!   a waiter is then handed the lock: the end is no decision of the
+//!   module's): neither is measured. Starts wait for their end
 //!   in a table of [`HOLD_SLOTS`] slots by key hash: two keys held at once
 //!   in one slot keep only the later start, so with more locks held at once
 //!   than slots some holds go unmeasured, never mismeasured by another key.
