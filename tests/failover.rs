@@ -490,7 +490,10 @@ fn timers_do_not_pile_up_and_the_module_unloads_once_nobody_waits_or_is_kept() {
                 .arg(owner)
                 .query(&mut con)
                 .expect("LOCK.CANCEL");
-            assert_eq!(reply, Value::Array(vec![Value::SimpleString("cancelled".into())]));
+            assert_eq!(
+                reply,
+                Value::Array(vec![Value::SimpleString("cancelled".into())])
+            );
         }
     }
     assert_eq!(stat(&server, "lock_kept_places"), 0);
