@@ -43,6 +43,9 @@ pub enum Answer {
     Integer(i64),
     /// The ids of leased permits.
     Ids(Vec<Vec<u8>>),
+    /// Not a grant: the waiter id's wait was cancelled (`LOCK.CANCEL`), so
+    /// a piece of it arriving later is refused.
+    Cancelled,
 }
 
 /// A grant remembered for the waiter id it was made to.
@@ -58,7 +61,7 @@ impl RememberedGrant {
     /// Its weight against the cap: one, or one per permit id.
     fn weight(&self) -> usize {
         match &self.answer {
-            Answer::Integer(_) => 1,
+            Answer::Integer(_) | Answer::Cancelled => 1,
             Answer::Ids(ids) => ids.len().max(1),
         }
     }

@@ -16,6 +16,12 @@
 //!   (expired) for a latch. A place kept for it is dropped;
 //! * `["none"]`: nothing of that identity.
 //!
+//! On a key that is not a lock's, the identity is a waiter id, one per
+//! acquisition: it is then remembered as cancelled for
+//! `lock.keep-place-ms`, and a piece of that acquisition arriving after the
+//! cancel (sent before it, on another connection) is answered `CANCELLED`
+//! instead of being served.
+//!
 //! One command runs at a time, so a cancel and a grant racing for one
 //! request have exactly one outcome: granted (the waiter told, and the
 //! cancel says so) or cancelled (the waiter told, nothing granted).
@@ -64,10 +70,13 @@ impl Command for LockCancel {
 
     fn run(ctx: Ctx, argv: &[RStr]) -> CommandResult {
         let (key, identity) = parse(argv)?;
-        let holds = owner_holds(ctx, key, identity);
-        match waiting::cancel(ctx, key.as_bytes(), identity.as_bytes(), holds) {
+        let (lock, holds) = owner_holds(ctx, key, identity);
+        match waiting::cancel(ctx, key.as_bytes(), identity.as_bytes(), holds, lock) {
             CancelReply::Cancelled => reply_word(ctx, c"cancelled", 0),
-            CancelReply::Nothing => reply_word(ctx, c"none", 0),
+            // A cancelled waiter id is never reported as granted.
+            CancelReply::Nothing | CancelReply::Granted(Some((_, Answer::Cancelled))) => {
+                reply_word(ctx, c"none", 0)
+            }
             CancelReply::Granted(None) => reply_word(ctx, c"granted", 0),
             CancelReply::Granted(Some((ask, Answer::Integer(value)))) => {
                 reply_word(ctx, c"granted", 1);
@@ -95,19 +104,19 @@ fn reply_word(ctx: Ctx, word: &std::ffi::CStr, more: usize) {
     ctx.reply_simple(word);
 }
 
-/// Whether `owner` holds the lock `key`: a field `<owner>` (a lock's or a
-/// read hold's count) or `<owner>:write` in its hash. Any other type of
-/// key holds no owner.
-fn owner_holds(ctx: Ctx, key: RStr, owner: RStr) -> bool {
+/// Whether `key` is a lock (a hash), and whether `owner` holds it: a field
+/// `<owner>` (a lock's or a read hold's count) or `<owner>:write`. Any
+/// other type of key holds no owner.
+fn owner_holds(ctx: Ctx, key: RStr, owner: RStr) -> (bool, bool) {
     let Ok(lock) = LockKey::open_read(ctx, key) else {
-        return false;
+        return (false, false);
     };
     if !lock.exists() {
-        return false;
+        return (false, false);
     }
     let names = |field: RStr| lock.key().hash_get(field, |_| ()).is_some();
     let write = OwnedStr::new(&write_field(owner.as_bytes()));
-    names(owner) || names(write.borrow())
+    (true, names(owner) || names(write.borrow()))
 }
 
 #[cfg(test)]

@@ -63,8 +63,32 @@ impl<C: Copy + Eq + Hash, T: Copy, K: Copy> WaitQueues<C, T, K> {
     /// `LOCK.CANCEL`: takes `identity`'s waiter out of a key's queue; or,
     /// when it was granted since it last asked (a remembered grant, or the
     /// object says so: `holds`), drops its kept place and takes the
-    /// remembered grant; or drops its kept place.
-    pub fn cancel(&mut self, db: i32, key: &[u8], identity: &[u8], holds: bool) -> Cancel<C, K> {
+    /// remembered grant; or drops its kept place. With `tombstone` (until
+    /// when, under which cap), the identity (an ownerless waiter id, which
+    /// names one acquisition) is then remembered as cancelled: a piece of
+    /// that acquisition arriving after the cancel is refused, not served.
+    pub fn cancel(
+        &mut self,
+        db: i32,
+        key: &[u8],
+        identity: &[u8],
+        holds: bool,
+        tombstone: Option<(i64, usize)>,
+    ) -> Cancel<C, K> {
+        let found = self.cancel_found(db, key, identity, holds);
+        if let Some((until, cap)) = tombstone {
+            let cancelled = RememberedGrant {
+                identity: identity.to_vec(),
+                ask: Ask::Latch,
+                answer: Answer::Cancelled,
+                until,
+            };
+            self.remember(db, key, cancelled, cap);
+        }
+        found
+    }
+
+    fn cancel_found(&mut self, db: i32, key: &[u8], identity: &[u8], holds: bool) -> Cancel<C, K> {
         let queue = self.queues.get_mut(&db).and_then(|keys| keys.get_mut(key));
         if let Some(queue) = queue {
             if let Some(at) = queue.waiters.iter().position(|w| w.owner == identity) {
@@ -75,7 +99,8 @@ impl<C: Copy + Eq + Hash, T: Copy, K: Copy> WaitQueues<C, T, K> {
             }
         }
         let found = self.absent(db, key, false, |absent, _| {
-            let granted = absent.take_remembered(identity);
+            let remembered = absent.take_remembered(identity);
+            let granted = remembered.filter(|g| g.answer != Answer::Cancelled);
             let kept = absent.take_kept(identity).is_some();
             match (granted, holds, kept) {
                 (Some(grant), _, _) => Cancel::Granted(Some(grant)),
@@ -106,10 +131,12 @@ impl<C: Copy + Eq + Hash, T: Copy, K: Copy> WaitQueues<C, T, K> {
         remembered.unwrap_or(false)
     }
 
-    /// What a grant to `identity` for `ask` answered, if remembered.
+    /// What a grant to `identity` for `ask` answered, if remembered; or
+    /// that its wait was cancelled, whatever it asks.
     pub fn remembered(&self, db: i32, key: &[u8], identity: &[u8], ask: Ask) -> Option<Answer> {
         let grant = self.queue(db, key)?.absent.remembered(identity)?;
-        (grant.ask == ask).then(|| grant.answer.clone())
+        let answers = grant.ask == ask || grant.answer == Answer::Cancelled;
+        answers.then(|| grant.answer.clone())
     }
 
     /// A key's object was decided for everyone (a latch opened or expired):
@@ -305,23 +332,26 @@ mod tests {
         let mut q = Queues::default();
         q.join(0, b"k", waiter(1, "a", Ask::Lock));
         q.join(0, b"k", waiter(2, "b", Ask::Lock));
-        match q.cancel(0, b"k", b"a", false) {
+        match q.cancel(0, b"k", b"a", false, None) {
             Cancel::Waiting(w) => assert_eq!(w.client, 1),
             other => panic!("{other:?}"),
         }
         assert_eq!(q.remove_client(1), None);
         q.leave(2, 0, 10);
         assert_eq!(
-            q.cancel(0, b"k", b"b", true),
+            q.cancel(0, b"k", b"b", true, None),
             Cancel::Granted(None),
             "holds"
         );
         assert!(q.is_empty(), "its kept place went too");
         q.join(0, b"k", waiter(3, "c", Ask::Lock));
         q.leave(3, 0, 10);
-        assert_eq!(q.cancel(0, b"k", b"c", false), Cancel::Kept);
-        assert_eq!(q.cancel(0, b"k", b"c", false), Cancel::Nothing);
-        assert_eq!(q.cancel(0, b"other", b"c", true), Cancel::Granted(None));
+        assert_eq!(q.cancel(0, b"k", b"c", false, None), Cancel::Kept);
+        assert_eq!(q.cancel(0, b"k", b"c", false, None), Cancel::Nothing);
+        assert_eq!(
+            q.cancel(0, b"other", b"c", true, None),
+            Cancel::Granted(None)
+        );
         assert!(q.is_empty());
     }
 
@@ -359,11 +389,11 @@ mod tests {
         };
         assert_eq!(q.remembered(0, b"s", b"w", other), None, "asked for other");
         assert_eq!(q.absent_end(0, b"s"), Some(200));
-        match q.cancel(0, b"s", b"w", false) {
+        match q.cancel(0, b"s", b"w", false, None) {
             Cancel::Granted(Some(g)) => assert_eq!(g.answer, Answer::Integer(1)),
             other => panic!("{other:?}"),
         }
-        assert_eq!(q.cancel(0, b"s", b"w", false), Cancel::Nothing);
+        assert_eq!(q.cancel(0, b"s", b"w", false, None), Cancel::Nothing);
         assert!(q.remember(0, b"s", grant("x", Answer::Integer(1)), 10));
         assert!(
             !q.remember(0, b"s", grant("y", Answer::Integer(1)), 1),
@@ -375,6 +405,30 @@ mod tests {
             q.is_empty(),
             "a queue of nothing but ended grants is dropped"
         );
+    }
+
+    #[test]
+    fn a_cancelled_waiter_id_refuses_a_later_piece_and_a_second_cancel_finds_nothing() {
+        let mut q = Queues::default();
+        let sem = Ask::Permits {
+            n: 1,
+            leased: false,
+        };
+        assert!(q.remember(0, b"s", grant("w", Answer::Integer(1)), 10));
+        match q.cancel(0, b"s", b"w", false, Some((500, 10))) {
+            Cancel::Granted(Some(g)) => assert_eq!(g.answer, Answer::Integer(1)),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(q.remembered(0, b"s", b"w", sem), Some(Answer::Cancelled));
+        let other = Ask::Permits { n: 5, leased: true };
+        assert_eq!(q.remembered(0, b"s", b"w", other), Some(Answer::Cancelled));
+        assert_eq!(
+            q.cancel(0, b"s", b"w", false, Some((500, 10))),
+            Cancel::Nothing
+        );
+        assert_eq!(q.absent_counts(), (0, 1), "one tombstone");
+        q.expire_absent(0, b"s", 500);
+        assert!(q.is_empty());
     }
 
     #[test]

@@ -142,10 +142,24 @@ pub enum CancelReply {
 /// its blocked request hears `CANCELLED`; or, when it was granted since it
 /// last asked (`holds`: the object says so; or a grant remembered), says
 /// so; or drops its kept place. One command: a grant and a cancel never
-/// both happen to one request.
-pub fn cancel(ctx: Ctx, key: &[u8], identity: &[u8], holds: bool) -> CancelReply {
-    let db = ctx.selected_db();
-    match queue::queues_then_stop_timers(ctx, |q| q.cancel(db, key, identity, holds)) {
+/// both happen to one request. On a key that is not a lock's (`lock`
+/// false), the identity is a waiter id, which names one acquisition: it is
+/// remembered as cancelled for `lock.keep-place-ms`, so a piece of it still
+/// on its way is refused rather than served after the cancel.
+pub fn cancel(ctx: Ctx, key: &[u8], identity: &[u8], holds: bool, lock: bool) -> CancelReply {
+    let (db, grace) = (ctx.selected_db(), config::keep_place_ms());
+    let tombstone = (!lock && grace > 0).then(|| {
+        (
+            ctx.now_ms().saturating_add(grace),
+            config::keep_places_max(),
+        )
+    });
+    let found =
+        queue::queues_then_stop_timers(ctx, |q| q.cancel(db, key, identity, holds, tombstone));
+    if tombstone.is_some() {
+        wake_for_deadlines(ctx, db, key);
+    }
+    match found {
         Cancel::Waiting(waiter) => {
             stats::WAITS_CANCELLED.incr();
             blocking::unblock(waiter.client, Some(Wake::Cancelled));

@@ -314,7 +314,8 @@ pub fn remember_grant(ctx: Ctx, key: &[u8], keep: Keep, ask: Ask, answer: &Wake)
 }
 
 /// What a grant to the waiter id `identity` for `ask` on `key` (selected
-/// database) answered, if it is remembered: a repeated ask is told that.
+/// database) answered, if it is remembered: a repeated ask is told that (or
+/// `CANCELLED`, when the waiter id's wait was cancelled).
 pub fn remembered(ctx: Ctx, key: &[u8], identity: &[u8], ask: Ask) -> Option<Wake> {
     if identity.is_empty() {
         return None;
@@ -324,6 +325,7 @@ pub fn remembered(ctx: Ctx, key: &[u8], identity: &[u8], ask: Ask) -> Option<Wak
     Some(match answer {
         Answer::Integer(value) => Wake::Integer(value),
         Answer::Ids(ids) => Wake::Strings(ids),
+        Answer::Cancelled => Wake::Cancelled,
     })
 }
 
