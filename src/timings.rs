@@ -3,8 +3,10 @@
 //!
 //! * **Wait time**: from joining a queue to the grant, for every waiter the
 //!   module queues (`LOCK.* ... WAIT`, `LOCK.AWAIT`), per kind of object.
-//!   Waits that time out are not grants: they are counted by
-//!   `lock_waits_timed_out`, and in the hot keys' wait time.
+//!   A wait sliced into pieces, or taken back from a kept place, counts
+//!   from when it first joined (`docs/waiting.md`). Waits that time out
+//!   are not grants: they are counted by `lock_waits_timed_out`, and in the
+//!   hot keys' wait time (which adds the time each piece spent queued).
 //! * **Hold time**: from a lock (or read-write lock) going from free to
 //!   held to it going free again, when the module sees both: it sees every
 //!   start it makes (a `LOCK.*` acquire, a hand-off) and every end it makes
@@ -135,16 +137,27 @@ pub fn wait_started(db: i32, key: &[u8]) -> bool {
     })
 }
 
-/// A wait ended after `waited_us`: granted, or not (timed out). True: mark
-/// the command statistics.
-pub fn wait_ended(kind: ObjectKind, db: i32, key: &[u8], waited_us: u64, granted: bool) -> bool {
+/// A wait of `kind` on `key` of database `db` ended or paused: one piece of
+/// it (a request, `in_queue_us` long) left the queue, granted after
+/// `granted_after_us` since the waiter first joined (across the pieces of a
+/// sliced wait and kept places), or not granted (`None`: timed out, gone,
+/// cancelled, taken over by its next piece). The hot keys add the piece's
+/// time, the histogram the whole wait when granted. True: mark the command
+/// statistics.
+pub fn wait_ended(
+    kind: ObjectKind,
+    db: i32,
+    key: &[u8],
+    in_queue_us: u64,
+    granted_after_us: Option<u64>,
+) -> bool {
     with_timings(|t| {
-        if granted {
+        if let Some(waited_us) = granted_after_us {
             if let Some(i) = kind_index(&WAIT_KINDS, kind) {
                 t.waits[i].record(waited_us);
             }
         }
-        t.by_wait_time.add(db, key, waited_us);
+        t.by_wait_time.add(db, key, in_queue_us);
         needs_mark(t)
     })
 }
@@ -292,9 +305,13 @@ mod tests {
         lock_event(1, b"k", false, Tally::Released);
         wait_started(0, b"hot");
         wait_started(0, b"hot");
-        wait_ended(ObjectKind::Lock, 0, b"hot", 50_000, true);
-        wait_ended(ObjectKind::Lock, 0, b"hot", 10_000, false);
-        wait_ended(ObjectKind::Latch, 0, b"l", 7, true);
+        // A wait granted after 50 ms in two pieces (the first timed out
+        // after 20 ms, its place kept): the histogram has the whole wait,
+        // the hot key the time in the queue.
+        wait_ended(ObjectKind::Lock, 0, b"hot", 20_000, None);
+        wait_ended(ObjectKind::Lock, 0, b"hot", 25_000, Some(50_000));
+        wait_ended(ObjectKind::Lock, 0, b"hot", 10_000, None);
+        wait_ended(ObjectKind::Latch, 0, b"l", 7, Some(7));
         let r = report().unwrap();
         assert_eq!(r.holds[0].1.count, 1, "lock holds");
         assert_eq!(r.holds[1].1.count, 1, "read-write holds");
@@ -304,7 +321,7 @@ mod tests {
         assert_eq!(r.by_waiters[0].key, b"hot");
         assert_eq!(r.by_waiters[0].weight, 2);
         assert_eq!(
-            r.by_wait_time[0].weight, 60_000,
+            r.by_wait_time[0].weight, 55_000,
             "timed-out waits count too"
         );
         // A reset seen: all forgotten, and marked again at the next record.

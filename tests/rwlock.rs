@@ -546,6 +546,7 @@ fn info_shows_mode_readers_with_deadlines_writer_and_queue() {
             "deadline_ms",
             "waiters",
             "token",
+            "kept",
             "mode",
             "readers",
             "writer"

@@ -8,6 +8,7 @@
 
 pub mod acquire;
 pub mod arg_docs;
+pub mod cancel;
 pub mod fence;
 pub mod force;
 pub mod info;
@@ -34,7 +35,7 @@ const V0_2: &CStr = c"0.2.0";
 const V0_3: &CStr = c"0.3.0";
 
 /// Every command, registered in this order, with the release that brought it.
-const COMMANDS: [Registration; 27] = [
+const COMMANDS: [Registration; 28] = [
     Registration::of::<acquire::LockAcquire>(V0_1),
     Registration::of::<renew::LockRenew>(V0_1),
     Registration::of::<release::LockRelease>(V0_1),
@@ -62,6 +63,7 @@ const COMMANDS: [Registration; 27] = [
     Registration::of::<latch::Await>(V0_2),
     Registration::of::<latch::LatchInfo>(V0_2),
     Registration::of::<scan::LockScan>(V0_3),
+    Registration::of::<cancel::LockCancel>(V0_3),
 ];
 
 /// Registers every command with Redis, with its docs, key spec and ACL

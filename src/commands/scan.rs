@@ -25,9 +25,14 @@
 //!   anonymous);
 //! * `waiters`, in queue order: maps of `owner`, `wants` (`lock`, `read`,
 //!   `write`, `permits`, `leased`, `latch`), `n` (permits asked; 1
-//!   otherwise), `since_ms` (when it started waiting, unix ms) and
-//!   `timeout_ms` (0 = forever). (Issue 24's kept places will be listed
-//!   beside them, as entries of their own.)
+//!   otherwise), `since_ms` (when it first joined the queue, unix ms,
+//!   across the pieces of a sliced wait) and `timeout_ms` (0 = forever);
+//! * `kept`, in queue order: the places kept for waiters that left by
+//!   their timeout or their connection closing (`docs/waiting.md`), maps of
+//!   `owner` (the owner, or the waiter id), `wants`, `n` and
+//!   `kept_until_ms` (unix ms), as `LOCK.INFO` shows them: apart from
+//!   `waiters`, since nobody is blocked on them and no grant goes to them,
+//!   yet they hold a place every grant passes over;
 //! * `token`: a lock's or read-write lock's last fencing token, nil when
 //!   none; `value`: a semaphore's available permits, a latch's count, a
 //!   counter's value, nil for locks.
@@ -53,7 +58,7 @@ use crate::rwlock_key::RwLockKey;
 use crate::scan_cursors::{Lost, ScanCursors};
 use crate::semaphore::id_hex;
 use crate::semaphore_key::permits_key_name;
-use crate::wait_queue::WaiterInfo;
+use crate::wait_queue::{KeptInfo, WaiterInfo};
 use crate::waiting;
 
 /// `COUNT` when none is given.
@@ -241,6 +246,7 @@ struct Object {
     kind: ObjectKind,
     holders: Vec<Holder>,
     waiters: Vec<WaiterInfo>,
+    kept: Vec<KeptInfo>,
     token: Option<i64>,
     value: Option<i64>,
 }
@@ -254,7 +260,11 @@ fn describe(ctx: Ctx, name: RStr) -> Option<Object> {
     }
     let mut waiters = waiting::snapshot(ctx, name);
     waiters.truncate(MAX_LISTED);
-    let waited_as = waiters.first().map(|w| ObjectKind::of_ask(w.ask));
+    let mut kept = waiting::kept_places(ctx, name);
+    kept.truncate(MAX_LISTED);
+    let waited_as = (waiters.first().map(|w| w.ask))
+        .or(kept.first().map(|k| k.ask))
+        .map(ObjectKind::of_ask);
     let opened = Key::open(ctx, name, OpenMode::Read);
     let mut object = match opened.kind() {
         KeyKind::Hash => {
@@ -274,6 +284,7 @@ fn describe(ctx: Ctx, name: RStr) -> Option<Object> {
                 kind,
                 holders,
                 waiters: Vec::new(),
+                kept: Vec::new(),
                 token: None,
                 value,
             }
@@ -281,16 +292,18 @@ fn describe(ctx: Ctx, name: RStr) -> Option<Object> {
         // A semaphore's leased-permit set is part of its semaphore.
         KeyKind::SortedSet if listing::is_permits_set_name(key) => return None,
         KeyKind::SortedSet | KeyKind::Other => return None,
-        // No key, but waiters: listed by what they wait for.
+        // No key, but waiters or kept places: listed by what they wait for.
         KeyKind::Empty => Object {
             kind: waited_as?,
             holders: Vec::new(),
             waiters: Vec::new(),
+            kept: Vec::new(),
             token: None,
             value: None,
         },
     };
     object.waiters = waiters;
+    object.kept = kept;
     Some(object)
 }
 
@@ -338,6 +351,7 @@ fn describe_hash(ctx: Ctx, name: RStr) -> Option<Object> {
         kind,
         holders: holders.into_iter().take(MAX_LISTED).collect(),
         waiters: Vec::new(),
+        kept: Vec::new(),
         token: last_token(ctx, name),
         value: None,
     })
@@ -383,7 +397,7 @@ fn reply(ctx: Ctx, cursor: u64, listed: &[(Vec<u8>, Object)]) {
     ctx.reply_bulk(cursor.to_string().as_bytes());
     ctx.reply_array(listed.len());
     for (key, object) in listed {
-        ctx.reply_map(6);
+        ctx.reply_map(7);
         ctx.reply_simple(c"key");
         ctx.reply_bulk(key);
         ctx.reply_simple(c"kind");
@@ -415,6 +429,19 @@ fn reply(ctx: Ctx, cursor: u64, listed: &[(Vec<u8>, Object)]) {
             ctx.reply_integer(waiter.since_ms);
             ctx.reply_simple(c"timeout_ms");
             ctx.reply_integer(waiter.timeout_ms);
+        }
+        ctx.reply_simple(c"kept");
+        ctx.reply_array(object.kept.len());
+        for place in &object.kept {
+            ctx.reply_map(4);
+            ctx.reply_simple(c"owner");
+            ctx.reply_bulk(&place.identity);
+            ctx.reply_simple(c"wants");
+            ctx.reply_bulk(place.ask.name());
+            ctx.reply_simple(c"n");
+            ctx.reply_integer(place.ask.amount());
+            ctx.reply_simple(c"kept_until_ms");
+            ctx.reply_integer(place.until_ms);
         }
         ctx.reply_simple(c"token");
         reply_maybe(ctx, object.token);
