@@ -11,6 +11,7 @@ use redis_lock_test_support::*;
 
 const LEASE: i64 = 30_000;
 const READ_LOCK: &str = include_str!("../redisson/rw-read-lock.lua");
+const WRITE_LOCK: &str = include_str!("../redisson/rw-write-lock.lua");
 
 /// One `LOCK.SCAN` call: the next cursor and the objects.
 fn scan_once(con: &mut Connection, cursor: &str, options: &[&str]) -> (String, Vec<Value>) {
@@ -222,6 +223,150 @@ fn every_kind_is_listed_with_its_holders_waiters_token_and_value() {
     assert_eq!(int(&list(sem, "waiters")[0], "n"), Some(2));
     assert_eq!(int(&all["latch"], "value"), Some(2));
     assert_eq!(text(&list(&all["latch"], "waiters")[0], "wants"), "latch");
+}
+
+/// Every kind as Redisson 3.14.1's scripts make it, with nothing of ours
+/// on the keys: a write lock, a fenced lock (its token from Redisson's
+/// counter), leased permits, and a semaphore and a latch, which are plain
+/// integers until someone waits on them (then listed by what the waiter
+/// waits for).
+#[test]
+fn objects_made_by_redissons_scripts_are_listed_as_their_kind() {
+    let server = Server::start();
+    let mut con = server.connection();
+    eval(&mut con, WRITE_LOCK, &["rw:w"], &["30000", "w:1:write"]);
+    let (_, token) = redisson::script_fenced_acquire(&mut con, "fenced:r", "f:1", LEASE);
+    assert!(token > 0);
+    redisson::script_sem_try_set(&mut con, "permits:r", 3);
+    let taken = match redisson::script_permit_try_acquire(&mut con, "permits:r", 2, Some(LEASE)) {
+        redisson::PermitTry::Taken(ids) => ids,
+        other => panic!("permits not taken: {other:?}"),
+    };
+    redisson::script_sem_try_set(&mut con, "sem:r", 0);
+    redisson::script_latch_try_set(&mut con, "latch:r", 2);
+
+    let all = scan_all(&mut con, &[]);
+    let mut keys: Vec<&str> = all.keys().map(String::as_str).collect();
+    keys.sort();
+    assert_eq!(
+        keys,
+        ["fenced:r", "permits:r", "rw:w"],
+        "nobody waits on the semaphore and the latch yet: integers"
+    );
+    assert_eq!(text(&all["rw:w"], "kind"), "rwlock");
+    assert_eq!(
+        holders_of(&all["rw:w"]),
+        [("w:1".into(), "write".into(), 1)],
+        "the owner without Redisson's :write suffix"
+    );
+    assert_eq!(text(&all["fenced:r"], "kind"), "lock");
+    assert_eq!(int(&all["fenced:r"], "token"), Some(token));
+    assert_eq!(text(&all["permits:r"], "kind"), "permits");
+    assert_eq!(int(&all["permits:r"], "value"), Some(1));
+    let mut ids: Vec<String> = holders_of(&all["permits:r"])
+        .into_iter()
+        .map(|(id, _, _)| id)
+        .collect();
+    ids.sort();
+    let mut expected = taken.clone();
+    expected.sort();
+    assert_eq!(ids, expected, "Redisson's permit ids, in hex");
+    let counters = scan_all(&mut con, &["KIND", "counter"]);
+    assert_eq!(int(&counters["sem:r"], "value"), Some(0));
+    assert_eq!(int(&counters["latch:r"], "value"), Some(2));
+
+    // Waited on: listed by what the waiters wait for.
+    let _s = waiting(
+        &server,
+        "sem:r",
+        &["LOCK.SEMACQUIRE", "sem:r", "1", "WAIT", "10000"],
+    );
+    let _l = waiting(&server, "latch:r", &["LOCK.AWAIT", "latch:r", "10000"]);
+    let all = scan_all(&mut con, &[]);
+    assert_eq!(text(&all["sem:r"], "kind"), "semaphore");
+    assert_eq!(text(&all["latch:r"], "kind"), "latch");
+    assert_eq!(int(&all["latch:r"], "value"), Some(2));
+}
+
+/// A waiter that left by its timeout keeps its place (issue 24): listed
+/// under `kept`, not `waiters` (nobody is blocked on it), on a held lock
+/// and on a semaphore whose key does not exist, which only the kept place
+/// shows.
+#[test]
+fn kept_places_are_listed_apart_from_the_waiters() {
+    let server = Server::start();
+    let mut con = server.connection();
+    assert_eq!(acquire(&mut con, "lk", "a:1", LEASE), None);
+    let before = timing::now_ms();
+    let reply = try_run(
+        &mut con,
+        &[
+            "LOCK.ACQUIRE",
+            "lk",
+            "b:1",
+            "30000",
+            "WAIT",
+            "50",
+            "KEEP",
+            "20000",
+        ],
+    );
+    assert!(matches!(reply, Ok(Value::Int(_))), "busy: {reply:?}");
+    let _w = waiting(
+        &server,
+        "lk",
+        &["LOCK.ACQUIRE", "lk", "c:1", "30000", "WAIT", "10000"],
+    );
+    let reply = try_run(
+        &mut con,
+        &[
+            "LOCK.SEMACQUIRE",
+            "nosem",
+            "2",
+            "WAIT",
+            "50",
+            "WAITER",
+            "s:1",
+            "KEEP",
+            "20000",
+        ],
+    );
+    assert!(matches!(reply, Ok(Value::Int(0))), "not taken: {reply:?}");
+
+    let all = scan_all(&mut con, &[]);
+    let lk = &all["lk"];
+    let waiters: Vec<String> = list(lk, "waiters")
+        .iter()
+        .map(|w| text(w, "owner"))
+        .collect();
+    assert_eq!(waiters, ["c:1"]);
+    let kept = list(lk, "kept");
+    assert_eq!(kept.len(), 1);
+    assert_eq!(text(&kept[0], "owner"), "b:1");
+    assert_eq!(text(&kept[0], "wants"), "lock");
+    let until = int(&kept[0], "kept_until_ms").unwrap();
+    assert!(
+        (before + 20_000..=timing::now_ms() + 21_000).contains(&until),
+        "{until}"
+    );
+    let sem = &all["nosem"];
+    assert_eq!(text(sem, "kind"), "semaphore", "kind from the kept place");
+    assert!(list(sem, "waiters").is_empty());
+    let kept = list(sem, "kept");
+    assert_eq!(
+        (
+            text(&kept[0], "owner"),
+            text(&kept[0], "wants"),
+            int(&kept[0], "n")
+        ),
+        ("s:1".into(), "permits".into(), Some(2))
+    );
+    // Cancelled: gone from the listing.
+    run(&mut con, &["LOCK.CANCEL", "nosem", "s:1"]);
+    run(&mut con, &["LOCK.CANCEL", "lk", "b:1"]);
+    let all = scan_all(&mut con, &[]);
+    assert!(!all.contains_key("nosem"));
+    assert!(list(&all["lk"], "kept").is_empty());
 }
 
 #[test]
