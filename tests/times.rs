@@ -185,3 +185,67 @@ fn every_kind_has_its_own_wait_times() {
     assert_eq!(t["lock_wait_lock_count"], 0);
     assert_eq!(t["lock_hold_rwlock_count"], 1, "the writer's hold");
 }
+
+/// A wait in pieces (issue 24: the first piece times out, its place is
+/// kept, the same owner asks again) is one wait, from its first join to the
+/// grant, and one waiter of the hot key; its pieces' time in the queue is
+/// the hot key's wait time.
+#[test]
+fn a_wait_in_pieces_counts_from_its_first_join() {
+    let server = Server::start();
+    let mut con = server.connection();
+    assert_eq!(acquire(&mut con, "sliced", "holder", 30_000), None);
+    let joined = Instant::now();
+    let first = try_run(
+        &mut con,
+        &[
+            "LOCK.ACQUIRE",
+            "sliced",
+            "w",
+            "30000",
+            "WAIT",
+            "100",
+            "KEEP",
+            "10000",
+        ],
+    );
+    assert!(matches!(first, Ok(redis::Value::Int(_))), "busy: {first:?}");
+    sleep(Duration::from_millis(200)); // away, its place kept
+    let mut waiter = raw::RawClient::connect(server.port);
+    waiter.send(&[
+        "LOCK.ACQUIRE",
+        "sliced",
+        "w",
+        "30000",
+        "WAIT",
+        "5000",
+        "KEEP",
+        "10000",
+    ]);
+    poll_until(Duration::from_secs(5), "the second piece waits", || {
+        stat(&server, "lock_waiting_clients") == 1
+    });
+    sleep(Duration::from_millis(100));
+    let released = Instant::now();
+    assert_eq!(release(&mut con, "sliced", "holder", None), Some(1));
+    assert!(waiter.read().is_nil(), "granted");
+    let whole_ms = (released - joined).as_secs_f64() * 1000.0;
+    let t = times(&server);
+    assert_eq!(t["lock_wait_lock_count"], 1, "one wait: {t:?}");
+    within_a_bucket(t["lock_wait_lock_max_us"], whole_ms, 15.0, "the whole wait");
+    let hot = server.info_section("lock_hot_keys");
+    assert!(
+        hot.contains("lock_most_waiters_1:db=0,key=sliced,waiters=1,error=0"),
+        "one waiter, however many pieces: {hot}"
+    );
+    let queued_us: u64 = hot
+        .lines()
+        .find_map(|l| l.strip_prefix("lock_longest_waits_1:db=0,key=sliced,waited_us="))
+        .and_then(|rest| rest.split(',').next()?.parse().ok())
+        .unwrap_or_else(|| panic!("{hot}"));
+    // In the queue about 100 ms + about 100 ms, not the 200 ms away.
+    assert!(
+        (150_000..(whole_ms as u64 - 100) * 1000).contains(&queued_us),
+        "time in the queue {queued_us} us of a {whole_ms:.0} ms wait"
+    );
+}
