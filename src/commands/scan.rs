@@ -39,8 +39,8 @@
 //!
 //! Each object is listed exactly once per listing, however the keyspace
 //! changes meanwhile (`scan_cursors.rs` says how, and what it costs). Keys
-//! the caller may not read (ACL key patterns) are left out. Holders and
-//! waiters are listed up to [`MAX_LISTED`] per object.
+//! the caller may not read (ACL key patterns) are left out. Holders,
+//! waiters and kept places are listed up to [`MAX_LISTED`] each per object.
 
 use std::cell::RefCell;
 
@@ -65,7 +65,7 @@ use crate::waiting;
 const DEFAULT_COUNT: u64 = 100;
 /// The largest `COUNT` (a call's work must stay bounded).
 const MAX_COUNT: u64 = 100_000;
-/// Holders and waiters listed per object, at most.
+/// Holders, waiters and kept places listed per object, at most (each).
 pub const MAX_LISTED: usize = 1_000;
 /// A hash with more fields than this is no lock (a lock has one owner; a
 /// read-write lock, its readers).
