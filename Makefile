@@ -33,6 +33,7 @@ MATRIX := \
 .DEFAULT_GOAL := help
 .PHONY: help deps build run test fmt lint servers test-matrix test-chaos bench bench-acquire clean
 .PHONY: test-python lint-python lint-gates test-java lint-java bench-java
+.PHONY: dist test-ops
 
 # List the targets and the variables (the default: does nothing else).
 # docs/operations.md ("Make targets") says the same; a test checks that every
@@ -74,6 +75,10 @@ help:
 	@echo "make bench-acquire  server-side cost: SET NX PX vs LOCK.ACQUIRE (and TOKEN, RACQUIRE, WACQUIRE,"
 	@echo "                     the semaphores) vs Redisson's EVALSHA; then INCR, SET, HSET... on servers"
 	@echo "                     with and without the module, side by side (what loading it costs the rest)"
+	@echo "make dist           the release archive target/dist/redis-lock-v<version>-<target>.tar.gz (+ .sha256):"
+	@echo "                     the module, redis.conf.example, LICENSE, a README, lock-info.lua, SHA256SUMS"
+	@echo "make test-ops       make dist's archive loads into a clean server of each matrix version (and"
+	@echo "                     Redis 6.2 refuses it); the real redis_exporter exports INFO lock"
 	@echo "make clean          remove target/ and .cache/servers/"
 	@echo
 	@echo "Variables (make VAR=value target):"
@@ -226,6 +231,16 @@ bench-java: build
 bench-acquire: build
 	bash scripts/bench-acquire.sh
 	bash scripts/bench-tax.sh
+
+# The release archive for this machine's target (scripts/dist.sh says what
+# other targets need), in target/dist/.
+dist: build
+	@bash scripts/dist.sh
+
+# The operations checks (scripts/test-ops.sh): make dist's archive on every
+# server of the matrix, the refusal of Redis 6.2, redis_exporter's scrape.
+test-ops: dist servers
+	@bash scripts/test-ops.sh $(MATRIX)
 
 # Remove build output and the fetched servers (other things in .cache/ stay).
 clean:

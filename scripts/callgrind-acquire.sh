@@ -14,7 +14,14 @@
 # module costs INCR, SET and HSET on other keys (without the module, with it
 # and nothing waited, with it after one waiter of each kind).
 #
-# Environment: REDIS_SERVER (default redis-server), LOCK_MODULE_PATH, N (20000).
+# With BASELINE_MODULE=<another build's .so>, it prints only a comparison
+# of the two builds instead: LOCK.ACQUIRE on fresh keys and re-entering one
+# key, LOCK.ACQUIRE ... TOKEN, and a cycle of LOCK.ACQUIRE + LOCK.RELEASE
+# (one pipeline of both, so every acquire takes a free lock and every
+# release frees it), per build, side by side.
+#
+# Environment: REDIS_SERVER (default redis-server), LOCK_MODULE_PATH,
+# BASELINE_MODULE, N (20000).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 server=${REDIS_SERVER:-redis-server}
@@ -33,7 +40,8 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 profile() {
   local label=$1; shift
   local port; port=$(free_port)
-  local load=(--loadmodule "$module")
+  local calls=$n
+  local load=(--loadmodule "${profile_module:-$module}")
   [[ ${load_module:-yes} == no ]] && load=()
   valgrind --tool=callgrind --toggle-collect=call --callgrind-out-file="$tmp/$label.out" \
     "$server" --bind 127.0.0.1 --port "$port" --save '' --appendonly no --dir "$tmp" \
@@ -56,17 +64,60 @@ profile() {
     local sha; sha=$(redis-cli -p "$port" SCRIPT LOAD "${eval_script:-$script}")
     set -- EVALSHA "$sha" "${@:2}"
   fi
-  redis-benchmark -h 127.0.0.1 -p "$port" -P 16 -c 1 -n "$n" -r 100000000 -q "$@" >/dev/null
+  if [[ $1 == CYCLE ]]; then # 2n commands from a file, n pairs
+    redis-cli -p "$port" --pipe <"$cycle_file" >/dev/null
+    calls=$((2 * n))
+  else
+    redis-benchmark -h 127.0.0.1 -p "$port" -P 16 -c 1 -n "$n" -r 100000000 -q "$@" >/dev/null
+  fi
   redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true
   wait "$pid" || true
   local total replicate
   total=$(callgrind_annotate --inclusive=yes "$tmp/$label.out" | awk '/PROGRAM TOTALS/ && !done {gsub(",","",$1); print $1; done=1}')
   replicate=$(callgrind_annotate --inclusive=yes "$tmp/$label.out" | awk '/:(RM|VM)_Replicate / && !done {gsub(",","",$1); print $1; done=1}')
-  echo "$((total / n)) $(( ${replicate:-0} / n ))"
+  echo "$((total / calls)) $(( ${replicate:-0} / calls ))"
 }
 
 # Redisson's RedissonLock.tryLockInnerAsync (redisson/, the one copy).
 script=$(<redisson/try-lock-hincrby.lua)
+
+if [[ -n ${BASELINE_MODULE:-} ]]; then
+  baseline=$(realpath -m "$BASELINE_MODULE")
+  [[ -f $baseline ]] || { echo "error: no module at $baseline" >&2; exit 1; }
+  echo "# callgrind-acquire: $("$server" --version)"
+  echo "each: redis-benchmark -P 16 -c 1 -n $n -r 100000000, instructions inside call() per command"
+  echo "baseline: $baseline"
+  echo "this:     $module"
+  echo
+  echo "| command | baseline | this build | change |"
+  echo "|---|---|---|---|"
+  # A pipeline of acquire then release of one key, repeated: both halves
+  # counted, so per pair = 2 x per call.
+  cycle=$tmp/cycle.txt
+  for _ in $(seq "$n"); do
+    printf 'LOCK.ACQUIRE lock:cycle owner:1 30000\nLOCK.RELEASE lock:cycle owner:1\n'
+  done >"$cycle"
+  for case in "fresh|LOCK.ACQUIRE lock:__rand_int__ owner:1 30000" \
+    "hot|LOCK.ACQUIRE lock:hot owner:1 30000" \
+    "token|LOCK.ACQUIRE lock:__rand_int__ owner:1 30000 TOKEN" \
+    "cycle|"; do
+    label=${case%%|*}
+    read -r -a words <<<"${case#*|}"
+    figures=()
+    for build in "$baseline" "$module"; do
+      if [[ $label == cycle ]]; then
+        read -r per _ < <(profile_module=$build cycle_file=$cycle profile "$label" CYCLE)
+      else
+        read -r per _ < <(profile_module=$build profile "$label" "${words[@]}")
+      fi
+      figures+=("$per")
+    done
+    what="\`${case#*|}\`"
+    [[ $label == cycle ]] && what="\`LOCK.ACQUIRE\` + \`LOCK.RELEASE\` of one key, per command"
+    echo "| $what | ${figures[0]} | ${figures[1]} | $(awk -v a="${figures[1]}" -v b="${figures[0]}" 'BEGIN {printf "%+.1f%%", 100*(a-b)/b}') |"
+  done
+  exit 0
+fi
 
 echo "# callgrind-acquire: $("$server" --version)"
 echo "each: redis-benchmark -P 16 -c 1 -n $n -r 100000000 (fresh keys), instructions inside call()"

@@ -249,11 +249,35 @@ pub fn permit_not_held(id_hex: &[u8]) -> Refusal {
     )
 }
 
+// ---- the listing (LOCK.SCAN) -------------------------------------------------
+
+pub const SCAN_CURSOR_INVALID: Refusal =
+    Refusal::fixed("ERR cursor must be 0 or a cursor LOCK.SCAN returned");
+pub const SCAN_CURSOR_UNKNOWN: Refusal = Refusal::fixed(
+    "ERR no such LOCK.SCAN cursor (finished, idle for 300 s, pushed out by 16 newer ones, or \
+     from before a restart): start again from 0",
+);
+pub const SYNTAX_SCAN: Refusal = Refusal::fixed(
+    "ERR syntax error: the options are MATCH pattern, KIND kind and COUNT count, each at most once",
+);
+pub const SCAN_KIND_UNKNOWN: Refusal =
+    Refusal::fixed("ERR KIND must be one of lock, rwlock, semaphore, permits, latch, counter");
+
+pub fn scan_cursor_other_db(db: i32) -> Refusal {
+    Refusal(
+        format!(
+            "ERR this LOCK.SCAN cursor lists database {db}: SELECT {db}, or start again from 0"
+        )
+        .into(),
+    )
+}
+
 // ---- the server ------------------------------------------------------------
 
 /// What a waiter ended by `LOCK.CANCEL` hears: its own code, so clients
 /// tell it from a timeout (which is no error) and from a server's refusal.
 pub const CANCELLED: Refusal = Refusal::fixed("CANCELLED the wait was cancelled (LOCK.CANCEL)");
+
 pub const WAIT_ABORTED_DEMOTED: Refusal =
     Refusal::fixed("ERR lock wait aborted: this server became a replica");
 pub const INTERNAL: Refusal =
@@ -308,6 +332,11 @@ pub const CATALOGUE: &[&str] = &[
     "ERR permit ",
     "ERR leased permits need their set in the semaphore's cluster slot, and key '",
     "ERR read holds need their keys in the lock's cluster slot, and key '",
+    "ERR cursor must be 0 or a cursor LOCK.SCAN returned",
+    "ERR no such LOCK.SCAN cursor",
+    "ERR syntax error: the options are MATCH pattern, KIND kind and COUNT count",
+    "ERR KIND must be one of lock, rwlock, semaphore, permits, latch, counter",
+    "ERR this LOCK.SCAN cursor lists database ",
 ];
 
 #[cfg(test)]
@@ -316,7 +345,7 @@ mod tests {
 
     /// The pages whose error tables list the module's errors, each
     /// object's own and the operations' (`SYNC`, demotion).
-    const ERROR_PAGES: [(&str, &str); 7] = [
+    const ERROR_PAGES: [(&str, &str); 8] = [
         ("docs/lock.md", include_str!("../docs/lock.md")),
         ("docs/fenced.md", include_str!("../docs/fenced.md")),
         ("docs/rwlock.md", include_str!("../docs/rwlock.md")),
@@ -327,6 +356,7 @@ mod tests {
             "docs/replication.md",
             include_str!("../docs/replication.md"),
         ),
+        ("docs/operations.md", include_str!("../docs/operations.md")),
     ];
 
     #[test]
@@ -390,6 +420,11 @@ mod tests {
             permit_not_held(b"00"),
             permits_elsewhere(b"a{b", "has a '{' without a closing '}'"),
             read_holds_elsewhere(b"a{}b", "has an empty hash tag '{}'"),
+            SCAN_CURSOR_INVALID,
+            SCAN_CURSOR_UNKNOWN,
+            SYNTAX_SCAN,
+            SCAN_KIND_UNKNOWN,
+            scan_cursor_other_db(3),
         ];
         assert_eq!(samples.len(), CATALOGUE.len());
         for (sample, start) in samples.iter().zip(CATALOGUE) {

@@ -157,6 +157,14 @@ impl Ask {
     }
 
     /// As `LOCK.INFO` and `LOCK.SEMINFO` name it.
+    /// How much it asks for: the permits of a permits ask, else 1.
+    pub fn amount(self) -> i64 {
+        match self {
+            Ask::Permits { n, .. } => n,
+            _ => 1,
+        }
+    }
+
     pub fn name(self) -> &'static [u8] {
         match self {
             Ask::Lock => b"lock",

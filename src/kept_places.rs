@@ -32,6 +32,8 @@ pub struct KeptPlace<K> {
     pub ask: Ask,
     /// When it first joined the queue (unix ms).
     pub joined_ms: i64,
+    /// When it first joined the queue, on the wait times' monotonic clock.
+    pub joined_us: u64,
     /// When the place is dropped (unix ms).
     pub until: i64,
 }
@@ -199,6 +201,7 @@ mod tests {
             kind: "lock",
             ask: Ask::Lock,
             joined_ms: 0,
+            joined_us: 0,
             until,
         }
     }

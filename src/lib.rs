@@ -32,6 +32,7 @@
 //! * `events.rs`: unlock messages and keyspace notifications;
 //! * `config.rs`: the `lock.*` configs and module arguments; `stats.rs`:
 //!   `INFO lock`; `eviction.rs`: warning about evicting `maxmemory-policy`s;
+//!   `server_version.rs`: which servers it loads on (checked first at load);
 //! * `args.rs`: argument validation; `errors.rs`: every error reply's text;
 //! * `ffi/`: every call into Redis, behind wrappers with lifetimes: the only
 //!   place with raw pointers.
@@ -52,18 +53,26 @@ mod eviction;
 mod fencing;
 mod ffi;
 mod grant_policy;
+mod histogram;
+mod hot_keys;
 mod kept_places;
 mod latch;
+mod listing;
 mod lock;
 mod lock_key;
 mod replica_sync;
 mod replicas;
 mod replies;
+mod resets;
 mod rwlock;
 mod rwlock_key;
+mod scan_cursors;
 mod semaphore;
 mod semaphore_key;
+mod server_version;
 mod stats;
+mod stats_reset;
+mod timings;
 mod value_key;
 mod wait_queue;
 mod waiting;
@@ -87,6 +96,10 @@ pub const MODULE_VERSION: i32 = {
         + number(env!("CARGO_PKG_VERSION_PATCH"))
 };
 
+/// The git commit the module was built from (`build.rs`: `unknown` for a
+/// build outside a git checkout), for the line it logs at load.
+pub const GIT_COMMIT: &str = env!("LOCK_GIT_COMMIT");
+
 #[cfg(not(test))]
 mod module {
     use redis_module::{Context, RedisString, Status};
@@ -94,9 +107,33 @@ mod module {
     use crate::ffi::events::{self, ServerEvent, ServerEventKind, ServerEventListener};
     use crate::ffi::server::{self, InfoProvider, InfoWriter, ModuleOptions};
     use crate::ffi::Ctx;
-    use crate::{commands, config, eviction, ffi, replicas, stats, waiting};
+    use crate::{
+        commands, config, eviction, ffi, hot_keys, replicas, resets, server_version, stats,
+        timings, waiting,
+    };
 
-    crate::ffi::load::entry_points!(version: crate::MODULE_VERSION, init: init);
+    crate::ffi::load::entry_points!(version: crate::MODULE_VERSION, admit: admit, init: init);
+
+    /// Runs first in `RedisModule_OnLoad`, before anything needs the Redis 7
+    /// module API: refuses a server older than the oldest supported (one
+    /// warning naming the minimum), else logs the module's version and
+    /// commit and the server's (`server_version.rs`).
+    fn admit(context: &Context) -> Status {
+        let Some(ctx) = Ctx::of(context) else {
+            return Status::Err;
+        };
+        let probe = server::probe_version(ctx);
+        match server_version::admit(&probe, env!("CARGO_PKG_VERSION"), crate::GIT_COMMIT) {
+            Ok(line) => {
+                ctx.log_notice(&line);
+                Status::Ok
+            }
+            Err(refusal) => {
+                ctx.log_warning(&refusal);
+                Status::Err
+            }
+        }
+    }
 
     /// Runs last in `RedisModule_OnLoad` (`ffi/load.rs`, which initialises
     /// the module API first): the configs, the commands, the event
@@ -143,7 +180,9 @@ mod module {
             ctx,
             ModuleOptions::NO_IMPLICIT_SIGNAL_MODIFIED.and(ModuleOptions::HANDLE_REPL_ASYNC_LOAD),
         );
-        // The module's INFO callback (`INFO lock`).
+        // The module's INFO callback (`INFO lock`), and the context it calls
+        // Redis with.
+        server::keep_detached_context(ctx);
         server::register_info::<Info>(ctx);
         Status::Ok
     }
@@ -162,11 +201,15 @@ mod module {
         }
     }
 
-    /// `INFO lock`: the `lock_stats` and `lock_eviction` sections.
+    /// `INFO lock`: the `lock_stats`, `lock_times`, `lock_hot_keys` and
+    /// `lock_eviction` sections.
     struct Info;
 
     impl InfoProvider for Info {
-        fn write_info(info: &mut InfoWriter) {
+        fn write_info(info: &mut InfoWriter, for_crash_report: bool) {
+            if !for_crash_report {
+                server::with_detached(resets::notice);
+            }
             info.section("stats");
             for (name, counter) in stats::all() {
                 info.field_u64(name, counter.get());
@@ -188,10 +231,48 @@ mod module {
                 "keyspace_unsubscribe",
                 u64::from(ffi::events::can_unsubscribe_keyspace()),
             );
+            let (listings, bytes) = commands::scan::walks_usage();
+            info.field_u64("scan_listings", listings as u64);
+            info.field_u64("scan_listing_bytes", bytes as u64);
+            if let Some(report) = timings::report() {
+                write_times(info, &report);
+            }
             let (policy, evicts) = eviction::current();
             info.section("eviction");
             info.field_str("maxmemory_policy", &policy);
             info.field_u64("evicts_locks", u64::from(evicts));
+        }
+    }
+
+    /// `lock_times`: count and percentiles (microseconds) of the wait
+    /// times per kind and the hold times of locks and read-write locks;
+    /// `lock_hot_keys`: the most waited-for keys.
+    fn write_times(info: &mut InfoWriter, report: &timings::Report) {
+        info.section("times");
+        for (measure, rows) in [("wait", &report.waits), ("hold", &report.holds)] {
+            for (kind, summary) in rows.iter() {
+                let prefix = format!("{measure}_{}", kind.name());
+                info.field_u64(&format!("{prefix}_count"), summary.count);
+                for (name, value) in summary.percentiles {
+                    info.field_u64(&format!("{prefix}_{name}_us"), value);
+                }
+            }
+        }
+        info.section("hot_keys");
+        for (table, unit, keys) in [
+            ("most_waiters", "waiters", &report.by_waiters),
+            ("longest_waits", "waited_us", &report.by_wait_time),
+        ] {
+            for (rank, key) in keys.iter().enumerate() {
+                let value = format!(
+                    "db={},key={},{unit}={},error={}",
+                    key.db,
+                    hot_keys::info_text(key),
+                    key.weight,
+                    key.error
+                );
+                info.field_str(&format!("{table}_{}", rank + 1), &value);
+            }
         }
     }
 

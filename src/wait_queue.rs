@@ -68,6 +68,12 @@ pub struct Waiter<C, K> {
     pub since_ms: i64,
     /// When it first joined the queue (unix ms), across pieces and rejoins.
     pub joined_ms: i64,
+    /// When this request started waiting, on a monotonic microsecond clock
+    /// (the wait time of its queue's key, `timings.rs`).
+    pub since_us: u64,
+    /// When it first joined the queue, on the same clock, across pieces and
+    /// rejoins (its wait time when granted, `timings.rs`).
+    pub joined_us: u64,
     /// Its position in the queue's arrival order (set by [`WaitQueues::join`]):
     /// waiters are in this order, and a kept place keeps it.
     pub place: u64,
@@ -98,6 +104,8 @@ impl<C, K> Waiter<C, K> {
 pub struct WaiterInfo {
     pub owner: Vec<u8>,
     pub ask: Ask,
+    /// When it first joined the queue (unix ms), across pieces and rejoins.
+    pub since_ms: i64,
     pub waited_ms: i64,
     pub timeout_ms: i64,
 }
@@ -320,6 +328,7 @@ impl<C: Copy + Eq + Hash, T: Copy, K: Copy> WaitQueues<C, T, K> {
             let same = |w: &Waiter<C, K>| w.owner == waiter.owner && w.ask == waiter.ask;
             if let Some(earlier) = queue.waiters.iter_mut().find(|w| same(w)) {
                 (waiter.place, waiter.joined_ms) = (earlier.place, earlier.joined_ms);
+                waiter.joined_us = earlier.joined_us;
                 let earlier = std::mem::replace(earlier, waiter);
                 self.index.remove(&earlier.client);
                 return Joined::TookOver(earlier);
@@ -328,6 +337,7 @@ impl<C: Copy + Eq + Hash, T: Copy, K: Copy> WaitQueues<C, T, K> {
                 self.absent_weight -= 1;
                 if kept.ask == waiter.ask {
                     (waiter.place, waiter.joined_ms) = (kept.place, kept.joined_ms);
+                    waiter.joined_us = kept.joined_us;
                     let at = queue.waiters.partition_point(|w| w.place < kept.place);
                     queue.waiters.insert(at, waiter);
                     return Joined::Rejoined;
@@ -419,6 +429,7 @@ impl<C: Copy + Eq + Hash, T: Copy, K: Copy> WaitQueues<C, T, K> {
                 kind: waiter.kind,
                 ask: waiter.ask,
                 joined_ms: waiter.joined_ms,
+                joined_us: waiter.joined_us,
                 until: now_ms.saturating_add(waiter.keep_ms),
             });
             self.absent_weight += 1;
@@ -468,6 +479,7 @@ impl<C: Copy + Eq + Hash, T: Copy, K: Copy> WaitQueues<C, T, K> {
             .map(|w| WaiterInfo {
                 owner: w.owner.clone(),
                 ask: w.ask,
+                since_ms: w.joined_ms,
                 waited_ms: (now_ms - w.joined_ms).max(0),
                 timeout_ms: w.timeout_ms,
             })

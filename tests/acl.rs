@@ -106,7 +106,7 @@ fn lock_commands_carry_acl_categories_where_the_server_supports_them() {
         return;
     }
     // The readers: the INFO commands, the semaphore's and latch's counts,
-    // and LOCK.AWAIT; every other command writes, and is fast.
+    // LOCK.AWAIT and LOCK.SCAN; every other command writes, and is fast.
     let writers = [
         "lock.acquire",
         "lock.cancel",
@@ -135,6 +135,7 @@ fn lock_commands_carry_acl_categories_where_the_server_supports_them() {
         "lock.info",
         "lock.latchcount",
         "lock.latchinfo",
+        "lock.scan",
         "lock.semavailable",
         "lock.seminfo",
     ];

@@ -31,3 +31,18 @@ pub const PX_TTL: ArgDoc = ArgDoc::new(c"ttl-ms", ArgKind::Integer)
 pub const PERMITS: ArgDoc = ArgDoc::new(c"permits", ArgKind::Integer);
 /// A leased permit's id: 32 hex characters.
 pub const PERMIT_ID: ArgDoc = ArgDoc::new(c"id", ArgKind::String);
+
+/// `LOCK.SCAN`'s cursor: 0 to start, then the one the last reply gave.
+pub const SCAN_CURSOR: ArgDoc = ArgDoc::new(c"cursor", ArgKind::Integer);
+/// `MATCH pattern`: a glob, as `SCAN`'s.
+pub const SCAN_MATCH: ArgDoc = ArgDoc::new(c"pattern", ArgKind::String)
+    .token(c"MATCH")
+    .optional();
+/// `KIND kind`: lock, rwlock, semaphore, permits, latch or counter.
+pub const SCAN_KIND: ArgDoc = ArgDoc::new(c"kind", ArgKind::String)
+    .token(c"KIND")
+    .optional();
+/// `COUNT count`: the keys one call looks at, about.
+pub const SCAN_COUNT: ArgDoc = ArgDoc::new(c"count", ArgKind::Integer)
+    .token(c"COUNT")
+    .optional();

@@ -29,7 +29,7 @@ use crate::ffi::{Ctx, RStr};
 use crate::lock::parse_hold_count;
 use crate::lock_key::LockKey;
 use crate::rwlock_key::{RwLockKey, Snapshot};
-use crate::waiting;
+use crate::{timings, waiting};
 
 /// `LOCK.INFO`, as registered.
 pub struct LockInfo;
@@ -47,6 +47,8 @@ impl Command for LockInfo {
     };
 
     fn run(ctx: Ctx, argv: &[RStr]) -> CommandResult {
+        // Counted first, as Redis counts every run (`stats_reset.rs`).
+        timings::lock_info_ran();
         let cmd = KeyOnly::parse(LockInfo::SPEC.name(), argv)?;
         let lock = LockKey::open_read(ctx, cmd.key)?;
         let rw = RwLockKey::of(&lock).snapshot();

@@ -19,6 +19,7 @@ pub mod renew;
 pub mod rw_acquire;
 pub mod rw_release;
 pub mod rw_renew;
+pub mod scan;
 pub mod semaphore;
 
 use std::ffi::CStr;
@@ -34,7 +35,7 @@ const V0_2: &CStr = c"0.2.0";
 const V0_3: &CStr = c"0.3.0";
 
 /// Every command, registered in this order, with the release that brought it.
-const COMMANDS: [Registration; 27] = [
+const COMMANDS: [Registration; 28] = [
     Registration::of::<acquire::LockAcquire>(V0_1),
     Registration::of::<renew::LockRenew>(V0_1),
     Registration::of::<release::LockRelease>(V0_1),
@@ -61,6 +62,7 @@ const COMMANDS: [Registration; 27] = [
     Registration::of::<latch::LatchCount>(V0_2),
     Registration::of::<latch::Await>(V0_2),
     Registration::of::<latch::LatchInfo>(V0_2),
+    Registration::of::<scan::LockScan>(V0_3),
     Registration::of::<cancel::LockCancel>(V0_3),
 ];
 

@@ -134,6 +134,9 @@ impl KeyFlags {
     /// Removes part of the key's content, maybe the key: `HDEL`.
     pub const REMOVE_PART: KeyFlags =
         KeyFlags(raw::REDISMODULE_CMD_KEY_RW | raw::REDISMODULE_CMD_KEY_DELETE);
+    /// The command takes no key (`LOCK.SCAN`, like `SCAN`): key positions
+    /// 0, no key spec; it checks key permissions itself.
+    pub const NO_KEY: KeyFlags = KeyFlags(0);
     /// Deletes the key: `DEL`.
     pub const DELETE_KEY: KeyFlags =
         KeyFlags(raw::REDISMODULE_CMD_KEY_RM | raw::REDISMODULE_CMD_KEY_DELETE);
@@ -256,6 +259,11 @@ pub fn register(ctx: Ctx, commands: &[Registration]) -> Result<(), String> {
     let own_category = add_acl_category(ctx);
     for Registration { spec, entry, since } in commands {
         let name = spec.name();
+        let (first, last, step) = if spec.key.0 == 0 {
+            (0, 0, 0)
+        } else {
+            (1, 1, 1)
+        };
         // SAFETY: a load-time context; Redis copies the name and flags.
         let status = unsafe {
             api!(RedisModule_CreateCommand)(
@@ -263,9 +271,9 @@ pub fn register(ctx: Ctx, commands: &[Registration]) -> Result<(), String> {
                 spec.name.as_ptr(),
                 *entry,
                 spec.access.flags().as_ptr(),
-                1,
-                1,
-                1,
+                first,
+                last,
+                step,
             )
         };
         if status != OK {
@@ -354,7 +362,11 @@ fn describe(
     args.push(unsafe { std::mem::zeroed() });
     // SAFETY: likewise for RedisModuleCommandKeySpec.
     let terminator: raw::RedisModuleCommandKeySpec = unsafe { std::mem::zeroed() };
-    let mut key_specs = [key_spec(spec.key), terminator];
+    let mut key_specs = if spec.key.0 == 0 {
+        vec![terminator]
+    } else {
+        vec![key_spec(spec.key), terminator]
+    };
     let version = raw::RedisModuleCommandInfoVersion {
         version: 1,
         sizeof_historyentry: std::mem::size_of::<raw::RedisModuleCommandHistoryEntry>(),

@@ -329,6 +329,16 @@ impl<'a> Key<'a> {
         out
     }
 
+    /// The number of elements of the value (a hash's fields, a sorted
+    /// set's members, a string's bytes); 0 for no key.
+    pub fn value_len(&self) -> usize {
+        if self.ptr.is_null() {
+            return 0;
+        }
+        // SAFETY: an open key (non-null), read only.
+        unsafe { api!(RedisModule_ValueLength)(self.ptr) }
+    }
+
     /// Every field and value of the hash, in hash order.
     pub fn hash_entries(&self) -> Vec<(Vec<u8>, Vec<u8>)> {
         let mut out: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();

@@ -23,10 +23,16 @@ pub const NAME: &CStr = c"lock";
 /// What the module does once the API is initialised (`lib.rs`).
 pub type Init = fn(&Context, &[RedisString]) -> Status;
 
+/// Whether this server is one the module supports (`lib.rs`): runs right
+/// after the API is initialised, before anything that needs the Redis 7
+/// API, whose functions an older server lacks.
+pub type Admit = fn(&Context) -> Status;
+
 const ERR: c_int = raw::Status::Err as c_int;
 
 /// The body of `RedisModule_OnLoad`, for the module `version` (as
-/// `MODULE LIST` shows it) whose `init` runs last.
+/// `MODULE LIST` shows it), which `admit`s the server first and whose
+/// `init` runs last.
 ///
 /// # Safety
 /// `ctx`, `argv` and `argc` are what Redis passed to `RedisModule_OnLoad`.
@@ -35,6 +41,7 @@ pub unsafe fn on_load(
     argv: *mut *mut raw::RedisModuleString,
     argc: c_int,
     version: c_int,
+    admit: Admit,
     init: Init,
 ) -> c_int {
     // SAFETY: the load context Redis passed; the name is a NUL-terminated C
@@ -54,6 +61,9 @@ pub unsafe fn on_load(
     let context = Context::new(ctx);
     // Set once per load; the crate's logging and configs read it.
     let _ = redis_module::MODULE_CONTEXT.set_context(&context);
+    if admit(&context) == Status::Err {
+        return ERR;
+    }
     let args = redis_module::decode_args(ctx, argv, argc);
     // The crate's registries (commands declared with its attribute macros,
     // defrag callbacks, server events): empty for this module, run as the
@@ -117,12 +127,12 @@ fn log_refused_init(ctx: *mut raw::RedisModuleCtx) {
 
 /// Defines the entry points Redis looks for, `RedisModule_OnLoad` and
 /// `RedisModule_OnUnload`, where it is invoked: in the crate's root, which
-/// gives its version and its `init`. So this file names nothing above the
+/// gives its version, its `admit` and its `init`. So this file names nothing above the
 /// FFI, as the `redis_module!` macro lets a module do. (Unit-test builds
 /// have no entry points.)
 #[cfg(not(test))]
 macro_rules! entry_points {
-    (version: $version:expr, init: $init:path) => {
+    (version: $version:expr, admit: $admit:path, init: $init:path) => {
         /// Redis's entry point for `MODULE LOAD` and `loadmodule`.
         ///
         /// # Safety
@@ -134,7 +144,7 @@ macro_rules! entry_points {
             argc: std::os::raw::c_int,
         ) -> std::os::raw::c_int {
             // SAFETY: Redis's own arguments to RedisModule_OnLoad, passed on as is.
-            unsafe { $crate::ffi::load::on_load(ctx, argv, argc, $version, $init) }
+            unsafe { $crate::ffi::load::on_load(ctx, argv, argc, $version, $admit, $init) }
         }
 
         /// Redis's entry point for `MODULE UNLOAD`: nothing to undo by hand

@@ -78,6 +78,36 @@ impl Drop for ServerInfo<'_> {
     }
 }
 
+/// What the server says about its version, read at load before anything
+/// else (`server_version.rs` decides). Every function is looked up, not
+/// assumed: this runs on servers too old for the module, where a missing one
+/// must not crash the server.
+pub fn probe_version(ctx: Ctx) -> crate::server_version::Probe {
+    // SAFETY: reads function pointers of the table RedisModule_Init filled;
+    // nothing writes it afterwards.
+    let (version, info, field, free) = unsafe {
+        (
+            raw::RedisModule_GetServerVersion,
+            raw::RedisModule_GetServerInfo,
+            raw::RedisModule_ServerInfoGetFieldC,
+            raw::RedisModule_FreeServerInfo,
+        )
+    };
+    let mut probe = crate::server_version::Probe {
+        // SAFETY: takes no arguments and only returns a constant.
+        api_version: version.map(|version| unsafe { version() }),
+        ..Default::default()
+    };
+    if info.is_some() && field.is_some() && free.is_some() {
+        if let Some(server) = ServerInfo::read(ctx, c"server") {
+            probe.redis_version = server.field(c"redis_version");
+            probe.server_name = server.field(c"server_name");
+            probe.valkey_version = server.field(c"valkey_version");
+        }
+    }
+    probe
+}
+
 /// One field of `INFO <section>` as the server reports it.
 pub fn info_field(ctx: Ctx, section: &CStr, field: &CStr) -> Option<String> {
     ServerInfo::read(ctx, section)?.field(field)
@@ -115,6 +145,115 @@ pub fn config_get(ctx: Ctx, name: &CStr) -> Option<Vec<u8>> {
     value
 }
 
+/// One step of `SCAN` over the selected database, as the server runs it
+/// (its `MATCH` glob, its `COUNT` of work, its skipping of expired keys):
+/// the next cursor (0 at the end) and the keys found. `None` if the server
+/// refused (it does not for a valid cursor).
+pub fn scan_step(
+    ctx: Ctx,
+    cursor: u64,
+    pattern: Option<&[u8]>,
+    count: u64,
+) -> Option<(u64, Vec<Vec<u8>>)> {
+    let cursor = cursor.to_string();
+    let count = count.to_string();
+    let mut args: Vec<&[u8]> = vec![cursor.as_bytes()];
+    if let Some(pattern) = pattern {
+        args.extend([&b"MATCH"[..], pattern]);
+    }
+    args.extend([&b"COUNT"[..], count.as_bytes()]);
+    let args: Vec<super::OwnedStr> = args.into_iter().map(super::OwnedStr::new).collect();
+    let argv: Vec<*mut raw::RedisModuleString> = args.iter().map(|a| a.borrow().as_ptr()).collect();
+    // SAFETY: "v" takes the argv array and its length, both alive for the
+    // call; the reply is freed below.
+    let reply = unsafe {
+        api!(RedisModule_Call)(
+            ctx.as_ptr(),
+            c"SCAN".as_ptr(),
+            c"v".as_ptr(),
+            argv.as_ptr(),
+            argv.len(),
+        )
+    };
+    let reply = NonNull::new(reply)?;
+    // SAFETY: a live reply; its elements and strings belong to it and are
+    // copied out before it is freed.
+    let step = unsafe {
+        let bytes = |element: *mut raw::RedisModuleCallReply| -> Option<Vec<u8>> {
+            if element.is_null() {
+                return None;
+            }
+            let mut len = 0usize;
+            let ptr = api!(RedisModule_CallReplyStringPtr)(element, &mut len);
+            (!ptr.is_null()).then(|| std::slice::from_raw_parts(ptr.cast::<u8>(), len).to_vec())
+        };
+        let array = raw::REDISMODULE_REPLY_ARRAY as c_int;
+        let step = (api!(RedisModule_CallReplyType)(reply.as_ptr()) == array)
+            .then(|| {
+                let next = bytes(api!(RedisModule_CallReplyArrayElement)(reply.as_ptr(), 0))?;
+                let next: u64 = std::str::from_utf8(&next).ok()?.parse().ok()?;
+                let keys = api!(RedisModule_CallReplyArrayElement)(reply.as_ptr(), 1);
+                if keys.is_null() || api!(RedisModule_CallReplyType)(keys) != array {
+                    return None;
+                }
+                let n = api!(RedisModule_CallReplyLength)(keys);
+                let keys = (0..n)
+                    .filter_map(|i| bytes(api!(RedisModule_CallReplyArrayElement)(keys, i)))
+                    .collect();
+                Some((next, keys))
+            })
+            .flatten();
+        api!(RedisModule_FreeCallReply)(reply.as_ptr());
+        step
+    };
+    step
+}
+
+/// The user of the client behind `ctx`, to check key permissions against
+/// (`None` when it cannot be found: a user deleted meanwhile).
+pub struct CallerUser {
+    user: NonNull<raw::RedisModuleUser>,
+}
+
+impl CallerUser {
+    pub fn of(ctx: Ctx) -> Option<CallerUser> {
+        // SAFETY: a command's context; the name is freed right after the
+        // lookup, which copies nothing from it but the user pointer.
+        let user = unsafe {
+            let name = api!(RedisModule_GetCurrentUserName)(ctx.as_ptr());
+            if name.is_null() {
+                return None;
+            }
+            let user = api!(RedisModule_GetModuleUserFromUserName)(name);
+            api!(RedisModule_FreeString)(ctx.as_ptr(), name);
+            user
+        };
+        NonNull::new(user).map(|user| CallerUser { user })
+    }
+
+    /// Whether the user may read `key` (its key patterns, `%R~` included),
+    /// as a command whose key spec reads the key would be checked.
+    pub fn may_read(&self, key: super::RStr) -> bool {
+        // SAFETY: a live user (freed on drop, used within the command that
+        // looked it up) and a valid string.
+        unsafe {
+            api!(RedisModule_ACLCheckKeyPermissions)(
+                self.user.as_ptr(),
+                key.as_ptr(),
+                raw::REDISMODULE_CMD_KEY_ACCESS as c_int,
+            ) == OK
+        }
+    }
+}
+
+impl Drop for CallerUser {
+    fn drop(&mut self) {
+        // SAFETY: made by GetModuleUserFromUserName, freed once (this frees
+        // the handle, not the ACL user).
+        unsafe { api!(RedisModule_FreeModuleUser)(self.user.as_ptr()) };
+    }
+}
+
 /// Asks every replica to acknowledge its replication offset now
 /// (`REPLCONF GETACK *` into the replication stream, not the AOF), as
 /// Redis's own `WAIT` does; replicas otherwise acknowledge once a second.
@@ -131,6 +270,41 @@ pub fn request_replica_acks(ctx: Ctx) {
     };
     if status != OK {
         ctx.log_warning("lock module: could not ask replicas for an acknowledgement");
+    }
+}
+
+/// A context of the module's own, for calls outside any command (the INFO
+/// callback has none): made once at load, never freed (one per load).
+static DETACHED: std::sync::atomic::AtomicPtr<raw::RedisModuleCtx> =
+    std::sync::atomic::AtomicPtr::new(std::ptr::null_mut());
+
+/// Makes the module's own context (at load).
+pub fn keep_detached_context(ctx: Ctx) {
+    // SAFETY: a load-time context; the detached context Redis returns lives
+    // until freed, which it never is.
+    let detached = unsafe { api!(RedisModule_GetDetachedThreadSafeContext)(ctx.as_ptr()) };
+    DETACHED.store(detached, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Runs `f` with the module's own context, on Redis's main thread (where
+/// INFO callbacks run); `None` before it was made.
+pub fn with_detached<T>(f: impl FnOnce(Ctx) -> T) -> Option<T> {
+    let ptr = DETACHED.load(std::sync::atomic::Ordering::Relaxed);
+    // SAFETY: made at load and never freed; used on the main thread only.
+    unsafe { Ctx::from_raw(ptr) }.map(f)
+}
+
+/// Runs `command key` (one key argument, its reply dropped) as the module
+/// itself: for `LOCK.INFO` run once to mark the command statistics
+/// (`stats_reset.rs`).
+pub fn call_quietly(ctx: Ctx, command: &CStr, key: &CStr) {
+    // SAFETY: "c" takes the one C string; the reply is freed at once.
+    unsafe {
+        let reply =
+            api!(RedisModule_Call)(ctx.as_ptr(), command.as_ptr(), c"c".as_ptr(), key.as_ptr());
+        if !reply.is_null() {
+            api!(RedisModule_FreeCallReply)(reply);
+        }
     }
 }
 
@@ -156,7 +330,9 @@ impl InfoWriter {
 
 /// Provides the module's `INFO` sections.
 pub trait InfoProvider {
-    fn write_info(info: &mut InfoWriter);
+    /// `for_crash_report`: INFO is written into a crash report, from a
+    /// server that may be in any state: read only, call nothing.
+    fn write_info(info: &mut InfoWriter, for_crash_report: bool);
 }
 
 /// Makes `P` the module's `INFO` callback (replacing the crate's default).
@@ -164,12 +340,12 @@ pub fn register_info<P: InfoProvider>(ctx: Ctx) {
     raw::register_info_function(ctx.as_ptr(), Some(info_callback::<P>));
 }
 
-extern "C" fn info_callback<P: InfoProvider>(ctx: *mut raw::RedisModuleInfoCtx, _crash: c_int) {
+extern "C" fn info_callback<P: InfoProvider>(ctx: *mut raw::RedisModuleInfoCtx, crash: c_int) {
     if ctx.is_null() {
         return;
     }
     // INFO also runs in crash reports: never unwind from here.
     let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        P::write_info(&mut InfoWriter { ctx })
+        P::write_info(&mut InfoWriter { ctx }, crash != 0)
     }));
 }

@@ -225,6 +225,8 @@ mod tests {
             lease_ms: 1000,
             since_ms: 100,
             joined_ms: 100,
+            since_us: 0,
+            joined_us: 0,
             place: 0,
             keep_ms: 1000,
             timeout_ms: 0,

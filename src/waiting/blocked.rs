@@ -118,9 +118,11 @@ fn leave(ctx: Ctx, client: BlockedClient) -> Option<(i32, Vec<u8>, Waiter)> {
     Some((db, key, waiter))
 }
 
-/// `waiter` left its queue: when that may let those behind it be served,
-/// the queue's timer looks at the object at once.
+/// `waiter` left its queue ungranted: its time in the queue is counted
+/// (`timings.rs`), and when that may let those behind it be served, the
+/// queue's timer looks at the object at once.
 fn left(ctx: Ctx, db: i32, key: &[u8], waiter: &Waiter) {
+    queue::wait_ended(ctx, db, key, waiter, false);
     if waiter.kind.serves_when_one_leaves() {
         aim_timer(ctx, db, key, Aim::Now);
     }

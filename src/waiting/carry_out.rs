@@ -11,8 +11,8 @@
 
 use super::queue::{self, aim_timer, Aim};
 use crate::decision::{Decision, Publish};
-use crate::events;
 use crate::ffi::{Ctx, RStr};
+use crate::{events, resets, timings};
 
 /// What a decision is carried out on: one kind's keys, open for the
 /// change. Each kind's room implements it for its decision type.
@@ -40,7 +40,7 @@ pub trait Target<D: Decision> {
 /// hand-off does it:
 /// 1. apply its writes to the keys and replicate them;
 /// 2. aim the queue's timer at a deadline it set (or stop watching);
-/// 3. count it (`INFO lock`);
+/// 3. count it (`INFO lock`), and time the holds it starts or ends;
 /// 4. emit its keyspace notification;
 /// 5. when it freed something, serve the queue;
 /// 6. publish the kind's message, always or only when nobody was served.
@@ -56,8 +56,17 @@ pub fn carry_out<D: Decision, T: Target<D>>(ctx: Ctx, target: &T, decision: D) -
         Aim::After(_) if queue::nothing_waits() => {}
         aim => aim_timer(ctx, ctx.selected_db(), name.as_bytes(), aim),
     }
-    decision.tally().count();
+    let tally = decision.tally();
+    tally.count();
     if let Some(event) = decision.event() {
+        if timings::lock_event(
+            ctx.selected_db(),
+            name.as_bytes(),
+            !event.frees_lock(),
+            tally,
+        ) {
+            resets::mark_soon(ctx);
+        }
         events::notify(ctx, name, event);
     }
     let served = decision.serves() && target.serve(ctx, &decision);

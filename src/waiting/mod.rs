@@ -44,7 +44,7 @@ mod synced;
 
 pub use blocked::{answer_remembered, cancel, CancelReply};
 pub use carry_out::carry_out;
-pub use queue::{kept_places, remember_grant, snapshot, Keep, Wants};
+pub use queue::{kept_places, queued_keys, remember_grant, snapshot, Keep, Wants};
 
 // The module entry point uses these; unit-test builds leave it out.
 #[cfg_attr(test, allow(unused_imports))]

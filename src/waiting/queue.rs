@@ -46,9 +46,10 @@ use crate::ffi::timer::{self, TimerId, TimerJob};
 use crate::ffi::{Ctx, RStr};
 use crate::grant_policy::{Ask, GrantPolicy};
 use crate::kept_places::{Answer, RememberedGrant};
+use crate::listing::ObjectKind;
 use crate::replica_sync::SyncSpec;
 use crate::wait_queue::{self, Joined, KeptInfo, QueueTimer, TimerPlan, WaitQueues, WaiterInfo};
-use crate::{config, replicas, semaphore_key, stats};
+use crate::{config, replicas, resets, semaphore_key, stats, timings};
 
 /// A kind of object clients wait for, as its queue sees it: the callbacks
 /// the queue and its timer call. Each kind's room implements it once
@@ -150,6 +151,17 @@ pub fn kept_places(ctx: Ctx, key: RStr) -> Vec<KeptInfo> {
     queues(|q| q.kept_places(db, key.as_bytes()))
 }
 
+/// The keys of the selected database that have a queue (for the listing,
+/// which also shows waiters and kept places of objects whose key does not
+/// exist).
+pub fn queued_keys(ctx: Ctx) -> Vec<Vec<u8>> {
+    let db = ctx.selected_db();
+    queues(|q| q.keys(Some(db)))
+        .into_iter()
+        .map(|(_, key)| key)
+        .collect()
+}
+
 /// How many places are kept and grants remembered (`INFO lock`).
 pub fn absent_counts() -> (usize, usize) {
     queues(|q| q.absent_counts())
@@ -239,7 +251,7 @@ impl<'a> Keep<'a> {
 /// ahead of a large one), so the timer looks at once; a request whose
 /// place it took is answered as if its timeout had passed.
 pub(super) fn enqueue(ctx: Ctx, key: &[u8], client: BlockedClient, kind: KindRef, wants: Wants) {
-    let (db, now) = (ctx.selected_db(), ctx.now_ms());
+    let (db, now, now_us) = (ctx.selected_db(), ctx.now_ms(), timings::now_us());
     let waiter = Waiter {
         client,
         kind,
@@ -247,6 +259,8 @@ pub(super) fn enqueue(ctx: Ctx, key: &[u8], client: BlockedClient, kind: KindRef
         lease_ms: wants.lease_ms,
         since_ms: now,
         joined_ms: now,
+        since_us: now_us,
+        joined_us: now_us,
         place: 0,
         keep_ms: wants.keep_ms,
         timeout_ms: wants.timeout_ms,
@@ -257,13 +271,20 @@ pub(super) fn enqueue(ctx: Ctx, key: &[u8], client: BlockedClient, kind: KindRef
     hearing::hear::<KeyspaceNews>(ctx, kind.hears(Some(waiter.ask)));
     stats::WAITS_STARTED.incr();
     match queues(|q| q.join(db, key, waiter)) {
-        Joined::Back => {}
+        // A new waiter of the key (a rejoin or take-over continues a wait
+        // already counted).
+        Joined::Back => {
+            if timings::wait_started(db, key) {
+                resets::mark_soon(ctx);
+            }
+        }
         Joined::Rejoined => {
             stats::PLACES_REJOINED.incr();
             arm(ctx, db, key, now);
         }
         Joined::TookOver(earlier) => {
             stats::WAITS_CONTINUED.incr();
+            wait_ended(ctx, db, key, &earlier, false);
             let answer = earlier.kind.not_granted(ctx, key, &earlier);
             blocking::unblock(earlier.client, Some(answer));
         }
@@ -355,12 +376,14 @@ pub fn take_run<P: GrantPolicy>(
 }
 
 /// A waiter taken from `key`'s queue was granted what it asked for:
-/// counted here, the one place `waits_granted` moves, remembered for its
+/// counted here, the one place `waits_granted` and the wait times move,
+/// remembered for its
 /// identity where its kind remembers grants ([`remember_grant`]), and
 /// answered with `answer`. `None`: its answer is held back, and answered
 /// later by whoever holds it (a grant waiting for replicas, `synced.rs`).
 pub fn granted(ctx: Ctx, key: &[u8], waiter: &Waiter, answer: Option<Wake>) {
     stats::WAITS_GRANTED.incr();
+    wait_ended(ctx, ctx.selected_db(), key, waiter, true);
     if let Some(wake) = answer {
         if waiter.kind.remembers_grants() {
             let keep = Keep {
@@ -370,6 +393,19 @@ pub fn granted(ctx: Ctx, key: &[u8], waiter: &Waiter, answer: Option<Wake>) {
             remember_grant(ctx, key, keep, waiter.ask, &wake);
         }
         blocking::unblock(waiter.client, Some(wake));
+    }
+}
+
+/// A request of `waiter` left `key`'s queue in database `db`, granted or
+/// not (timed out, gone, cancelled, taken over by its next piece): its wait
+/// time (`timings.rs`).
+pub(super) fn wait_ended(ctx: Ctx, db: i32, key: &[u8], waiter: &Waiter, granted: bool) {
+    let now = timings::now_us();
+    let in_queue = now.saturating_sub(waiter.since_us);
+    let waited = granted.then(|| now.saturating_sub(waiter.joined_us));
+    let kind = ObjectKind::of_ask(waiter.ask);
+    if timings::wait_ended(kind, db, key, in_queue, waited) {
+        resets::mark_soon(ctx);
     }
 }
 
