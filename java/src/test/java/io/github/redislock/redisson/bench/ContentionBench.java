@@ -38,7 +38,8 @@ import org.redisson.api.RedissonClient;
  * the timers), which is what the client side costs on a machine with few cores.
  *
  * <p>{@code BENCH_KINDS}, {@code BENCH_THREADS}, {@code BENCH_CLIENTS} and {@code BENCH_SIDES}
- * ({@code Redisson,module}) narrow the rows, e.g. to profile one of them.
+ * ({@code Redisson,module}) narrow the rows, e.g. to profile one of them; {@code
+ * BENCH_WARMUP} (seconds, default 2) is each side's unreported warm-up per kind.
  *
  * <p>Run by {@code make bench} ({@code make bench-java}); writes {@code .cache/bench/java-bench.md}.
  */
@@ -86,8 +87,11 @@ public final class ContentionBench {
         try (RedisServer server = RedisServer.start()) {
             List<RedissonClient> clients = new ArrayList<>();
             for (int i = 0; i < 4; i++) {
-                clients.add(Clients.single(server, c -> c.useSingleServer().setConnectionPoolSize(64)
-                        .setConnectionMinimumIdleSize(8).setSubscriptionConnectionPoolSize(50)));
+                clients.add(Clients.single(server, c -> {
+                    c.useSingleServer().setConnectionPoolSize(64).setConnectionMinimumIdleSize(8)
+                            .setSubscriptionConnectionPoolSize(50);
+                    c.setNettyThreads(NETTY_THREADS);
+                }));
             }
             try {
                 List<Side> redisson = new ArrayList<>();
@@ -96,11 +100,20 @@ public final class ContentionBench {
                     redisson.add(redissonSide(c));
                     module.add(moduleSide(ModuleLocks.wrap(c)));
                 }
-                // Warm both sides up (JIT, connection pools), not reported.
-                run(server, "lock", redisson, 8, 1, 1, new Row());
-                run(server, "lock", module, 8, 1, 1, new Row());
                 int n = 0;
                 String sides = System.getenv().getOrDefault("BENCH_SIDES", "Redisson,module");
+                // Warm both sides up, not reported: the JIT compiles each side's paths (a
+                // second or two of a core on a small machine, which would otherwise fall in
+                // the first rows), and the connection pools grow to 32 waiting threads.
+                long warm = Long.parseLong(System.getenv().getOrDefault("BENCH_WARMUP", "2"));
+                for (String kind : System.getenv().getOrDefault("BENCH_KINDS", "lock,rwlock,semaphore").split(",")) {
+                    for (int s = 0; s < 2 && warm > 0; s++) {
+                        if (sides.contains(s == 0 ? "Redisson" : "module")) {
+                            run(server, kind + ":warm" + (n++), s == 0 ? redisson : module, 32, 1, warm, new Row());
+                            run(server, kind + ":warm" + (n++), s == 0 ? redisson : module, 32, 4, 1, new Row());
+                        }
+                    }
+                }
                 for (String kind : System.getenv().getOrDefault("BENCH_KINDS", "lock,rwlock,semaphore").split(",")) {
                     for (int threads : ints("BENCH_THREADS", "8,32")) {
                         for (int spread : ints("BENCH_CLIENTS", "1,4")) {
@@ -206,6 +219,9 @@ public final class ContentionBench {
             }
         };
     }
+
+    /** Each client's netty event loops ({@code BENCH_NETTY}, default 8; Redisson's own default is 32). */
+    static final int NETTY_THREADS = Integer.parseInt(System.getenv().getOrDefault("BENCH_NETTY", "8"));
 
     /** The semaphore's permits in the semaphore rows. */
     static final int PERMITS = 4;
