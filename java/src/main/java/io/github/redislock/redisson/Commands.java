@@ -85,6 +85,12 @@ final class Commands {
     static final RedisCommand<List<Object>> COMMAND_INFO =
             new RedisCommand<>("COMMAND", "INFO", new ObjectListReplayDecoder<Object>());
 
+    /** {@code CLIENT ID}: the server's id of the connection it is sent on. */
+    static final RedisCommand<Long> CLIENT_ID = new RedisCommand<>("CLIENT", "ID");
+
+    /** {@code CLIENT KILL ID id}: how many were killed (0: already gone). */
+    static final RedisCommand<Long> CLIENT_KILL = new RedisCommand<>("CLIENT", "KILL");
+
     /** {@code HGET key field} as a number: a hold count read back (0 when absent). */
     static final RedisCommand<Long> HGET_COUNT = new RedisCommand<>("HGET", new Convertor<Long>() {
         @Override

@@ -36,13 +36,14 @@ import org.slf4j.LoggerFactory;
  * ends within one slice) and, if its reply is a grant, the grant is given back at once
  * ({@link Step#giveBack}), so no lock or permit is left held by nobody. A slice whose reply
  * never came (response timeout, connection lost) may have been granted: {@link
- * Step#giveBackIfGranted} finds out and undoes it. When the module gains a cancel command
+ * Step#giveBackIfGranted} finds out (for the locks, by the owner's known hold count) and
+ * undoes it. When the module gains a cancel command
  * (issue 24), {@code giveBackIfGranted} becomes that command and a cancel no longer waits
  * for the slice to end.
  */
 final class Waiting {
 
-    private static final Logger LOG = LoggerFactory.getLogger(Waiting.class);
+    static final Logger LOG = LoggerFactory.getLogger(Waiting.class);
 
     /** One kind's wait: how to send it, what a grant looks like, how to undo one. */
     interface Step<R> {
@@ -72,9 +73,10 @@ final class Waiting {
         void giveBackIfGranted(Throwable why);
 
         /**
-         * Whether a plain try must come before the first wait. The locks need it: a try
-         * that answers "held by another" proves the caller held nothing, which is what
-         * makes {@link #giveBackIfGranted} exact (a hold found afterwards came from the wait).
+         * Whether a plain try must come before the first wait. The locks need it while the
+         * owner's hold count is not known ({@link Holds}): the try (through {@link Counted})
+         * learns it, and a known count is what {@link #giveBackIfGranted} judges by (one hold
+         * more after a lost wait reply came from the wait).
          */
         boolean tryFirst();
     }
