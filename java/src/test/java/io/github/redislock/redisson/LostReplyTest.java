@@ -11,6 +11,7 @@ import java.util.concurrent.TimeUnit;
 import io.github.redislock.redisson.support.Clients;
 import io.github.redislock.redisson.support.CutProxy;
 import io.github.redislock.redisson.support.ServerTest;
+import io.github.redislock.redisson.support.Smoke;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
@@ -40,7 +41,9 @@ class LostReplyTest extends ServerTest {
                     .setRetryAttempts(3).setRetryDelay(new ConstantDelay(Duration.ofMillis(50)));
             // Redisson's watchdog (30 s) outlives a cut connection's reconnection.
         });
-        cutLocks = ModuleLocks.wrap(cut);
+        // A wait's reply lost is only noticed at its slice's response timeout (Redisson's
+        // executor does not say that the connection closed): short slices, short tests.
+        cutLocks = ModuleLocks.wrap(cut, ModuleLocks.Options.defaults().waitSlice(Duration.ofMillis(500)));
     }
 
     @AfterEach
@@ -75,6 +78,7 @@ class LostReplyTest extends ServerTest {
     }
 
     @Test
+    @Smoke
     void anUnlockThatNeverRanIsSentAgainOnce() throws Exception {
         RLock lock = warm("lost");
         lock.lock();
@@ -105,6 +109,7 @@ class LostReplyTest extends ServerTest {
     }
 
     @Test
+    @Smoke
     void aTryWhoseGrantIsLostGivesItBack() throws Exception {
         RLock lock = warm("lost");
         proxy.dropReply("LOCK.ACQUIRE");

@@ -13,6 +13,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 
 import io.github.redislock.redisson.support.ServerTest;
+import io.github.redislock.redisson.support.Smoke;
 import org.junit.jupiter.api.Test;
 import org.redisson.api.RFuture;
 import org.redisson.api.RSemaphore;
@@ -51,6 +52,7 @@ class SemaphoreTest extends ServerTest {
     }
 
     @Test
+    @Smoke
     void aBlockedAcquireIsServedByARelease() throws Exception {
         RSemaphore s = locks.getSemaphore("sem");
         s.trySetPermits(0);
@@ -103,6 +105,7 @@ class SemaphoreTest extends ServerTest {
     }
 
     @Test
+    @Smoke
     void anInterruptedOrCancelledAcquireLeavesThePermits() throws Exception {
         RSemaphore s = locks.getSemaphore("sem");
         s.trySetPermits(0);
