@@ -81,6 +81,13 @@ final class Commands {
     /** 1 opened, 0 timed out, -1 the latch expired. Read-only: nothing to give back. */
     static final RedisCommand<Long> AWAIT = new RedisCommand<>("LOCK.AWAIT");
 
+    /**
+     * {@code LOCK.CANCEL key owner-or-waiter-id}: {@code [cancelled]}, {@code [none]}, or
+     * {@code [granted, ...what was granted]} (docs/waiting.md).
+     */
+    static final RedisCommand<List<Object>> CANCEL =
+            new ModuleCommand<>("LOCK.CANCEL", new ObjectListReplayDecoder<Object>());
+
     /** {@code COMMAND INFO lock.acquire}: {@code [nil]} where the module is not loaded. */
     static final RedisCommand<List<Object>> COMMAND_INFO =
             new RedisCommand<>("COMMAND", "INFO", new ObjectListReplayDecoder<Object>());

@@ -85,14 +85,17 @@ final class LockCore {
             private volatile Integer beforeWait;
 
             @Override
-            public RFuture<Reply> send(CommandAsyncExecutor executor, long wait) {
-                List<Object> args = new ArrayList<>(9);
+            public RFuture<Reply> send(CommandAsyncExecutor executor, long wait, Object[] keepArgs) {
+                List<Object> args = new ArrayList<>(11);
                 args.add(name);
                 args.add(owner);
                 args.add(lease);
                 if (wait > 0) {
                     args.add("WAIT");
                     args.add(wait);
+                    for (Object a : keepArgs) {
+                        args.add(a);
+                    }
                     beforeWait = backend.holds.known(name, field);
                 }
                 if (withToken) {
@@ -113,6 +116,16 @@ final class LockCore {
             }
 
             @Override
+            public String key() {
+                return name;
+            }
+
+            @Override
+            public String owner() {
+                return owner;
+            }
+
+            @Override
             public boolean granted(Reply reply) {
                 return reply.granted;
             }
@@ -127,19 +140,18 @@ final class LockCore {
             }
 
             @Override
-            public void giveBack(Reply reply) {
+            public CompletionStage<?> giveBack(Reply reply) {
                 // Only the hold this call was granted: a re-entry given back leaves the
                 // caller's earlier holds, and their watchdog, as they were.
-                RFuture<?> undo = adopted ? unlockAsync(threadId) : releaseOnce(threadId);
-                undo.whenComplete((v, e) -> Waiting.logGiveBackFailure(name, e));
+                return adopted ? unlockAsync(threadId) : releaseOnce(threadId);
             }
 
             @Override
-            public void giveBackIfGranted(Throwable why) {
+            public CompletionStage<?> giveBackIfGranted(Throwable why) {
                 // The count before the wait is known (a try proved it, or the library has
                 // counted since), so one hold more is the wait's grant.
                 Integer before = beforeWait;
-                backend.counted.readBack(name, field).thenCompose(after -> {
+                return backend.counted.readBack(name, field).thenCompose(after -> {
                     backend.holds.set(name, field, (int) Math.min(Integer.MAX_VALUE, after));
                     if (before != null && after == before + 1) {
                         return releaseOnce(threadId);
@@ -149,7 +161,7 @@ final class LockCore {
                                 + " granted; it is left to its lease", name, after, why);
                     }
                     return CompletableFuture.completedFuture(null);
-                }).whenComplete((v, e) -> Waiting.logGiveBackFailure(name, e));
+                });
             }
 
             @Override

@@ -51,7 +51,7 @@ public class ModulePermitExpirableSemaphore extends RedissonPermitExpirableSemap
         String name = getRawName();
         return backend.waiting.run(new Waiting.Step<List<String>>() {
             @Override
-            public RFuture<List<String>> send(CommandAsyncExecutor executor, long wait) {
+            public RFuture<List<String>> send(CommandAsyncExecutor executor, long wait, Object[] keepArgs) {
                 List<Object> args = new ArrayList<>(6);
                 args.add(name);
                 args.add(permits);
@@ -62,9 +62,20 @@ public class ModulePermitExpirableSemaphore extends RedissonPermitExpirableSemap
                 if (wait > 0) {
                     args.add("WAIT");
                     args.add(wait);
+                    Collections.addAll(args, keepArgs);
                 }
                 RFuture<List<Object>> f = executor.writeAsync(name, StringCodec.INSTANCE, Commands.PERMITACQUIRE, args.toArray());
                 return new CompletableFutureWrapper<>(f.thenApply(ModulePermitExpirableSemaphore::ids));
+            }
+
+            @Override
+            public String key() {
+                return name;
+            }
+
+            @Override
+            public String owner() {
+                return null;
             }
 
             @Override
@@ -73,14 +84,14 @@ public class ModulePermitExpirableSemaphore extends RedissonPermitExpirableSemap
             }
 
             @Override
-            public void giveBack(List<String> reply) {
-                tryReleaseAsync(reply).whenComplete((v, e) -> Waiting.logGiveBackFailure(name, e));
+            public CompletionStage<?> giveBack(List<String> reply) {
+                return tryReleaseAsync(reply);
             }
 
             @Override
-            public void giveBackIfGranted(Throwable why) {
-                LOG.warn("a wait for {} permit(s) of {} lost its reply; if it was granted, they stay taken until their lease ends",
-                        permits, name, why);
+            public CompletionStage<?> giveBackCancelled(List<Object> grant) {
+                // LOCK.CANCEL's [granted, id...]: the permits this waiter id was granted.
+                return tryReleaseAsync(ids(grant));
             }
 
             @Override

@@ -1,7 +1,9 @@
 package io.github.redislock.redisson;
 
 import java.time.Duration;
+import java.util.List;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionStage;
 import java.util.function.Function;
 
 import org.redisson.RedissonSemaphore;
@@ -45,11 +47,27 @@ public class ModuleSemaphore extends RedissonSemaphore {
         String name = getRawName();
         return backend.waiting.run(new Waiting.Step<Boolean>() {
             @Override
-            public RFuture<Boolean> send(CommandAsyncExecutor executor, long wait) {
+            public RFuture<Boolean> send(CommandAsyncExecutor executor, long wait, Object[] keepArgs) {
                 if (wait > 0) {
-                    return executor.writeAsync(name, LongCodec.INSTANCE, Commands.SEMACQUIRE, name, permits, "WAIT", wait);
+                    Object[] args = new Object[4 + keepArgs.length];
+                    args[0] = name;
+                    args[1] = permits;
+                    args[2] = "WAIT";
+                    args[3] = wait;
+                    System.arraycopy(keepArgs, 0, args, 4, keepArgs.length);
+                    return executor.writeAsync(name, LongCodec.INSTANCE, Commands.SEMACQUIRE, args);
                 }
                 return executor.writeAsync(name, LongCodec.INSTANCE, Commands.SEMACQUIRE, name, permits);
+            }
+
+            @Override
+            public String key() {
+                return name;
+            }
+
+            @Override
+            public String owner() {
+                return null;
             }
 
             @Override
@@ -58,15 +76,14 @@ public class ModuleSemaphore extends RedissonSemaphore {
             }
 
             @Override
-            public void giveBack(Boolean reply) {
-                releaseAsync(permits).whenComplete((v, e) -> Waiting.logGiveBackFailure(name, e));
+            public CompletionStage<?> giveBack(Boolean reply) {
+                return releaseAsync(permits);
             }
 
             @Override
-            public void giveBackIfGranted(Throwable why) {
-                // Permits have no owner to read back: until the module names waiters, a wait
-                // whose reply was lost cannot be told apart from one that timed out.
-                LOG.warn("a wait for {} permit(s) of {} lost its reply; if it was granted, they stay taken", permits, name, why);
+            public CompletionStage<?> giveBackCancelled(List<Object> grant) {
+                // LOCK.CANCEL's [granted, n]: the permits this waiter id was granted.
+                return releaseAsync(grant.isEmpty() ? permits : Integer.parseInt(grant.get(0).toString()));
             }
 
             @Override
