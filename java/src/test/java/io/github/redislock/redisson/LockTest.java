@@ -178,9 +178,9 @@ class LockTest extends ServerTest {
         waiter.interrupt();
         waiter.join(5000);
         assertTrue(thrown.get() instanceof InterruptedException, "thrown " + thrown.get());
+        // The interrupt cancelled the server-side wait (LOCK.CANCEL) before it was reported.
+        assertEquals(0, waiters("lock"));
         lock.unlock();
-        // The waiter's server-side wait ends with its slice or is handed the lock and gives
-        // it back: either way nobody holds it.
         eventuallyFree("lock");
     }
 
