@@ -35,7 +35,7 @@ public class ModuleCountDownLatch extends RedissonCountDownLatch {
     /** Waits up to {@code waitMs}: 1 opened, 0 timed out, -1 expired. */
     private <T> CompletableFuture<T> waitOpen(long waitMs, Function<Long, T> answer) {
         String name = getRawName();
-        return backend.waiting.run(new Waiting.Step<Long>() {
+        return backend.waiting.run(new Waiting.OwnerlessStep<Long>(name) {
             @Override
             public RFuture<Long> send(CommandAsyncExecutor executor, long wait, Object[] keepArgs) {
                 // LOCK.AWAIT's 0 is "forever": a try is the shortest real wait (and keeps no place).
@@ -47,16 +47,6 @@ public class ModuleCountDownLatch extends RedissonCountDownLatch {
             }
 
             @Override
-            public String key() {
-                return name;
-            }
-
-            @Override
-            public String owner() {
-                return null;
-            }
-
-            @Override
             public boolean granted(Long reply) {
                 return reply != 0;
             }
@@ -65,11 +55,6 @@ public class ModuleCountDownLatch extends RedissonCountDownLatch {
             public CompletionStage<?> giveBack(Long reply) {
                 // Read-only: an abandoned await holds nothing.
                 return CompletableFuture.completedFuture(null);
-            }
-
-            @Override
-            public boolean tryFirst() {
-                return false;
             }
         }, waitMs, answer);
     }

@@ -16,8 +16,6 @@ import org.redisson.client.codec.LongCodec;
 import org.redisson.client.codec.StringCodec;
 import org.redisson.command.CommandAsyncExecutor;
 import org.redisson.misc.CompletableFutureWrapper;
-import org.slf4j.Logger;
-import org.slf4j.LoggerFactory;
 
 /**
  * Redisson's {@code RPermitExpirableSemaphore} on the module: {@code LOCK.PERMITACQUIRE}
@@ -27,8 +25,6 @@ import org.slf4j.LoggerFactory;
  * unmodified Redisson clients share the semaphore both ways.
  */
 public class ModulePermitExpirableSemaphore extends RedissonPermitExpirableSemaphore {
-
-    private static final Logger LOG = LoggerFactory.getLogger(ModulePermitExpirableSemaphore.class);
 
     private final Backend backend;
 
@@ -49,7 +45,7 @@ public class ModulePermitExpirableSemaphore extends RedissonPermitExpirableSemap
             return CompletableFuture.completedFuture(answer.apply(Collections.<String>emptyList()));
         }
         String name = getRawName();
-        return backend.waiting.run(new Waiting.Step<List<String>>() {
+        return backend.waiting.run(new Waiting.OwnerlessStep<List<String>>(name) {
             @Override
             public RFuture<List<String>> send(CommandAsyncExecutor executor, long wait, Object[] keepArgs) {
                 List<Object> args = new ArrayList<>(6);
@@ -69,16 +65,6 @@ public class ModulePermitExpirableSemaphore extends RedissonPermitExpirableSemap
             }
 
             @Override
-            public String key() {
-                return name;
-            }
-
-            @Override
-            public String owner() {
-                return null;
-            }
-
-            @Override
             public boolean granted(List<String> reply) {
                 return !reply.isEmpty();
             }
@@ -92,11 +78,6 @@ public class ModulePermitExpirableSemaphore extends RedissonPermitExpirableSemap
             public CompletionStage<?> giveBackCancelled(List<Object> grant) {
                 // LOCK.CANCEL's [granted, id...]: the permits this waiter id was granted.
                 return tryReleaseAsync(ids(grant));
-            }
-
-            @Override
-            public boolean tryFirst() {
-                return false;
             }
         }, waitMs, answer);
     }

@@ -12,8 +12,6 @@ import org.redisson.client.codec.LongCodec;
 import org.redisson.client.codec.StringCodec;
 import org.redisson.command.CommandAsyncExecutor;
 import org.redisson.misc.CompletableFutureWrapper;
-import org.slf4j.Logger;
-import org.slf4j.LoggerFactory;
 
 /**
  * Redisson's {@code RSemaphore} on the module: {@code LOCK.SEMACQUIRE ... WAIT} waits in the
@@ -22,8 +20,6 @@ import org.slf4j.LoggerFactory;
  * Redisson's string key, so unmodified Redisson clients share the semaphore both ways.
  */
 public class ModuleSemaphore extends RedissonSemaphore {
-
-    private static final Logger LOG = LoggerFactory.getLogger(ModuleSemaphore.class);
 
     private final Backend backend;
 
@@ -45,7 +41,7 @@ public class ModuleSemaphore extends RedissonSemaphore {
             return CompletableFuture.completedFuture(answer.apply(true));
         }
         String name = getRawName();
-        return backend.waiting.run(new Waiting.Step<Boolean>() {
+        return backend.waiting.run(new Waiting.OwnerlessStep<Boolean>(name) {
             @Override
             public RFuture<Boolean> send(CommandAsyncExecutor executor, long wait, Object[] keepArgs) {
                 if (wait > 0) {
@@ -58,16 +54,6 @@ public class ModuleSemaphore extends RedissonSemaphore {
                     return executor.writeAsync(name, LongCodec.INSTANCE, Commands.SEMACQUIRE, args);
                 }
                 return executor.writeAsync(name, LongCodec.INSTANCE, Commands.SEMACQUIRE, name, permits);
-            }
-
-            @Override
-            public String key() {
-                return name;
-            }
-
-            @Override
-            public String owner() {
-                return null;
             }
 
             @Override
@@ -84,11 +70,6 @@ public class ModuleSemaphore extends RedissonSemaphore {
             public CompletionStage<?> giveBackCancelled(List<Object> grant) {
                 // LOCK.CANCEL's [granted, n]: the permits this waiter id was granted.
                 return releaseAsync(grant.isEmpty() ? permits : Integer.parseInt(grant.get(0).toString()));
-            }
-
-            @Override
-            public boolean tryFirst() {
-                return false;
             }
         }, waitMs, answer);
     }

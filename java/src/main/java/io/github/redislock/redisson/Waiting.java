@@ -121,6 +121,33 @@ final class Waiting {
         boolean tryFirst();
     }
 
+    /**
+     * The semaphore's, the permits' and the latch's step: no owner (each acquisition waits
+     * as a waiter id of its own) and no try before the wait (there is no count to learn).
+     */
+    abstract static class OwnerlessStep<R> implements Step<R> {
+        private final String key;
+
+        OwnerlessStep(String key) {
+            this.key = key;
+        }
+
+        @Override
+        public final String key() {
+            return key;
+        }
+
+        @Override
+        public final String owner() {
+            return null;
+        }
+
+        @Override
+        public final boolean tryFirst() {
+            return false;
+        }
+    }
+
     /** {@link Step#send}'s {@code waitMs} for a plain try. */
     static final long NO_WAIT = 0;
 
