@@ -81,9 +81,22 @@ final class Commands {
     /** 1 opened, 0 timed out, -1 the latch expired. Read-only: nothing to give back. */
     static final RedisCommand<Long> AWAIT = new RedisCommand<>("LOCK.AWAIT");
 
+    /**
+     * {@code LOCK.CANCEL key owner-or-waiter-id}: {@code [cancelled]}, {@code [none]}, or
+     * {@code [granted, ...what was granted]} (docs/waiting.md).
+     */
+    static final RedisCommand<List<Object>> CANCEL =
+            new ModuleCommand<>("LOCK.CANCEL", new ObjectListReplayDecoder<Object>());
+
     /** {@code COMMAND INFO lock.acquire}: {@code [nil]} where the module is not loaded. */
     static final RedisCommand<List<Object>> COMMAND_INFO =
             new RedisCommand<>("COMMAND", "INFO", new ObjectListReplayDecoder<Object>());
+
+    /** {@code CLIENT ID}: the server's id of the connection it is sent on. */
+    static final RedisCommand<Long> CLIENT_ID = new RedisCommand<>("CLIENT", "ID");
+
+    /** {@code CLIENT KILL ID id}: how many were killed (0: already gone). */
+    static final RedisCommand<Long> CLIENT_KILL = new RedisCommand<>("CLIENT", "KILL");
 
     /** {@code HGET key field} as a number: a hold count read back (0 when absent). */
     static final RedisCommand<Long> HGET_COUNT = new RedisCommand<>("HGET", new Convertor<Long>() {

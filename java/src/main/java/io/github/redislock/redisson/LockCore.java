@@ -78,17 +78,25 @@ final class LockCore {
     /** {@link #acquire(long, long, long)}, answering {@code answer} of the reply. */
     <T> CompletableFuture<T> acquire(long waitMs, long leaseMs, long threadId, Function<Reply, T> answer) {
         String owner = backend.owner(threadId);
+        String field = owner + kind.fieldSuffix;
         long lease = leaseMs > 0 ? leaseMs : backend.watchdogLeaseMs;
         Waiting.Step<Reply> step = new Waiting.Step<Reply>() {
+            /** The owner's known count when the wait in flight was sent (what a lost reply is judged by). */
+            private volatile Integer beforeWait;
+
             @Override
-            public RFuture<Reply> send(CommandAsyncExecutor executor, long wait) {
-                List<Object> args = new ArrayList<>(9);
+            public RFuture<Reply> send(CommandAsyncExecutor executor, long wait, Object[] keepArgs) {
+                List<Object> args = new ArrayList<>(11);
                 args.add(name);
                 args.add(owner);
                 args.add(lease);
                 if (wait > 0) {
                     args.add("WAIT");
                     args.add(wait);
+                    for (Object a : keepArgs) {
+                        args.add(a);
+                    }
+                    beforeWait = backend.holds.known(name, field);
                 }
                 if (withToken) {
                     args.add("TOKEN");
@@ -99,12 +107,22 @@ final class LockCore {
                         for (Object a : sync) {
                             args.add(a);
                         }
-                        return sendAcquire(executor, args);
+                        return sendAcquire(executor, field, args, wait > 0, sync.length > 0, threadId);
                     });
                 } else {
-                    reply = sendAcquire(executor, args);
+                    reply = sendAcquire(executor, field, args, wait > 0, false, threadId);
                 }
                 return new CompletableFutureWrapper<>(reply);
+            }
+
+            @Override
+            public String key() {
+                return name;
+            }
+
+            @Override
+            public String owner() {
+                return owner;
             }
 
             @Override
@@ -122,42 +140,76 @@ final class LockCore {
             }
 
             @Override
-            public void giveBack(Reply reply) {
+            public CompletionStage<?> giveBack(Reply reply) {
                 // Only the hold this call was granted: a re-entry given back leaves the
                 // caller's earlier holds, and their watchdog, as they were.
-                RFuture<?> undo = adopted ? unlockAsync(threadId) : releaseOnce(threadId);
-                undo.whenComplete((v, e) -> Waiting.logGiveBackFailure(name, e));
+                return adopted ? unlockAsync(threadId) : releaseOnce(threadId);
             }
 
             @Override
-            public void giveBackIfGranted(Throwable why) {
-                // The try before the wait found the owner holding nothing of this kind, so
-                // any hold now is the wait's grant.
-                CompletionStage<Long> count = backend.executor.writeAsync(name, LongCodec.INSTANCE,
-                        Commands.HGET_COUNT, name, owner + kind.fieldSuffix);
-                count.thenCompose(n -> n != null && n > 0 ? releaseOnce(threadId) : CompletableFuture.completedFuture(null))
-                        .whenComplete((v, e) -> Waiting.logGiveBackFailure(name, e));
+            public CompletionStage<?> giveBackIfGranted(Throwable why) {
+                // The count before the wait is known (a try proved it, or the library has
+                // counted since), so one hold more is the wait's grant.
+                Integer before = beforeWait;
+                return backend.counted.readBack(name, field).thenCompose(after -> {
+                    backend.holds.set(name, field, (int) Math.min(Integer.MAX_VALUE, after));
+                    if (before != null && after == before + 1) {
+                        return releaseOnce(threadId);
+                    }
+                    if (before == null || after > before) {
+                        Waiting.LOG.warn("a wait for {} lost its reply and the hold count {} cannot tell whether it was"
+                                + " granted; it is left to its lease", name, after, why);
+                    }
+                    return CompletableFuture.completedFuture(null);
+                });
             }
 
             @Override
             public boolean tryFirst() {
-                return true;
+                // A try proves the count; once known, a wait is sent at once.
+                return backend.holds.known(name, field) == null;
             }
         };
         return backend.waiting.run(step, waitMs, answer);
     }
 
-    private CompletionStage<Reply> sendAcquire(CommandAsyncExecutor executor, List<Object> args) {
+    /**
+     * One acquire: a wait through Redisson's executor (the slice's), a try through {@link
+     * Counted}; the known count follows the reply (a grant one more; a refusal proves none).
+     */
+    private CompletionStage<Reply> sendAcquire(CommandAsyncExecutor executor, String field, List<Object> args,
+                                               boolean waits, boolean synced, long threadId) {
+        Object[] params = args.toArray();
+        CompletionStage<Reply> reply;
         if (withToken) {
-            RFuture<List<Object>> f = executor.writeAsync(name, LongCodec.INSTANCE, kind.acquireWithToken, args.toArray());
-            return f.thenApply(list -> {
+            CompletionStage<List<Object>> f = waits
+                    ? executor.writeAsync(name, LongCodec.INSTANCE, kind.acquireWithToken, params)
+                    : backend.counted.tryAcquire(name, field, LongCodec.INSTANCE, kind.acquireWithToken, params,
+                            synced ? backend.sync.timeoutMs() : 0, () -> giveBackOne(threadId));
+            reply = f.thenApply(list -> {
                 long first = ((Number) list.get(0)).longValue();
                 long second = ((Number) list.get(1)).longValue();
                 return first == -1 ? new Reply(true, -1, second) : new Reply(false, first, null);
             });
+        } else {
+            CompletionStage<Long> f = waits
+                    ? executor.writeAsync(name, LongCodec.INSTANCE, kind.acquire, params)
+                    : backend.counted.tryAcquire(name, field, LongCodec.INSTANCE, kind.acquire, params,
+                            synced ? backend.sync.timeoutMs() : 0, () -> giveBackOne(threadId));
+            reply = f.thenApply(ttl -> ttl == null ? new Reply(true, -1, null) : new Reply(false, ttl, null));
         }
-        RFuture<Long> f = executor.writeAsync(name, LongCodec.INSTANCE, kind.acquire, args.toArray());
-        return f.thenApply(ttl -> ttl == null ? new Reply(true, -1, null) : new Reply(false, ttl, null));
+        return reply.thenApply(r -> {
+            if (r.granted) {
+                backend.holds.granted(name, field);
+            } else {
+                backend.holds.set(name, field, 0);
+            }
+            return r;
+        });
+    }
+
+    private void giveBackOne(long threadId) {
+        releaseOnce(threadId).whenComplete((v, e) -> Waiting.logGiveBackFailure(name, e));
     }
 
     // ---- Redisson's acquire methods, on top of acquire()
@@ -193,13 +245,20 @@ final class LockCore {
 
     // ---- release
 
-    /** One hold released: null not held, false holds left, true the last one went. */
+    /**
+     * One hold released: null not held, false holds left, true the last one went. Sent
+     * through {@link Counted}: a lost reply is read back, and the release sent again only
+     * when it certainly did not run.
+     */
     RFuture<Boolean> releaseOnce(long threadId) {
         String owner = backend.owner(threadId);
-        if (kind.releaseTakesLease) {
-            return backend.executor.writeAsync(name, LongCodec.INSTANCE, kind.release, name, owner, host.releaseLeaseMs());
-        }
-        return backend.executor.writeAsync(name, LongCodec.INSTANCE, kind.release, name, owner);
+        String field = owner + kind.fieldSuffix;
+        Object[] args = kind.releaseTakesLease ? new Object[] {name, owner, host.releaseLeaseMs()} : new Object[] {name, owner};
+        CompletionStage<Boolean> f = backend.counted.release(name, field, kind.release, args).thenApply(last -> {
+            backend.holds.released(name, field, last);
+            return last;
+        });
+        return new CompletableFutureWrapper<>(f);
     }
 
     /** Redisson's {@code unlockAsync(threadId)}: IllegalMonitorStateException when not held. */
@@ -222,7 +281,11 @@ final class LockCore {
     /** {@code LOCK.FORCE}: the lock is deleted whoever holds it, and handed on. */
     RFuture<Boolean> forceAsync() {
         host.released(null, null);
-        return backend.executor.writeAsync(name, StringCodec.INSTANCE, Commands.FORCE, name);
+        RFuture<Boolean> f = backend.executor.writeAsync(name, StringCodec.INSTANCE, Commands.FORCE, name);
+        return new CompletableFutureWrapper<>(f.thenApply(deleted -> {
+            backend.holds.forced(name);
+            return deleted;
+        }));
     }
 
     // ---- units

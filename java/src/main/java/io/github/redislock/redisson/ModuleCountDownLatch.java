@@ -1,6 +1,7 @@
 package io.github.redislock.redisson;
 
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionStage;
 import java.util.concurrent.TimeUnit;
 import java.util.function.Function;
 
@@ -34,11 +35,15 @@ public class ModuleCountDownLatch extends RedissonCountDownLatch {
     /** Waits up to {@code waitMs}: 1 opened, 0 timed out, -1 expired. */
     private <T> CompletableFuture<T> waitOpen(long waitMs, Function<Long, T> answer) {
         String name = getRawName();
-        return backend.waiting.run(new Waiting.Step<Long>() {
+        return backend.waiting.run(new Waiting.OwnerlessStep<Long>(name) {
             @Override
-            public RFuture<Long> send(CommandAsyncExecutor executor, long wait) {
-                // LOCK.AWAIT's 0 is "forever": a try is the shortest real wait.
-                return executor.writeAsync(name, LongCodec.INSTANCE, Commands.AWAIT, name, Math.max(1, wait));
+            public RFuture<Long> send(CommandAsyncExecutor executor, long wait, Object[] keepArgs) {
+                // LOCK.AWAIT's 0 is "forever": a try is the shortest real wait (and keeps no place).
+                Object[] args = new Object[2 + keepArgs.length];
+                args[0] = name;
+                args[1] = Math.max(1, wait);
+                System.arraycopy(keepArgs, 0, args, 2, keepArgs.length);
+                return executor.writeAsync(name, LongCodec.INSTANCE, Commands.AWAIT, args);
             }
 
             @Override
@@ -47,18 +52,9 @@ public class ModuleCountDownLatch extends RedissonCountDownLatch {
             }
 
             @Override
-            public void giveBack(Long reply) {
+            public CompletionStage<?> giveBack(Long reply) {
                 // Read-only: an abandoned await holds nothing.
-            }
-
-            @Override
-            public void giveBackIfGranted(Throwable why) {
-                // Read-only: nothing to undo.
-            }
-
-            @Override
-            public boolean tryFirst() {
-                return false;
+                return CompletableFuture.completedFuture(null);
             }
         }, waitMs, answer);
     }

@@ -16,8 +16,6 @@ import org.redisson.client.codec.LongCodec;
 import org.redisson.client.codec.StringCodec;
 import org.redisson.command.CommandAsyncExecutor;
 import org.redisson.misc.CompletableFutureWrapper;
-import org.slf4j.Logger;
-import org.slf4j.LoggerFactory;
 
 /**
  * Redisson's {@code RPermitExpirableSemaphore} on the module: {@code LOCK.PERMITACQUIRE}
@@ -27,8 +25,6 @@ import org.slf4j.LoggerFactory;
  * unmodified Redisson clients share the semaphore both ways.
  */
 public class ModulePermitExpirableSemaphore extends RedissonPermitExpirableSemaphore {
-
-    private static final Logger LOG = LoggerFactory.getLogger(ModulePermitExpirableSemaphore.class);
 
     private final Backend backend;
 
@@ -49,9 +45,9 @@ public class ModulePermitExpirableSemaphore extends RedissonPermitExpirableSemap
             return CompletableFuture.completedFuture(answer.apply(Collections.<String>emptyList()));
         }
         String name = getRawName();
-        return backend.waiting.run(new Waiting.Step<List<String>>() {
+        return backend.waiting.run(new Waiting.OwnerlessStep<List<String>>(name) {
             @Override
-            public RFuture<List<String>> send(CommandAsyncExecutor executor, long wait) {
+            public RFuture<List<String>> send(CommandAsyncExecutor executor, long wait, Object[] keepArgs) {
                 List<Object> args = new ArrayList<>(6);
                 args.add(name);
                 args.add(permits);
@@ -62,6 +58,7 @@ public class ModulePermitExpirableSemaphore extends RedissonPermitExpirableSemap
                 if (wait > 0) {
                     args.add("WAIT");
                     args.add(wait);
+                    Collections.addAll(args, keepArgs);
                 }
                 RFuture<List<Object>> f = executor.writeAsync(name, StringCodec.INSTANCE, Commands.PERMITACQUIRE, args.toArray());
                 return new CompletableFutureWrapper<>(f.thenApply(ModulePermitExpirableSemaphore::ids));
@@ -73,19 +70,14 @@ public class ModulePermitExpirableSemaphore extends RedissonPermitExpirableSemap
             }
 
             @Override
-            public void giveBack(List<String> reply) {
-                tryReleaseAsync(reply).whenComplete((v, e) -> Waiting.logGiveBackFailure(name, e));
+            public CompletionStage<?> giveBack(List<String> reply) {
+                return tryReleaseAsync(reply);
             }
 
             @Override
-            public void giveBackIfGranted(Throwable why) {
-                LOG.warn("a wait for {} permit(s) of {} lost its reply; if it was granted, they stay taken until their lease ends",
-                        permits, name, why);
-            }
-
-            @Override
-            public boolean tryFirst() {
-                return false;
+            public CompletionStage<?> giveBackCancelled(List<Object> grant) {
+                // LOCK.CANCEL's [granted, id...]: the permits this waiter id was granted.
+                return tryReleaseAsync(ids(grant));
             }
         }, waitMs, answer);
     }

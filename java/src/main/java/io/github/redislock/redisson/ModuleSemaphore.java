@@ -1,7 +1,9 @@
 package io.github.redislock.redisson;
 
 import java.time.Duration;
+import java.util.List;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionStage;
 import java.util.function.Function;
 
 import org.redisson.RedissonSemaphore;
@@ -10,8 +12,6 @@ import org.redisson.client.codec.LongCodec;
 import org.redisson.client.codec.StringCodec;
 import org.redisson.command.CommandAsyncExecutor;
 import org.redisson.misc.CompletableFutureWrapper;
-import org.slf4j.Logger;
-import org.slf4j.LoggerFactory;
 
 /**
  * Redisson's {@code RSemaphore} on the module: {@code LOCK.SEMACQUIRE ... WAIT} waits in the
@@ -20,8 +20,6 @@ import org.slf4j.LoggerFactory;
  * Redisson's string key, so unmodified Redisson clients share the semaphore both ways.
  */
 public class ModuleSemaphore extends RedissonSemaphore {
-
-    private static final Logger LOG = LoggerFactory.getLogger(ModuleSemaphore.class);
 
     private final Backend backend;
 
@@ -43,11 +41,17 @@ public class ModuleSemaphore extends RedissonSemaphore {
             return CompletableFuture.completedFuture(answer.apply(true));
         }
         String name = getRawName();
-        return backend.waiting.run(new Waiting.Step<Boolean>() {
+        return backend.waiting.run(new Waiting.OwnerlessStep<Boolean>(name) {
             @Override
-            public RFuture<Boolean> send(CommandAsyncExecutor executor, long wait) {
+            public RFuture<Boolean> send(CommandAsyncExecutor executor, long wait, Object[] keepArgs) {
                 if (wait > 0) {
-                    return executor.writeAsync(name, LongCodec.INSTANCE, Commands.SEMACQUIRE, name, permits, "WAIT", wait);
+                    Object[] args = new Object[4 + keepArgs.length];
+                    args[0] = name;
+                    args[1] = permits;
+                    args[2] = "WAIT";
+                    args[3] = wait;
+                    System.arraycopy(keepArgs, 0, args, 4, keepArgs.length);
+                    return executor.writeAsync(name, LongCodec.INSTANCE, Commands.SEMACQUIRE, args);
                 }
                 return executor.writeAsync(name, LongCodec.INSTANCE, Commands.SEMACQUIRE, name, permits);
             }
@@ -58,20 +62,14 @@ public class ModuleSemaphore extends RedissonSemaphore {
             }
 
             @Override
-            public void giveBack(Boolean reply) {
-                releaseAsync(permits).whenComplete((v, e) -> Waiting.logGiveBackFailure(name, e));
+            public CompletionStage<?> giveBack(Boolean reply) {
+                return releaseAsync(permits);
             }
 
             @Override
-            public void giveBackIfGranted(Throwable why) {
-                // Permits have no owner to read back: until the module names waiters, a wait
-                // whose reply was lost cannot be told apart from one that timed out.
-                LOG.warn("a wait for {} permit(s) of {} lost its reply; if it was granted, they stay taken", permits, name, why);
-            }
-
-            @Override
-            public boolean tryFirst() {
-                return false;
+            public CompletionStage<?> giveBackCancelled(List<Object> grant) {
+                // LOCK.CANCEL's [granted, n]: the permits this waiter id was granted.
+                return releaseAsync(grant.isEmpty() ? permits : Integer.parseInt(grant.get(0).toString()));
             }
         }, waitMs, answer);
     }

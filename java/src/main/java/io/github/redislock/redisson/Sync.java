@@ -66,6 +66,11 @@ final class Sync {
         return replicas > 0 ? new Object[] {"SYNC", 1, timeoutMs} : NONE;
     }
 
+    /** How long a synced grant may wait for a replica ({@code slavesSyncTimeout}). */
+    long timeoutMs() {
+        return timeoutMs;
+    }
+
     /** Whether {@code e} is the module's {@code NOSYNC} (the grant was undone). */
     static boolean isNoSync(Throwable e) {
         for (Throwable t = e; t != null; t = t.getCause()) {

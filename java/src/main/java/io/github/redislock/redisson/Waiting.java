@@ -1,13 +1,19 @@
 package io.github.redislock.redisson;
 
+import java.util.List;
+import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
+import java.util.concurrent.CompletionStage;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import java.util.function.BiConsumer;
 import java.util.function.Function;
 
 import org.redisson.api.RFuture;
 import org.redisson.api.options.ObjectParams;
+import org.redisson.client.codec.StringCodec;
 import org.redisson.command.CommandAsyncExecutor;
 import org.redisson.config.DelayStrategy;
 import org.redisson.config.MasterSlaveServersConfig;
@@ -17,8 +23,8 @@ import org.slf4j.LoggerFactory;
 
 /**
  * The one place where this library waits on the server: every kind's {@code ... WAIT ms}
- * goes through {@link #run}, which slices the wait, gives each slice its own response
- * timeout, and undoes a grant that arrives for a caller who is gone.
+ * goes through {@link #run}, which slices the wait, keeps the waiter's place between slices,
+ * gives each slice its own response timeout, and cancels a wait its caller gave up.
  *
  * <p><b>Why slices.</b> Redisson's executor sees a {@code LOCK.*} wait as an ordinary
  * command: its response timeout is {@code timeout} (3 s by default) and, while it is
@@ -27,30 +33,53 @@ import org.slf4j.LoggerFactory;
  * (15 s by default). Closing the connection drops the server-side waiter. So one server-side
  * wait lasts at most {@link #sliceMs} (two thirds of that PING timeout), is sent through a
  * copy of the executor whose response timeout is the slice plus Redisson's own timeout, and
- * is never resent: a longer wait is several slices. Today each slice queues again at the
- * back; when the module keeps a waiter's place for a grace period (issue 24) the next slice
- * takes its old place and nothing here changes but the command's arguments.
+ * is never resent: a longer wait is several slices.
  *
- * <p><b>Why give back.</b> A caller can stop waiting while a slice is in flight: an
- * interrupt, a cancelled future, an abandoned sync call. The slice is left to finish (it
- * ends within one slice) and, if its reply is a grant, the grant is given back at once
- * ({@link Step#giveBack}), so no lock or permit is left held by nobody. A slice whose reply
- * never came (response timeout, connection lost) may have been granted: {@link
- * Step#giveBackIfGranted} finds out and undoes it. When the module gains a cancel command
- * (issue 24), {@code giveBackIfGranted} becomes that command and a cancel no longer waits
- * for the slice to end.
+ * <p><b>Why slices keep their place.</b> Every slice is sent with {@code KEEP} {@link
+ * #KEEP_MS}: a slice that ends by its timeout leaves its place kept, and the next slice, from
+ * the same identity (the owner for the locks; for the semaphores, permits and latch a
+ * {@code WAITER} id made for the one acquisition), takes it back. A newcomer that arrives
+ * between two slices queues behind the slicing waiter (docs/waiting.md, the protocol).
+ *
+ * <p><b>Why cancel.</b> A caller can stop waiting while a slice is in flight or its place is
+ * kept: an interrupt, a cancelled future, an abandoned sync call, the wait's own deadline.
+ * Then {@code LOCK.CANCEL key identity} is sent: a blocked slice is answered {@code
+ * CANCELLED} at once, a kept place is dropped, and a grant that came first is given back
+ * ({@link Step#giveBack} for a grant the slice's reply carries; {@link Step#giveBackCancelled}
+ * for one only the cancel's answer tells, when the slice's reply was lost). One grant is
+ * given back once, never twice, and none is left held by nobody. A sync caller interrupted
+ * returns only when this is decided ({@link #await}), so the same thread asking again is
+ * never cancelled by its own earlier wait's cancel.
  */
 final class Waiting {
 
-    private static final Logger LOG = LoggerFactory.getLogger(Waiting.class);
+    static final Logger LOG = LoggerFactory.getLogger(Waiting.class);
+
+    /**
+     * The grace ({@code KEEP}) every slice asks for: long enough for the next slice to take
+     * the place back, even after a reconnection; a place left behind is passed over by every
+     * grant and dropped at its end, or at once by the cancel a given-up wait sends.
+     */
+    static final long KEEP_MS = 5000;
 
     /** One kind's wait: how to send it, what a grant looks like, how to undo one. */
     interface Step<R> {
         /**
-         * Sends the command once through {@code executor}: with {@code WAIT waitMs} when
-         * {@code waitMs > 0}, as a plain try when {@code waitMs == NO_WAIT}.
+         * Sends the command once through {@code executor}: with {@code WAIT waitMs} followed
+         * by {@code keepArgs} ({@code KEEP grace} and, for the ownerless kinds, {@code WAITER
+         * id}) when {@code waitMs > 0}; as a plain try, {@code keepArgs} empty, when {@code
+         * waitMs == NO_WAIT}.
          */
-        RFuture<R> send(CommandAsyncExecutor executor, long waitMs);
+        RFuture<R> send(CommandAsyncExecutor executor, long waitMs, Object[] keepArgs);
+
+        /** The key the wait queues on (what {@code LOCK.CANCEL} names). */
+        String key();
+
+        /**
+         * The owner that waits, for the locks; {@code null} for the ownerless kinds
+         * (semaphore, permits, latch), whose every acquisition gets a waiter id of its own.
+         */
+        String owner();
 
         /** Whether {@code reply} granted what was asked. */
         boolean granted(R reply);
@@ -63,20 +92,60 @@ final class Waiting {
         }
 
         /** A grant nobody will receive: undo it (release the hold, give the permits back). */
-        void giveBack(R reply);
+        CompletionStage<?> giveBack(R reply);
 
         /**
-         * A waiting command whose outcome is unknown (no reply came): undo its grant if it
-         * was made. Kinds that cannot tell (semaphores, until waiter ids exist) log it.
+         * For the locks: a wait whose reply was lost (no reply came), after its cancel was
+         * answered: undo its grant if it was made (judged by the owner's known hold count;
+         * a cancel's {@code granted} says only that the owner holds, maybe from before).
          */
-        void giveBackIfGranted(Throwable why);
+        default CompletionStage<?> giveBackIfGranted(Throwable why) {
+            return CompletableFuture.completedFuture(null);
+        }
 
         /**
-         * Whether a plain try must come before the first wait. The locks need it: a try
-         * that answers "held by another" proves the caller held nothing, which is what
-         * makes {@link #giveBackIfGranted} exact (a hold found afterwards came from the wait).
+         * For the ownerless kinds: {@code LOCK.CANCEL} answered {@code granted} for a wait
+         * whose reply never came: give back what it names ({@code grant}, the answer after
+         * {@code "granted"}: a permit count, leased permit ids, a latch's state).
+         */
+        default CompletionStage<?> giveBackCancelled(List<Object> grant) {
+            return CompletableFuture.completedFuture(null);
+        }
+
+        /**
+         * Whether a plain try must come before the first wait. The locks need it while the
+         * owner's hold count is not known ({@link Holds}): the try (through {@link Counted})
+         * learns it, and a known count is what {@link #giveBackIfGranted} judges by (one hold
+         * more after a lost wait reply came from the wait).
          */
         boolean tryFirst();
+    }
+
+    /**
+     * The semaphore's, the permits' and the latch's step: no owner (each acquisition waits
+     * as a waiter id of its own) and no try before the wait (there is no count to learn).
+     */
+    abstract static class OwnerlessStep<R> implements Step<R> {
+        private final String key;
+
+        OwnerlessStep(String key) {
+            this.key = key;
+        }
+
+        @Override
+        public final String key() {
+            return key;
+        }
+
+        @Override
+        public final String owner() {
+            return null;
+        }
+
+        @Override
+        public final boolean tryFirst() {
+            return false;
+        }
     }
 
     /** {@link Step#send}'s {@code waitMs} for a plain try. */
@@ -84,6 +153,8 @@ final class Waiting {
 
     /** A wait without end (Redisson's {@code lock()}, {@code acquire()}, {@code await()}). */
     static final long FOREVER = -1;
+
+    private static final Object[] NO_ARGS = new Object[0];
 
     private final CommandAsyncExecutor executor;
     private final long sliceMs;
@@ -115,6 +186,21 @@ final class Waiting {
     }
 
     /**
+     * The future of a wait: completing or cancelling it from outside gives the wait up
+     * (see the class comment); {@link #over} completes when nothing of it is left on the
+     * server (no slice in flight, no place kept, a grant that came anyway given back).
+     */
+    static final class WaitFuture<T> extends CompletableFuture<T> {
+        final CompletableFuture<Void> over = new CompletableFuture<>();
+        /** How long {@link #await} waits for {@link #over} after an interrupt. */
+        final long overBoundMs;
+
+        WaitFuture(long overBoundMs) {
+            this.overBoundMs = overBoundMs;
+        }
+    }
+
+    /**
      * Waits up to {@code waitMs} ({@link #FOREVER}, or {@link #NO_WAIT} for one try) and
      * completes with the granting reply, or the last reply when time ran out. Completing or
      * cancelling the returned future from outside abandons the wait (see the class comment).
@@ -129,9 +215,10 @@ final class Waiting {
      * before) is given back.
      */
     <R, T> CompletableFuture<T> run(Step<R> step, long waitMs, Function<R, T> answer) {
-        CompletableFuture<T> result = new CompletableFuture<>();
+        WaitFuture<T> result = new WaitFuture<>(sliceMs + 2 * marginMs);
         long deadline = waitMs < 0 ? Long.MAX_VALUE : System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(waitMs);
         Run<R, T> run = new Run<>(step, answer, result, deadline, waitMs == NO_WAIT);
+        result.whenComplete((v, e) -> run.givenUp());
         if (waitMs == NO_WAIT || step.tryFirst()) {
             run.attempt(executor, NO_WAIT);
         } else {
@@ -140,54 +227,96 @@ final class Waiting {
         return result;
     }
 
+    /**
+     * One wait. Its state is guarded by its monitor: the slice's reply, the caller giving up
+     * and the cancel's answer can come on three threads at once.
+     */
     private final class Run<R, T> {
         private final Step<R> step;
         private final Function<R, T> answer;
-        private final CompletableFuture<T> result;
+        private final WaitFuture<T> result;
         private final long deadline;
         private final boolean tryOnly;
+        /** The identity the slices wait as and {@code LOCK.CANCEL} names. */
+        private final String identity;
+        private final Object[] keepArgs;
         private int noSyncRetries;
+        /** A command is outstanding. */
+        private boolean inFlight;
+        /** A wait was sent since the last grant: a waiter or its kept place may be on the server. */
+        private boolean placed;
+        /** The result was completed (or is being) here; its completion is not a give-up. */
+        private boolean settling;
+        /** The caller gave up (completed the result from outside). */
+        private boolean abandoned;
+        /** The {@code LOCK.CANCEL} sent, once. */
+        private CompletableFuture<List<Object>> cancel;
 
-        Run(Step<R> step, Function<R, T> answer, CompletableFuture<T> result, long deadline, boolean tryOnly) {
+        Run(Step<R> step, Function<R, T> answer, WaitFuture<T> result, long deadline, boolean tryOnly) {
             this.step = step;
             this.answer = answer;
             this.result = result;
             this.deadline = deadline;
             this.tryOnly = tryOnly;
+            String owner = step.owner();
+            this.identity = owner != null ? owner : UUID.randomUUID().toString();
+            this.keepArgs = owner != null
+                    ? new Object[] {"KEEP", KEEP_MS}
+                    : new Object[] {"KEEP", KEEP_MS, "WAITER", identity};
         }
 
         void attempt(CommandAsyncExecutor through, long waitMs) {
             RFuture<R> sent;
+            synchronized (this) {
+                if (result.isDone()) {
+                    return;
+                }
+                inFlight = true;
+                placed |= waitMs != NO_WAIT;
+            }
             try {
-                sent = step.send(through, waitMs);
+                sent = step.send(through, waitMs, waitMs == NO_WAIT ? NO_ARGS : keepArgs);
             } catch (RuntimeException e) {
-                result.completeExceptionally(e);
+                synchronized (this) {
+                    inFlight = false;
+                }
+                settleExceptionally(e);
                 return;
             }
-            sent.whenComplete((reply, error) -> {
-                if (error != null) {
-                    failed(error, waitMs);
-                } else {
-                    replied(reply);
-                }
-            });
+            sent.whenComplete((reply, error) -> outcome(reply, error, waitMs));
         }
 
-        private void replied(R reply) {
-            boolean granted = step.granted(reply);
-            if (result.isDone()) {
-                if (granted) {
-                    step.giveBack(reply);
+        private synchronized void outcome(R reply, Throwable error, long waitMs) {
+            inFlight = false;
+            boolean granted = error == null && step.granted(reply);
+            if (granted) {
+                placed = false;
+            }
+            if (abandoned) {
+                afterGivenUp(reply, error, granted, waitMs != NO_WAIT);
+                return;
+            }
+            if (error != null) {
+                failed(error, waitMs);
+                return;
+            }
+            if (granted) {
+                step.adopt(reply);
+                settling = true;
+                if (!result.complete(answer.apply(reply))) {
+                    // The caller gave up a moment ago (its give-up waits for this monitor).
+                    abandoned = true;
+                    afterGivenUp(reply, null, true, waitMs != NO_WAIT);
                 }
                 return;
             }
-            if (granted || tryOnly || remainingMs() <= 0) {
-                if (granted) {
-                    step.adopt(reply);
-                }
-                if (!result.complete(answer.apply(reply)) && granted) {
-                    step.giveBack(reply);
-                }
+            if (tryOnly || remainingMs() <= 0) {
+                // Time is up: drop the place the last slice kept before answering, so that
+                // the same owner asking again is not cancelled by this wait's late cancel.
+                whenCancelled((grant, e) -> {
+                    settle(reply);
+                    result.over.complete(null);
+                });
                 return;
             }
             nextSlice();
@@ -197,25 +326,156 @@ final class Waiting {
             if (Sync.isNoSync(error)) {
                 // The module undid the grant its replicas did not acknowledge: nothing to
                 // give back, and safe to ask again, as Redisson does after its own WAIT.
-                if (noSyncRetries < retryAttempts && !result.isDone()) {
+                if (noSyncRetries < retryAttempts) {
                     noSyncRetries++;
                     long delay = retryDelay.calcDelay(noSyncRetries).toMillis();
                     executor.getServiceManager().newTimeout(t -> attempt(executor, NO_WAIT), delay, TimeUnit.MILLISECONDS);
                     return;
                 }
-                result.completeExceptionally(Sync.noSyncedReplicas(error));
+                Throwable refused = Sync.noSyncedReplicas(error);
+                whenCancelled((grant, e) -> {
+                    settleExceptionally(refused);
+                    result.over.complete(null);
+                });
                 return;
             }
-            if (waitMs != NO_WAIT) {
-                step.giveBackIfGranted(error);
+            if (waitMs == NO_WAIT) {
+                // A try's lost reply is decided where it was sent ({@link Counted}).
+                whenCancelled((grant, e) -> {
+                    settleExceptionally(error);
+                    result.over.complete(null);
+                });
+                return;
             }
+            whenCancelled((grant, e) -> lostReply(error, grant, e).whenComplete((v, e2) -> {
+                logGiveBackFailure(step.key(), e2);
+                settleExceptionally(error);
+                result.over.complete(null);
+            }));
+        }
+
+        /** The caller completed the result from outside: cancel what is left of the wait. */
+        synchronized void givenUp() {
+            if (settling || abandoned) {
+                return;
+            }
+            abandoned = true;
+            if (inFlight) {
+                // The slice's outcome decides, once the cancel (sent now) has answered.
+                cancelIfPlaced();
+                return;
+            }
+            // Between two slices, or waiting for a retry: a kept place, maybe.
+            whenCancelled((grant, e) -> {
+                if (grant != null && step.owner() == null) {
+                    giveBackCancelled(grant);
+                } else {
+                    result.over.complete(null);
+                }
+            });
+        }
+
+        /**
+         * A slice's outcome after the caller gave up: give back the grant it carries, or,
+         * when its reply was lost, what the cancel says was granted.
+         */
+        private void afterGivenUp(R reply, Throwable error, boolean granted, boolean waited) {
+            whenCancelled((grant, e) -> {
+                CompletionStage<?> undo;
+                if (granted) {
+                    undo = step.giveBack(reply);
+                } else if (error != null && waited) {
+                    undo = lostReply(error, grant, e);
+                } else {
+                    undo = CompletableFuture.completedFuture(null);
+                }
+                undo.whenComplete((v, e2) -> {
+                    logGiveBackFailure(step.key(), e2);
+                    result.over.complete(null);
+                });
+            });
+        }
+
+        /** A wait whose reply never came (or was {@code CANCELLED}), its cancel answered. */
+        private CompletionStage<?> lostReply(Throwable error, List<Object> grant, Throwable cancelError) {
+            if (isCancelled(error)) {
+                return CompletableFuture.completedFuture(null); // the cancel came first: no grant
+            }
+            if (step.owner() != null) {
+                return step.giveBackIfGranted(error);
+            }
+            if (cancelError != null) {
+                LOG.warn("a wait on {} lost its reply and its cancel failed; a grant it had stays taken", step.key(),
+                        cancelError);
+            }
+            return grant != null ? step.giveBackCancelled(grant) : CompletableFuture.completedFuture(null);
+        }
+
+        private void giveBackCancelled(List<Object> grant) {
+            step.giveBackCancelled(grant).whenComplete((v, e) -> {
+                logGiveBackFailure(step.key(), e);
+                result.over.complete(null);
+            });
+        }
+
+        /**
+         * Runs {@code then} once the cancel has answered, with what it says was granted
+         * ({@code null}: nothing) or its error; at once when no place can be on the server.
+         */
+        private void whenCancelled(BiConsumer<List<Object>, Throwable> then) {
+            CompletableFuture<List<Object>> c = cancelIfPlaced();
+            if (c == null) {
+                then.accept(null, null);
+                return;
+            }
+            c.whenComplete((reply, e) -> {
+                List<Object> grant = null;
+                if (e == null && reply != null && !reply.isEmpty() && "granted".equals(String.valueOf(reply.get(0)))) {
+                    grant = reply.subList(1, reply.size());
+                }
+                if (e != null) {
+                    LOG.debug("LOCK.CANCEL {} {} failed", step.key(), identity, e);
+                }
+                synchronized (this) {
+                    then.accept(grant, e);
+                }
+            });
+        }
+
+        private synchronized CompletableFuture<List<Object>> cancelIfPlaced() {
+            if (cancel == null && placed) {
+                placed = false;
+                cancel = new CompletableFuture<>();
+                RFuture<List<Object>> sent;
+                try {
+                    sent = executor.writeAsync(step.key(), StringCodec.INSTANCE, Commands.CANCEL, step.key(), identity);
+                } catch (RuntimeException e) {
+                    cancel.completeExceptionally(e);
+                    return cancel;
+                }
+                CompletableFuture<List<Object>> c = cancel;
+                sent.whenComplete((reply, e) -> {
+                    if (e != null) {
+                        c.completeExceptionally(e);
+                    } else {
+                        c.complete(reply);
+                    }
+                });
+            }
+            return cancel;
+        }
+
+        private synchronized void settle(R reply) {
+            settling = true;
+            result.complete(answer.apply(reply));
+        }
+
+        private synchronized void settleExceptionally(Throwable error) {
+            settling = true;
             result.completeExceptionally(error);
         }
 
         void nextSlice() {
-            if (result.isDone()) {
-                return;
-            }
             long remaining = remainingMs();
             if (remaining <= 0) {
                 // Only reached when the try already answered; a zero wait never slices.
@@ -231,6 +491,20 @@ final class Waiting {
             }
             return TimeUnit.NANOSECONDS.toMillis(deadline - System.nanoTime());
         }
+    }
+
+    /** Whether {@code error} is the module's {@code CANCELLED} answer to a cancelled wait. */
+    static boolean isCancelled(Throwable error) {
+        for (Throwable e = error; e != null; e = e.getCause()) {
+            String message = e.getMessage();
+            if (message != null && message.startsWith("CANCELLED")) {
+                return true;
+            }
+            if (e.getCause() == e) {
+                break;
+            }
+        }
+        return false;
     }
 
     /** A slice's executor: its own response timeout, and no retry. */
@@ -276,6 +550,7 @@ final class Waiting {
                 } catch (InterruptedException e) {
                     if (interruptibly) {
                         future.completeExceptionally(e);
+                        awaitOver(future);
                         throw e;
                     }
                     interrupted = true;
@@ -287,6 +562,33 @@ final class Waiting {
             if (interrupted) {
                 Thread.currentThread().interrupt();
             }
+        }
+    }
+
+    /**
+     * After an interrupt gave a wait up: returns once the wait is over on the server (its
+     * cancel answered, a grant given back), so that the thread asking again is not cancelled
+     * by it; bounded, and uninterruptible (the interrupt is already being reported).
+     */
+    private static void awaitOver(CompletableFuture<?> future) {
+        if (!(future instanceof WaitFuture)) {
+            return;
+        }
+        WaitFuture<?> wait = (WaitFuture<?>) future;
+        boolean interrupted = false;
+        long end = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(wait.overBoundMs);
+        while (true) {
+            try {
+                wait.over.get(Math.max(0, end - System.nanoTime()), TimeUnit.NANOSECONDS);
+                break;
+            } catch (InterruptedException e) {
+                interrupted = true;
+            } catch (ExecutionException | TimeoutException e) {
+                break;
+            }
+        }
+        if (interrupted) {
+            Thread.currentThread().interrupt();
         }
     }
 

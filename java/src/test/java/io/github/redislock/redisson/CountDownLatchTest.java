@@ -11,6 +11,7 @@ import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 
 import io.github.redislock.redisson.support.ServerTest;
+import io.github.redislock.redisson.support.Smoke;
 import org.junit.jupiter.api.Test;
 import org.redisson.api.RCountDownLatch;
 
@@ -18,6 +19,7 @@ import org.redisson.api.RCountDownLatch;
 class CountDownLatchTest extends ServerTest {
 
     @Test
+    @Smoke
     void waitersAreLetGoWhenTheCountReachesZero() throws Exception {
         RCountDownLatch latch = locks.getCountDownLatch("latch");
         assertTrue(latch.trySetCount(2));

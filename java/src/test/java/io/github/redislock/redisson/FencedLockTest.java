@@ -9,6 +9,7 @@ import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 
 import io.github.redislock.redisson.support.ServerTest;
+import io.github.redislock.redisson.support.Smoke;
 import org.junit.jupiter.api.Test;
 import org.redisson.api.RFencedLock;
 
@@ -21,6 +22,7 @@ import org.redisson.api.RFencedLock;
 class FencedLockTest extends ServerTest {
 
     @Test
+    @Smoke
     void everyGrantRaisesTheTokenReentryIncluded() {
         RFencedLock lock = locks.getFencedLock("fenced");
         Long first = lock.lockAndGetToken();

@@ -16,6 +16,7 @@ import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicReference;
 
 import io.github.redislock.redisson.support.ServerTest;
+import io.github.redislock.redisson.support.Smoke;
 import org.junit.jupiter.api.Test;
 import org.redisson.api.RFuture;
 import org.redisson.api.RLock;
@@ -29,6 +30,7 @@ import org.redisson.api.RedissonClient;
 class LockTest extends ServerTest {
 
     @Test
+    @Smoke
     void lockUnlockAndReentry() throws InterruptedException {
         RLock lock = locks.getLock("lock");
         lock.lock();
@@ -85,6 +87,7 @@ class LockTest extends ServerTest {
     }
 
     @Test
+    @Smoke
     void theWatchdogKeepsALockPastThreeLeases() throws InterruptedException {
         RLock lock = locks.getLock("lock");
         lock.lock();
@@ -120,6 +123,7 @@ class LockTest extends ServerTest {
     }
 
     @Test
+    @Smoke
     void aWaiterIsHandedTheLockWhenItIsReleased() throws Exception {
         RLock lock = locks.getLock("lock");
         lock.lock();
@@ -174,13 +178,14 @@ class LockTest extends ServerTest {
         waiter.interrupt();
         waiter.join(5000);
         assertTrue(thrown.get() instanceof InterruptedException, "thrown " + thrown.get());
+        // The interrupt cancelled the server-side wait (LOCK.CANCEL) before it was reported.
+        assertEquals(0, waiters("lock"));
         lock.unlock();
-        // The waiter's server-side wait ends with its slice or is handed the lock and gives
-        // it back: either way nobody holds it.
         eventuallyFree("lock");
     }
 
     @Test
+    @Smoke
     void aCancelledLockAsyncLeavesNoGrant() throws Exception {
         RLock lock = locks.getLock("lock");
         lock.lock();
@@ -215,6 +220,7 @@ class LockTest extends ServerTest {
     }
 
     @Test
+    @Smoke
     void asyncAndReactiveViews() throws Exception {
         RLock lock = locks.getLock("lock");
         assertTrue(lock.tryLockAsync(1, 10, TimeUnit.SECONDS, 7).get());
@@ -232,6 +238,7 @@ class LockTest extends ServerTest {
     }
 
     @Test
+    @Smoke
     void redissonsMultiLockTakesTheseLocks() throws Exception {
         // RedissonMultiLock drives its members through RLock's async methods (and casts them to
         // RedissonBaseLock): the library's locks are Redisson's subclasses, so it works.
@@ -283,6 +290,7 @@ class LockTest extends ServerTest {
     }
 
     @Test
+    @Smoke
     void aWaitLongerThanRedissonsPingCheckIsSliced() throws Exception {
         // Redisson closes a connection whose PING, queued behind an outstanding command,
         // has no answer within max(timeout, pingConnectionInterval / 2), checked every

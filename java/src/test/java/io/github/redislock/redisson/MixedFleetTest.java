@@ -12,6 +12,7 @@ import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 
 import io.github.redislock.redisson.support.ServerTest;
+import io.github.redislock.redisson.support.Smoke;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
@@ -63,6 +64,7 @@ class MixedFleetTest extends ServerTest {
 
     @ParameterizedTest
     @ValueSource(strings = {"mixed:lock", "{mixed}:lock"})
+    @Smoke
     void aRedissonWaiterIsWokenByAModuleRelease(String name) throws Exception {
         RLock ours = locks.getLock(name);
         ours.lock();
@@ -90,6 +92,7 @@ class MixedFleetTest extends ServerTest {
     }
 
     @Test
+    @Smoke
     void holdsAreSharedByOwnerBothWays() {
         // Same client, same thread: the same owner, so each side re-enters what the other took.
         RLock theirs = redisson.getLock("shared");
@@ -139,6 +142,7 @@ class MixedFleetTest extends ServerTest {
     // ---- RFencedLock
 
     @Test
+    @Smoke
     void fencedTokensFromBothNeverGoBackwards() {
         RFencedLock theirs = plain.getFencedLock("fenced");
         RFencedLock ours = locks.getFencedLock("fenced");
@@ -244,6 +248,7 @@ class MixedFleetTest extends ServerTest {
     }
 
     @Test
+    @Smoke
     void aWriterDowngradesAcrossTheTwo() {
         // One owner (same client and thread), each side taking the other mode.
         RReadWriteLock theirs = redisson.getReadWriteLock("down");

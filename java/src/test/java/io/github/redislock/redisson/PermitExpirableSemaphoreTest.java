@@ -11,6 +11,7 @@ import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 
 import io.github.redislock.redisson.support.ServerTest;
+import io.github.redislock.redisson.support.Smoke;
 import org.junit.jupiter.api.Test;
 import org.redisson.api.RPermitExpirableSemaphore;
 
@@ -21,6 +22,7 @@ import org.redisson.api.RPermitExpirableSemaphore;
 class PermitExpirableSemaphoreTest extends ServerTest {
 
     @Test
+    @Smoke
     void acquireReleaseAndIds() throws InterruptedException {
         RPermitExpirableSemaphore s = locks.getPermitExpirableSemaphore("permits");
         assertTrue(s.trySetPermits(2));
@@ -83,6 +85,7 @@ class PermitExpirableSemaphoreTest extends ServerTest {
     }
 
     @Test
+    @Smoke
     void aCancelledAcquireGivesItsPermitBack() throws Exception {
         RPermitExpirableSemaphore s = locks.getPermitExpirableSemaphore("permits");
         s.trySetPermits(1);

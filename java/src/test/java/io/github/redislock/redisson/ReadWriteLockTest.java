@@ -12,6 +12,7 @@ import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 
 import io.github.redislock.redisson.support.ServerTest;
+import io.github.redislock.redisson.support.Smoke;
 import org.junit.jupiter.api.Test;
 import org.redisson.api.RLock;
 import org.redisson.api.RReadWriteLock;
@@ -32,6 +33,7 @@ class ReadWriteLockTest extends ServerTest {
     }
 
     @Test
+    @Smoke
     void aWriterExcludesEveryoneAndReentersAndAReaderIsHandedItAfter() throws Exception {
         RReadWriteLock rw = locks.getReadWriteLock("rw");
         RLock write = rw.writeLock();
@@ -53,6 +55,7 @@ class ReadWriteLockTest extends ServerTest {
     }
 
     @Test
+    @Smoke
     void aWriterDowngradesToRead() throws Exception {
         RReadWriteLock rw = locks.getReadWriteLock("rw");
         rw.writeLock().lock();

@@ -5,6 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.github.redislock.redisson.support.Clients;
 import io.github.redislock.redisson.support.RedisServer;
+import io.github.redislock.redisson.support.Smoke;
 import org.junit.jupiter.api.Test;
 import org.redisson.api.RedissonClient;
 
@@ -12,6 +13,7 @@ import org.redisson.api.RedissonClient;
 class WrapTest {
 
     @Test
+    @Smoke
     void aServerWithoutTheModuleIsRefusedByName() {
         try (RedisServer bare = RedisServer.startWithoutModule()) {
             RedissonClient redisson = Clients.single(bare);

@@ -32,8 +32,14 @@ import org.redisson.api.RedissonClient;
  * BENCH_SECONDS} (default 3) per row. Reported: sections per second, the wait for each
  * acquire (p50, p99, max; for the read-write lock also the writers' longest wait, counting a
  * wait that was only granted after the row ended), Jain's fairness
- * index over the threads' section counts, and the server's own time per section
- * ({@code INFO commandstats}: every command's usec, summed, over the run, per section).
+ * index over the threads' section counts, the server's own time per section
+ * ({@code INFO commandstats}: every command's usec, summed, over the run, per section), and
+ * this JVM's CPU time per section (every thread: the workers, Redisson's netty threads,
+ * the timers), which is what the client side costs on a machine with few cores.
+ *
+ * <p>{@code BENCH_KINDS}, {@code BENCH_THREADS}, {@code BENCH_CLIENTS} and {@code BENCH_SIDES}
+ * ({@code Redisson,module}) narrow the rows, e.g. to profile one of them; {@code
+ * BENCH_WARMUP} (seconds, default 2) is each side's unreported warm-up per kind.
  *
  * <p>Run by {@code make bench} ({@code make bench-java}); writes {@code .cache/bench/java-bench.md}.
  */
@@ -70,6 +76,7 @@ public final class ContentionBench {
         double writerMax = Double.NaN;
         double jain;
         double serverUsPerSection;
+        double clientUsPerSection;
         long violations;
     }
 
@@ -80,8 +87,11 @@ public final class ContentionBench {
         try (RedisServer server = RedisServer.start()) {
             List<RedissonClient> clients = new ArrayList<>();
             for (int i = 0; i < 4; i++) {
-                clients.add(Clients.single(server, c -> c.useSingleServer().setConnectionPoolSize(64)
-                        .setConnectionMinimumIdleSize(8).setSubscriptionConnectionPoolSize(50)));
+                clients.add(Clients.single(server, c -> {
+                    c.useSingleServer().setConnectionPoolSize(64).setConnectionMinimumIdleSize(8)
+                            .setSubscriptionConnectionPoolSize(50);
+                    c.setNettyThreads(NETTY_THREADS);
+                }));
             }
             try {
                 List<Side> redisson = new ArrayList<>();
@@ -90,14 +100,27 @@ public final class ContentionBench {
                     redisson.add(redissonSide(c));
                     module.add(moduleSide(ModuleLocks.wrap(c)));
                 }
-                // Warm both sides up (JIT, connection pools), not reported.
-                run(server, "lock", redisson, 8, 1, 1, new Row());
-                run(server, "lock", module, 8, 1, 1, new Row());
                 int n = 0;
+                String sides = System.getenv().getOrDefault("BENCH_SIDES", "Redisson,module");
+                // Warm both sides up, not reported: the JIT compiles each side's paths (a
+                // second or two of a core on a small machine, which would otherwise fall in
+                // the first rows), and the connection pools grow to 32 waiting threads.
+                long warm = Long.parseLong(System.getenv().getOrDefault("BENCH_WARMUP", "2"));
                 for (String kind : System.getenv().getOrDefault("BENCH_KINDS", "lock,rwlock,semaphore").split(",")) {
-                    for (int threads : new int[] {8, 32}) {
-                        for (int spread : new int[] {1, 4}) {
+                    for (int s = 0; s < 2 && warm > 0; s++) {
+                        if (sides.contains(s == 0 ? "Redisson" : "module")) {
+                            run(server, kind + ":warm" + (n++), s == 0 ? redisson : module, 32, 1, warm, new Row());
+                            run(server, kind + ":warm" + (n++), s == 0 ? redisson : module, 32, 4, 1, new Row());
+                        }
+                    }
+                }
+                for (String kind : System.getenv().getOrDefault("BENCH_KINDS", "lock,rwlock,semaphore").split(",")) {
+                    for (int threads : ints("BENCH_THREADS", "8,32")) {
+                        for (int spread : ints("BENCH_CLIENTS", "1,4")) {
                             for (int s = 0; s < 2; s++) {
+                                if (!sides.contains(s == 0 ? "Redisson" : "module")) {
+                                    continue;
+                                }
                                 Row row = new Row();
                                 row.kind = kind;
                                 row.side = s == 0 ? "Redisson" : "module";
@@ -122,6 +145,11 @@ public final class ContentionBench {
             Files.write(out, table.getBytes(StandardCharsets.UTF_8));
             System.out.println("written to " + out.toAbsolutePath().normalize());
         }
+    }
+
+    /** A comma-separated list of numbers from the environment, or {@code dflt}. */
+    private static int[] ints(String env, String dflt) {
+        return Arrays.stream(System.getenv().getOrDefault(env, dflt).split(",")).mapToInt(Integer::parseInt).toArray();
     }
 
     private static Side redissonSide(RedissonClient c) {
@@ -192,6 +220,9 @@ public final class ContentionBench {
         };
     }
 
+    /** Each client's netty event loops ({@code BENCH_NETTY}, default 8; Redisson's own default is 32). */
+    static final int NETTY_THREADS = Integer.parseInt(System.getenv().getOrDefault("BENCH_NETTY", "8"));
+
     /** The semaphore's permits in the semaphore rows. */
     static final int PERMITS = 4;
 
@@ -256,12 +287,14 @@ public final class ContentionBench {
         }
         ready.await();
         long usecBefore = commandUsec(server);
+        long cpuBefore = processCpuNanos();
         long start = System.nanoTime();
         go.countDown();
         Thread.sleep(TimeUnit.SECONDS.toMillis(seconds));
         stop.set(true);
         long elapsed = System.nanoTime() - start;
         long usecAfter = commandUsec(server);
+        long cpuAfter = processCpuNanos();
         for (Thread w : workers) {
             w.join(60_000);
         }
@@ -295,6 +328,7 @@ public final class ContentionBench {
         }
         row.jain = squares == 0 ? 0 : sum * sum / (threads * squares);
         row.serverUsPerSection = total == 0 ? 0 : (double) (usecAfter - usecBefore) / total;
+        row.clientUsPerSection = total == 0 ? 0 : (cpuAfter - cpuBefore) / 1e3 / total;
         row.violations = violations[0];
     }
 
@@ -335,6 +369,13 @@ public final class ContentionBench {
         return nanos / 1e6;
     }
 
+    /** The CPU time this JVM has used (every thread: the workers, Redisson's netty threads, the rest). */
+    private static long processCpuNanos() {
+        java.lang.management.OperatingSystemMXBean os = java.lang.management.ManagementFactory.getOperatingSystemMXBean();
+        return os instanceof com.sun.management.OperatingSystemMXBean
+                ? ((com.sun.management.OperatingSystemMXBean) os).getProcessCpuTime() : 0;
+    }
+
     /** The sum of every command's usec in INFO commandstats. */
     private static long commandUsec(RedisServer server) {
         try (Resp r = server.connect()) {
@@ -351,8 +392,9 @@ public final class ContentionBench {
     }
 
     private static String line(Row r) {
-        return String.format(Locale.ROOT, "%-9s %-8s %2d threads %d client(s): %9.0f/s  p50 %7.2f  p99 %8.2f  max %8.2f ms  jain %.4f  %6.1f us/section%s",
+        return String.format(Locale.ROOT, "%-9s %-8s %2d threads %d client(s): %9.0f/s  p50 %7.2f  p99 %8.2f  max %8.2f ms  jain %.4f  server %6.1f  client %6.1f us/section%s",
                 r.kind, r.side, r.threads, r.clients, r.perSecond, r.p50, r.p99, r.max, r.jain, r.serverUsPerSection,
+                r.clientUsPerSection,
                 r.violations > 0 ? "  VIOLATIONS " + r.violations : "");
     }
 
@@ -364,14 +406,14 @@ public final class ContentionBench {
                 "Java contention benchmark: Redisson %s vs this library, %s s per row, %s, JDK %s, %d cores.%n%n",
                 org.redisson.Version.class.getPackage().getImplementationVersion(), seconds, version.trim(),
                 System.getProperty("java.version"), Runtime.getRuntime().availableProcessors()));
-        sb.append("| object | threads | clients | side | sections/s | p50 wait ms | p99 wait ms | max wait ms | writer max ms | Jain | server us/section |\n");
-        sb.append("|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|\n");
+        sb.append("| object | threads | clients | side | sections/s | p50 wait ms | p99 wait ms | max wait ms | writer max ms | Jain | server us/section | client CPU us/section |\n");
+        sb.append("|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
         for (Row r : rows) {
-            sb.append(String.format(Locale.ROOT, "| %s | %d | %d | %s | %.0f | %.2f | %.2f | %.2f | %s | %.4f | %.1f |%s%n",
+            sb.append(String.format(Locale.ROOT, "| %s | %d | %d | %s | %.0f | %.2f | %.2f | %.2f | %s | %.4f | %.1f | %.1f |%s%n",
                     r.kind.equals("semaphore") ? "semaphore (" + PERMITS + " permits)" : r.kind.equals("rwlock") ? "rwlock (1 writer in 4)" : "lock",
                     r.threads, r.clients, r.side, r.perSecond, r.p50, r.p99, r.max,
                     Double.isNaN(r.writerMax) ? "" : String.format(Locale.ROOT, "%.2f", r.writerMax),
-                    r.jain, r.serverUsPerSection, r.violations > 0 ? " VIOLATIONS: " + r.violations : ""));
+                    r.jain, r.serverUsPerSection, r.clientUsPerSection, r.violations > 0 ? " VIOLATIONS: " + r.violations : ""));
         }
         return sb.toString();
     }

@@ -19,9 +19,14 @@ public final class Clients {
 
     /** A client of {@code server}, with {@code tweak} applied to its config last. */
     public static RedissonClient single(RedisServer server, Consumer<Config> tweak) {
+        return single(server.address(), tweak);
+    }
+
+    /** A client of the server at {@code address} (a proxy's, say), with {@code tweak} applied last. */
+    public static RedissonClient single(String address, Consumer<Config> tweak) {
         Config config = base();
         config.useSingleServer()
-                .setAddress(server.address())
+                .setAddress(address)
                 .setConnectionMinimumIdleSize(2)
                 .setConnectionPoolSize(64)
                 .setSubscriptionConnectionMinimumIdleSize(1);
