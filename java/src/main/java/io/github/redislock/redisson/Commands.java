@@ -88,7 +88,7 @@ final class Commands {
     static final RedisCommand<List<Object>> CANCEL =
             new ModuleCommand<>("LOCK.CANCEL", new ObjectListReplayDecoder<Object>());
 
-    /** {@code COMMAND INFO lock.acquire}: {@code [nil]} where the module is not loaded. */
+    /** {@code COMMAND INFO <command>}: {@code [nil]} where the module (or that command) is missing. */
     static final RedisCommand<List<Object>> COMMAND_INFO =
             new RedisCommand<>("COMMAND", "INFO", new ObjectListReplayDecoder<Object>());
 

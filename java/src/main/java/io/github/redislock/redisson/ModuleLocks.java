@@ -110,18 +110,22 @@ public final class ModuleLocks {
         return new ModuleLocks(client, slice);
     }
 
-    /** Fails unless every master answers {@code COMMAND INFO lock.acquire} with the command. */
+    /**
+     * Fails unless every master answers {@code COMMAND INFO lock.cancel} with the command: the
+     * library's waits need {@code LOCK.CANCEL} and {@code KEEP} (module 0.2.0), so a node with an
+     * older module is refused here rather than on its first wait.
+     */
     private static void checkModule(CommandAsyncExecutor executor) {
         List<String> missing = new ArrayList<>();
         for (MasterSlaveEntry entry : executor.getConnectionManager().getEntrySet()) {
-            List<Object> info = executor.get(executor.writeAsync(entry, StringCodec.INSTANCE, Commands.COMMAND_INFO, "lock.acquire"));
+            List<Object> info = executor.get(executor.writeAsync(entry, StringCodec.INSTANCE, Commands.COMMAND_INFO, "lock.cancel"));
             if (info == null || info.isEmpty() || info.get(0) == null) {
                 missing.add(String.valueOf(entry.getClient().getAddr()));
             }
         }
         if (!missing.isEmpty()) {
             throw new IllegalStateException("the redis-lock module is not loaded on " + String.join(", ", missing)
-                    + " (COMMAND INFO lock.acquire is empty there): load it on every node, e.g. "
+                    + " (or is older than 0.2.0: COMMAND INFO lock.cancel is empty there): load it on every node, e.g. "
                     + "'loadmodule /path/to/libredis_lock.so' in redis.conf, or use Redisson's own objects");
         }
     }
