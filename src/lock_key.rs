@@ -121,14 +121,20 @@ impl<'a> LockKey<'a> {
                 count,
                 expire_at,
             } => {
+                // Read before the write: a lock that was there may already
+                // end at `at` (a re-entry in the millisecond of the grant
+                // before it, with the same lease), and then its deadline is
+                // neither rewritten nor replicated again. A fresh one has none.
+                let unchanged = expire_at.is_some() && self.exists() && self.deadline_ms() == expire_at;
                 // One string for the write and its replication: Redis copies
                 // it into the hash and only takes a reference to replicate it.
                 with_decimal(count, |value| {
                     self.key.hash_set(owner, value);
                     ctx.replicate_hset(name, owner, value);
                 });
-                if let Some(at) = expire_at {
-                    self.expire_at(at);
+                match expire_at {
+                    Some(at) if !unchanged => self.expire_at(at),
+                    _ => {}
                 }
             }
             Write::ExpireAt(at) => self.expire_at(at),
