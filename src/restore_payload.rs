@@ -139,10 +139,7 @@ mod tests {
         assert_eq!(encoded(16_383), [0x7f, 0xff]);
         assert_eq!(encoded(16_384), [0x80, 0, 0, 0x40, 0]);
         assert_eq!(encoded(u64::from(u32::MAX)), [0x80, 0xff, 0xff, 0xff, 0xff]);
-        assert_eq!(
-            encoded(1 << 32),
-            [0x81, 0, 0, 0, 1, 0, 0, 0, 0]
-        );
+        assert_eq!(encoded(1 << 32), [0x81, 0, 0, 0, 1, 0, 0, 0, 0]);
     }
 
     #[test]
