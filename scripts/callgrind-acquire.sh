@@ -12,7 +12,7 @@
 # LOCK.SEMACQUIRE and LOCK.PERMITACQUIRE ... LEASE on one semaphore with
 # permits to spare; plus the share of LOCK.ACQUIRE spent in
 # RedisModule_Replicate (RM_Replicate; VM_Replicate in Valkey), which
-# propagates the HSET + PEXPIREAT effects to replicas and the AOF; then
+# propagates the RESTORE (formerly HSET + PEXPIREAT) effects to replicas and the AOF; then
 # (TAX=yes, the default) what loading the module costs INCR, SET and HSET on
 # other keys (without the module, with it and nothing waited, with it after
 # one waiter of each kind).
@@ -22,8 +22,12 @@
 # then neither rewritten nor replicated, and under valgrind fewer calls fall
 # in one millisecond than at full speed.
 #
+# With BEFORE set to another build of the module (say, main's), the plain and
+# fenced acquires are profiled with it too, in the same run, for a
+# before/after table.
+#
 # Environment: REDIS_SERVER (default redis-server), LOCK_MODULE_PATH, N
-# (20000), TAX (yes).
+# (20000), TAX (yes), BEFORE (none).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 server=${REDIS_SERVER:-redis-server}
@@ -42,7 +46,7 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 profile() {
   local label=$1; shift
   local port; port=$(free_port)
-  local load=(--loadmodule "$module")
+  local load=(--loadmodule "${with_module:-$module}")
   [[ ${load_module:-yes} == no ]] && load=()
   valgrind --tool=callgrind --toggle-collect=call --callgrind-out-file="$tmp/$label.out" \
     "$server" --bind 127.0.0.1 --port "$port" --save '' --appendonly no --dir "$tmp" \
@@ -136,7 +140,21 @@ echo "TOKEN / LOCK.ACQUIRE = $(ratio3 "$tok_total" "$acq_total") on fresh keys, 
 echo "LOCK.RACQUIRE / RReadLock's script = $(ratio3 "$racq_total" "$rscript_total") on fresh keys, $(ratio3 "$racq_hot" "$rscript_hot") re-entering one key"
 echo "LOCK.WACQUIRE / RWriteLock's script = $(ratio3 "$wacq_total" "$wscript_total") on fresh keys, $(ratio3 "$wacq_hot" "$wscript_hot") re-entering one key"
 echo
-echo "RM_Replicate (2 calls: HSET, PEXPIREAT): $acq_repl instructions per LOCK.ACQUIRE ($(awk -v a="$acq_repl" -v b="$acq_total" 'BEGIN {printf "%.0f%%", 100*a/b}'))"
+echo "RM_Replicate (1 call: RESTORE): $acq_repl instructions per LOCK.ACQUIRE ($(awk -v a="$acq_repl" -v b="$acq_total" 'BEGIN {printf "%.0f%%", 100*a/b}'))"
+if [[ -n ${BEFORE:-} ]]; then
+  before=$(realpath "$BEFORE")
+  read -r b_acq _ < <(with_module=$before profile b_acquire LOCK.ACQUIRE 'lock:__rand_int__' owner:1 30000)
+  read -r b_acq_hot _ < <(with_module=$before profile b_acquire_hot LOCK.ACQUIRE 'lock:hot' owner:1 30000)
+  read -r b_tok _ < <(with_module=$before profile b_token LOCK.ACQUIRE 'lock:__rand_int__' owner:1 30000 TOKEN)
+  read -r b_tok_hot _ < <(with_module=$before profile b_token_hot LOCK.ACQUIRE 'lock:hot' owner:1 30000 TOKEN)
+  echo
+  echo "| command (before: \$BEFORE, after: this build) | before | after | after / SET NX PX | after / Redisson's script |"
+  echo "|---|---|---|---|---|"
+  echo "| LOCK.ACQUIRE, fresh keys | $b_acq | $acq_total | $(ratio "$acq_total" "$set_total") | $(ratio3 "$acq_total" "$eval_total") |"
+  echo "| LOCK.ACQUIRE, one key re-entered | $b_acq_hot | $acq_hot | | $(ratio3 "$acq_hot" "$eval_hot") |"
+  echo "| LOCK.ACQUIRE ... TOKEN, fresh keys | $b_tok | $tok_total | $(ratio "$tok_total" "$set_total") | $(ratio3 "$tok_total" "$fenced_total") |"
+  echo "| LOCK.ACQUIRE ... TOKEN, one key re-entered | $b_tok_hot | $tok_hot | | $(ratio3 "$tok_hot" "$fenced_hot") |"
+fi
 [[ ${TAX:-yes} == yes ]] || exit 0
 
 # What loading the module costs commands on other keys (docs/performance.md:
