@@ -202,7 +202,7 @@ fn a_grant_replicates_as_one_restore_unless_the_hash_has_other_fields() {
 
     // An owner longer than hash-max-listpack-value (64): the master's hash
     // is a hashtable, and so is the replica's.
-    let long = vec![b'o'; 100];
+    let long = [b'o'; 100];
     assert_eq!(acquire(&mut m, b"long", &long[..], 60_000), None);
     assert_eq!(
         object_encoding(&mut m, b"long").as_deref(),
