@@ -1,18 +1,30 @@
 #!/usr/bin/env bash
-# Where LOCK.ACQUIRE's server-side cost goes, in instructions (deterministic,
+# Where the acquires' server-side cost goes, in instructions (deterministic,
 # unlike wall-clock usec_per_call on a shared machine).
 #
 # Runs redis-server under callgrind collecting only inside Redis's call(),
-# sends N commands on fresh keys (every call takes a free lock / sets a new
-# key), and prints instructions per call for SET NX PX, LOCK.ACQUIRE and
-# Redisson's acquire script (EVALSHA of tryLockInnerAsync), LOCK.ACQUIRE
-# ... TOKEN (a fencing token: the counter key written too) and Redisson
-# RFencedLock's script (fresh keys and one key re-entered), plus
-# the share of LOCK.ACQUIRE spent in RedisModule_Replicate (RM_Replicate;
-# VM_Replicate in Valkey), which propagates the
-# HSET + PEXPIREAT effects to replicas and the AOF; then what loading the
-# module costs INCR, SET and HSET on other keys (without the module, with it
-# and nothing waited, with it after one waiter of each kind).
+# sends N commands, and prints instructions per call for SET NX PX,
+# LOCK.ACQUIRE and Redisson's acquire script (EVALSHA of tryLockInnerAsync),
+# LOCK.ACQUIRE ... TOKEN (a fencing token: the counter key written too) and
+# Redisson RFencedLock's script, LOCK.RACQUIRE / LOCK.WACQUIRE and
+# Redisson's read and write lock scripts, on fresh keys (every call takes a
+# free lock / sets a new key) and, for the locks, re-entering one key; then
+# LOCK.SEMACQUIRE and LOCK.PERMITACQUIRE ... LEASE on one semaphore with
+# permits to spare; plus the share of LOCK.ACQUIRE spent in
+# RedisModule_Replicate (RM_Replicate; VM_Replicate in Valkey), which
+# propagates the RESTORE (formerly HSET + PEXPIREAT) effects to replicas and the AOF; then
+# (TAX=yes, the default) what loading the module costs INCR, SET and HSET on
+# other keys (without the module, with it and nothing waited, with it after
+# one waiter of each kind).
+#
+# Re-entering one key is the one figure that depends on timing: a re-entry
+# in the millisecond of the grant before it keeps the deadline, which is
+# then neither rewritten nor replicated, and under valgrind fewer calls fall
+# in one millisecond than at full speed.
+#
+# With BEFORE set to another build of the module (say, main's), the plain and
+# fenced acquires are profiled with it too, in the same run, for a
+# before/after table.
 #
 # With BASELINE_MODULE=<another build's .so>, it prints only a comparison
 # of the two builds instead: LOCK.ACQUIRE on fresh keys and re-entering one
@@ -20,8 +32,8 @@
 # (one pipeline of both, so every acquire takes a free lock and every
 # release frees it), per build, side by side.
 #
-# Environment: REDIS_SERVER (default redis-server), LOCK_MODULE_PATH,
-# BASELINE_MODULE, N (20000).
+# Environment: REDIS_SERVER (default redis-server), LOCK_MODULE_PATH, N
+# (20000), TAX (yes), BEFORE (none), BASELINE_MODULE (none).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 server=${REDIS_SERVER:-redis-server}
@@ -48,6 +60,9 @@ profile() {
     "${load[@]}" >"$tmp/$label.log" 2>&1 &
   local pid=$!
   for _ in $(seq 150); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.2; done
+  if [[ ${setup:-} == semaphore ]]; then # permits to spare, on one key
+    redis-cli -p "$port" LOCK.SEMSET sem 1000000000 >/dev/null
+  fi
   if [[ ${setup:-} == waits ]]; then # counted too, but 8 calls among $n
     local cli=(redis-cli -p "$port")
     "${cli[@]}" LOCK.ACQUIRE tax:lock holder 60000 >/dev/null
@@ -80,6 +95,15 @@ profile() {
 
 # Redisson's RedissonLock.tryLockInnerAsync (redisson/, the one copy).
 script=$(<redisson/try-lock-hincrby.lua)
+# Redisson RFencedLock's acquire with token (KEYS[2] its counter), and
+# RReadWriteLock's read lock (KEYS[2] the owner's hold-key prefix) and write
+# lock (ARGV[2] the writer's field).
+fenced=$(<redisson/fenced-acquire.lua)
+read_script=$(<redisson/rw-read-lock.lua)
+write_script=$(<redisson/rw-write-lock.lua)
+
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2fx", a/b}'; }
+ratio3() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.3f", a/b}'; }
 
 if [[ -n ${BASELINE_MODULE:-} ]]; then
   baseline=$(realpath -m "$BASELINE_MODULE")
@@ -120,34 +144,68 @@ if [[ -n ${BASELINE_MODULE:-} ]]; then
 fi
 
 echo "# callgrind-acquire: $("$server" --version)"
-echo "each: redis-benchmark -P 16 -c 1 -n $n -r 100000000 (fresh keys), instructions inside call()"
+echo "each: redis-benchmark -P 16 -c 1 -n $n -r 100000000 (fresh keys: lock:__rand_int__; one key: lock:hot), instructions inside call()"
 read -r set_total _ < <(profile set SET 'lock:__rand_int__' v NX PX 30000)
 read -r acq_total acq_repl < <(profile acquire LOCK.ACQUIRE 'lock:__rand_int__' owner:1 30000)
+read -r acq_hot _ < <(profile acquire_hot LOCK.ACQUIRE 'lock:hot' owner:1 30000)
 read -r eval_total _ < <(profile evalsha EVALSHA 1 'lock:__rand_int__' 30000 owner:1)
+read -r eval_hot _ < <(profile evalsha_hot EVALSHA 1 'lock:hot' 30000 owner:1)
 read -r tok_total _ < <(profile token LOCK.ACQUIRE 'lock:__rand_int__' owner:1 30000 TOKEN)
 read -r tok_hot _ < <(profile token_hot LOCK.ACQUIRE 'lock:hot' owner:1 30000 TOKEN)
-read -r acq_hot _ < <(profile acquire_hot LOCK.ACQUIRE 'lock:hot' owner:1 30000)
-# Redisson RFencedLock's acquire with token (KEYS[2] its counter).
-fenced=$(<redisson/fenced-acquire.lua)
 read -r fenced_total _ < <(eval_script=$fenced profile fenced EVALSHA 2 'lock:__rand_int__' \
   'redisson_lock_token:{lock:__rand_int__}' 30000 owner:1)
 read -r fenced_hot _ < <(eval_script=$fenced profile fenced_hot EVALSHA 2 'lock:hot' \
   'redisson_lock_token:{lock:hot}' 30000 owner:1)
+read -r racq_total _ < <(profile racquire LOCK.RACQUIRE 'lock:__rand_int__' owner:1 30000)
+read -r racq_hot _ < <(profile racquire_hot LOCK.RACQUIRE 'lock:hot' owner:1 30000)
+read -r rscript_total _ < <(eval_script=$read_script profile rscript EVALSHA 2 'lock:__rand_int__' \
+  '{lock:__rand_int__}:owner:1:rwlock_timeout' 30000 owner:1 owner:1:write)
+read -r rscript_hot _ < <(eval_script=$read_script profile rscript_hot EVALSHA 2 'lock:hot' \
+  '{lock:hot}:owner:1:rwlock_timeout' 30000 owner:1 owner:1:write)
+read -r wacq_total _ < <(profile wacquire LOCK.WACQUIRE 'lock:__rand_int__' owner:1 30000)
+read -r wacq_hot _ < <(profile wacquire_hot LOCK.WACQUIRE 'lock:hot' owner:1 30000)
+read -r wscript_total _ < <(eval_script=$write_script profile wscript EVALSHA 1 'lock:__rand_int__' 30000 owner:1:write)
+read -r wscript_hot _ < <(eval_script=$write_script profile wscript_hot EVALSHA 1 'lock:hot' 30000 owner:1:write)
+read -r sem_total _ < <(setup=semaphore profile semacquire LOCK.SEMACQUIRE sem 1)
+read -r permit_total _ < <(setup=semaphore profile permitacquire LOCK.PERMITACQUIRE sem 1 LEASE 30000)
 echo
-echo "| command | instructions per call | vs SET NX PX |"
-echo "|---|---|---|"
-echo "| SET NX PX | $set_total | 1.00x |"
-echo "| LOCK.ACQUIRE | $acq_total | $(awk -v a="$acq_total" -v b="$set_total" 'BEGIN {printf "%.2fx", a/b}') |"
-echo "| LOCK.ACQUIRE without its RM_Replicate calls | $((acq_total - acq_repl)) | $(awk -v a="$((acq_total - acq_repl))" -v b="$set_total" 'BEGIN {printf "%.2fx", a/b}') |"
-echo "| EVALSHA (Redisson's script) | $eval_total | $(awk -v a="$eval_total" -v b="$set_total" 'BEGIN {printf "%.2fx", a/b}') |"
-echo "| LOCK.ACQUIRE ... TOKEN | $tok_total | $(awk -v a="$tok_total" -v b="$set_total" 'BEGIN {printf "%.2fx", a/b}') |"
-echo "| EVALSHA (RFencedLock's script) | $fenced_total | $(awk -v a="$fenced_total" -v b="$set_total" 'BEGIN {printf "%.2fx", a/b}') |"
+echo "| command | fresh keys | vs SET NX PX | one key re-entered |"
+echo "|---|---|---|---|"
+echo "| SET NX PX | $set_total | 1.00x | |"
+echo "| LOCK.ACQUIRE | $acq_total | $(ratio "$acq_total" "$set_total") | $acq_hot |"
+echo "| LOCK.ACQUIRE without its RM_Replicate calls | $((acq_total - acq_repl)) | $(ratio "$((acq_total - acq_repl))" "$set_total") | |"
+echo "| EVALSHA (Redisson's script) | $eval_total | $(ratio "$eval_total" "$set_total") | $eval_hot |"
+echo "| LOCK.ACQUIRE ... TOKEN | $tok_total | $(ratio "$tok_total" "$set_total") | $tok_hot |"
+echo "| EVALSHA (RFencedLock's script) | $fenced_total | $(ratio "$fenced_total" "$set_total") | $fenced_hot |"
+echo "| LOCK.RACQUIRE | $racq_total | $(ratio "$racq_total" "$set_total") | $racq_hot |"
+echo "| EVALSHA (RReadLock's script) | $rscript_total | $(ratio "$rscript_total" "$set_total") | $rscript_hot |"
+echo "| LOCK.WACQUIRE | $wacq_total | $(ratio "$wacq_total" "$set_total") | $wacq_hot |"
+echo "| EVALSHA (RWriteLock's script) | $wscript_total | $(ratio "$wscript_total" "$set_total") | $wscript_hot |"
+echo "| LOCK.SEMACQUIRE sem 1 (one semaphore) | $sem_total | | |"
+echo "| LOCK.PERMITACQUIRE sem 1 LEASE 30000 (one semaphore) | $permit_total | | |"
 echo
-echo "LOCK.ACQUIRE / EVALSHA = $(awk -v a="$acq_total" -v b="$eval_total" 'BEGIN {printf "%.3f", a/b}') (instructions)"
-echo "TOKEN / RFencedLock's script = $(awk -v a="$tok_total" -v b="$fenced_total" 'BEGIN {printf "%.3f", a/b}') on fresh keys, $(awk -v a="$tok_hot" -v b="$fenced_hot" 'BEGIN {printf "%.3f", a/b}') re-entering one key (instructions)"
-echo "TOKEN / LOCK.ACQUIRE = $(awk -v a="$tok_total" -v b="$acq_total" 'BEGIN {printf "%.3f", a/b}') on fresh keys, $(awk -v a="$tok_hot" -v b="$acq_hot" 'BEGIN {printf "%.3f", a/b}') re-entering one key ($tok_hot vs $acq_hot instructions)"
+echo "LOCK.ACQUIRE / EVALSHA = $(ratio3 "$acq_total" "$eval_total") on fresh keys, $(ratio3 "$acq_hot" "$eval_hot") re-entering one key (instructions)"
+echo "TOKEN / RFencedLock's script = $(ratio3 "$tok_total" "$fenced_total") on fresh keys, $(ratio3 "$tok_hot" "$fenced_hot") re-entering one key (instructions)"
+echo "TOKEN / LOCK.ACQUIRE = $(ratio3 "$tok_total" "$acq_total") on fresh keys, $(ratio3 "$tok_hot" "$acq_hot") re-entering one key"
+echo "LOCK.RACQUIRE / RReadLock's script = $(ratio3 "$racq_total" "$rscript_total") on fresh keys, $(ratio3 "$racq_hot" "$rscript_hot") re-entering one key"
+echo "LOCK.WACQUIRE / RWriteLock's script = $(ratio3 "$wacq_total" "$wscript_total") on fresh keys, $(ratio3 "$wacq_hot" "$wscript_hot") re-entering one key"
 echo
-echo "RM_Replicate (2 calls: HSET, PEXPIREAT): $acq_repl instructions per LOCK.ACQUIRE ($(awk -v a="$acq_repl" -v b="$acq_total" 'BEGIN {printf "%.0f%%", 100*a/b}'))"
+echo "RM_Replicate (1 call: RESTORE): $acq_repl instructions per LOCK.ACQUIRE ($(awk -v a="$acq_repl" -v b="$acq_total" 'BEGIN {printf "%.0f%%", 100*a/b}'))"
+if [[ -n ${BEFORE:-} ]]; then
+  before=$(realpath "$BEFORE")
+  read -r b_acq _ < <(profile_module=$before profile b_acquire LOCK.ACQUIRE 'lock:__rand_int__' owner:1 30000)
+  read -r b_acq_hot _ < <(profile_module=$before profile b_acquire_hot LOCK.ACQUIRE 'lock:hot' owner:1 30000)
+  read -r b_tok _ < <(profile_module=$before profile b_token LOCK.ACQUIRE 'lock:__rand_int__' owner:1 30000 TOKEN)
+  read -r b_tok_hot _ < <(profile_module=$before profile b_token_hot LOCK.ACQUIRE 'lock:hot' owner:1 30000 TOKEN)
+  echo
+  echo "| command (before: \$BEFORE, after: this build) | before | after | after / SET NX PX | after / Redisson's script |"
+  echo "|---|---|---|---|---|"
+  echo "| LOCK.ACQUIRE, fresh keys | $b_acq | $acq_total | $(ratio "$acq_total" "$set_total") | $(ratio3 "$acq_total" "$eval_total") |"
+  echo "| LOCK.ACQUIRE, one key re-entered | $b_acq_hot | $acq_hot | | $(ratio3 "$acq_hot" "$eval_hot") |"
+  echo "| LOCK.ACQUIRE ... TOKEN, fresh keys | $b_tok | $tok_total | $(ratio "$tok_total" "$set_total") | $(ratio3 "$tok_total" "$fenced_total") |"
+  echo "| LOCK.ACQUIRE ... TOKEN, one key re-entered | $b_tok_hot | $tok_hot | | $(ratio3 "$tok_hot" "$fenced_hot") |"
+fi
+[[ ${TAX:-yes} == yes ]] || exit 0
 
 # What loading the module costs commands on other keys (docs/performance.md:
 # "No tax on the rest of the server"): without the module, with it and

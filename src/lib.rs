@@ -7,6 +7,7 @@
 //!   argument parser, its spec (flags, ACL categories, key spec, docs), and
 //!   what it does;
 //! * `lock_key.rs`: reading a lock hash and applying + replicating writes;
+//!   `restore_payload.rs`: a hash as `RESTORE` takes it (`DUMP` format), pure;
 //! * `rwlock.rs`, `semaphore.rs`, `latch.rs`: the same for the read-write
 //!   lock, the semaphores and the count-down latch; `rwlock_key.rs`,
 //!   `semaphore_key.rs`, `value_key.rs`: their keys;
@@ -64,6 +65,7 @@ mod replica_sync;
 mod replicas;
 mod replies;
 mod resets;
+mod restore_payload;
 mod rwlock;
 mod rwlock_key;
 mod scan_cursors;

@@ -6,7 +6,9 @@
 //!
 //! | write                                 | replicated as                               |
 //! |---------------------------------------|---------------------------------------------|
-//! | `SetCount { owner, count, Some(at) }` | `HSET key owner count` + `PEXPIREAT key at` |
+//! | `SetCount { owner, count, Some(at) }` | `RESTORE key at <hash> REPLACE ABSTTL`      |
+//! | ... the same deadline as before       | `HSET key owner count`                      |
+//! | ... a hash with other fields too      | `HSET key owner count` + `PEXPIREAT key at` |
 //! | `SetCount { owner, count, None }`     | `HSET key owner count`                      |
 //! | `ExpireAt(at)`                        | `PEXPIREAT key at`                          |
 //! | `Delete`                              | `DEL key`                                   |
@@ -16,6 +18,13 @@
 //! master's hash and deadline and never re-runs lock logic or re-bases a lease.
 //! Redis wraps several propagated commands of one command call in MULTI/EXEC.
 //!
+//! Why `RESTORE` (see `restore_payload.rs`): each propagated command costs
+//! the master a command lookup by name and an argument vector, and more than
+//! one costs the replica a transaction; `RESTORE ... ABSTTL` is the one
+//! command every supported server has that writes a hash and its absolute
+//! deadline together. It replaces the whole key on the replica, which is why
+//! it is only used when the owner's field is the whole hash.
+//!
 //! The key API itself propagates nothing and fires no keyspace events, which is
 //! why both are done explicitly here and in `events.rs`. Likewise the module
 //! signals a key as modified itself, and only when it writes (see `apply`).
@@ -24,6 +33,13 @@ use crate::errors::{self, Refusal};
 use crate::ffi::key::{Key, KeyKind, OpenMode};
 use crate::ffi::{with_decimal, Ctx, RStr};
 use crate::lock::{parse_hold_count, LockView, Write};
+use crate::restore_payload;
+
+thread_local! {
+    // The RESTORE payload of the last write, its buffer reused (main thread
+    // only, like every command).
+    static PAYLOAD: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
 
 /// An open lock key (a hash, or no key); closed on drop.
 pub struct LockKey<'a> {
@@ -121,15 +137,38 @@ impl<'a> LockKey<'a> {
                 count,
                 expire_at,
             } => {
+                // Read before the write: a lock that was there may already
+                // end at `at` (a re-entry in the millisecond of the grant
+                // before it, with the same lease), and then its deadline is
+                // neither rewritten nor replicated again. A fresh one has none.
+                let unchanged =
+                    expire_at.is_some() && self.exists() && self.deadline_ms() == expire_at;
                 // One string for the write and its replication: Redis copies
                 // it into the hash and only takes a reference to replicate it.
                 with_decimal(count, |value| {
                     self.key.hash_set(owner, value);
-                    ctx.replicate_hset(name, owner, value);
+                    match expire_at {
+                        // The owner's field is the whole hash (always, unless
+                        // something else wrote fields into a lock): the hash
+                        // and its deadline travel as one RESTORE.
+                        Some(at) if !unchanged && self.key.len() == 1 => {
+                            PAYLOAD.with(|payload| {
+                                let mut payload = payload.borrow_mut();
+                                restore_payload::hash(
+                                    &[(owner.as_bytes(), value.as_bytes())],
+                                    &mut payload,
+                                );
+                                self.key.set_abs_expire_ms(at);
+                                ctx.replicate_restore(name, at, &payload);
+                            });
+                        }
+                        Some(at) if !unchanged => {
+                            ctx.replicate_hset(name, owner, value);
+                            self.expire_at(at);
+                        }
+                        _ => ctx.replicate_hset(name, owner, value),
+                    }
                 });
-                if let Some(at) = expire_at {
-                    self.expire_at(at);
-                }
             }
             Write::ExpireAt(at) => self.expire_at(at),
             Write::Delete => {

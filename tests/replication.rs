@@ -1,6 +1,7 @@
-//! Lock writes replicate as plain effects (`HSET` + `PEXPIREAT <absolute>`,
-//! `DEL`): replicas with and without the module, and an AOF reloaded after a
-//! crash, end with exactly the master's hash and deadline.
+//! Lock writes replicate as plain effects (a grant as one `RESTORE key
+//! <absolute> <hash> REPLACE ABSTTL`; `HSET`, `PEXPIREAT <absolute>`, `DEL`):
+//! replicas with and without the module, and an AOF reloaded after a crash,
+//! end with exactly the master's hash, encoding and deadline.
 
 use std::collections::HashMap;
 
@@ -36,6 +37,7 @@ impl Trio {
         let hash = hgetall(&mut m, key);
         let deadline = pexpiretime(&mut m, key);
         let existed = exists(&mut m, key);
+        let encoding = object_encoding(&mut m, key);
         for (name, replica) in [
             ("replica with the module", &self.with_module),
             ("replica without the module", &self.plain),
@@ -51,6 +53,12 @@ impl Trio {
                 pexpiretime(&mut r, key),
                 deadline,
                 "{step}: {name} absolute deadline of {:?}",
+                String::from_utf8_lossy(key)
+            );
+            assert_eq!(
+                object_encoding(&mut r, key),
+                encoding,
+                "{step}: {name} encoding of {:?}",
                 String::from_utf8_lossy(key)
             );
             assert_eq!(
@@ -138,7 +146,7 @@ fn replicas_with_and_without_module_hold_the_same_lock() {
             lock_cmds.is_empty(),
             "{name} executed {lock_cmds:?} from the replication stream: {stats:?}"
         );
-        for effect in ["hset", "pexpireat", "del"] {
+        for effect in ["restore", "hset", "pexpireat", "del"] {
             assert!(
                 stats.get(effect).copied().unwrap_or(0) > 0,
                 "{name} never ran {effect}: {stats:?}"
@@ -165,11 +173,63 @@ fn replicas_with_and_without_module_hold_the_same_lock() {
     );
 }
 
+/// `OBJECT ENCODING key`, or `None` without the key.
+fn object_encoding(con: &mut Connection, key: &[u8]) -> Option<String> {
+    redis::cmd("OBJECT")
+        .arg("ENCODING")
+        .arg(key)
+        .query(con)
+        .expect("OBJECT ENCODING")
+}
+
+#[test]
+fn a_grant_replicates_as_one_restore_unless_the_hash_has_other_fields() {
+    let trio = Trio::start();
+    let mut m = trio.master.connection();
+    let before = effect_counts(&trio.plain);
+    assert_eq!(acquire(&mut m, b"res", b"A", 60_000), None);
+    trio.assert_same(b"res", "a fresh grant");
+    let after = effect_counts(&trio.plain);
+    let ran = |counts: &HashMap<String, u64>, name: &str| counts.get(name).copied().unwrap_or(0);
+    assert_eq!(
+        ran(&after, "restore"),
+        ran(&before, "restore") + 1,
+        "{after:?}"
+    );
+    for name in ["hset", "pexpireat", "multi"] {
+        assert_eq!(ran(&after, name), ran(&before, name), "{name}: {after:?}");
+    }
+
+    // An owner longer than hash-max-listpack-value (64): the master's hash
+    // is a hashtable, and so is the replica's.
+    let long = [b'o'; 100];
+    assert_eq!(acquire(&mut m, b"long", &long[..], 60_000), None);
+    assert_eq!(
+        object_encoding(&mut m, b"long").as_deref(),
+        Some("hashtable")
+    );
+    trio.assert_same(b"long", "a long owner");
+
+    // A field someone else wrote into a held lock stays on the replicas: the
+    // re-entry replicates HSET + PEXPIREAT, not a RESTORE of a hash without it.
+    let _: i64 = redis::cmd("HSET")
+        .arg("res")
+        .arg("other")
+        .arg("x")
+        .query(&mut m)
+        .unwrap();
+    assert_eq!(acquire(&mut m, b"res", b"A", 50_000), None);
+    assert_eq!(hgetall(&mut m, b"res").len(), 2);
+    trio.assert_same(b"res", "a re-entry into a hash with another field");
+}
+
 fn effect_counts(replica: &Server) -> HashMap<String, u64> {
     replica
         .command_stats()
         .into_iter()
-        .filter(|(k, _)| ["hset", "pexpireat", "del", "multi", "exec"].contains(&k.as_str()))
+        .filter(|(k, _)| {
+            ["restore", "hset", "pexpireat", "del", "multi", "exec"].contains(&k.as_str())
+        })
         .collect()
 }
 

@@ -116,6 +116,16 @@ impl<'a> Key<'a> {
         };
     }
 
+    /// How many fields a hash has (elements of a zset, bytes of a string);
+    /// 0 without a key.
+    pub fn len(&self) -> usize {
+        if self.ptr.is_null() {
+            return 0;
+        }
+        // SAFETY: a non-null key this value opened and keeps open; only read.
+        unsafe { api!(RedisModule_ValueLength)(self.ptr) }
+    }
+
     /// Deletes the hash field `field` (the hash goes with its last field).
     pub fn hash_del(&self, field: RStr) {
         if self.kind() != KeyKind::Hash {
