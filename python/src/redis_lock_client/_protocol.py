@@ -11,7 +11,7 @@ import inspect
 import itertools
 import threading
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import ProtocolViolation
@@ -91,8 +91,10 @@ def short_timeout(option: float | None) -> float:
     return DEFAULT_TIMEOUT if option is None else option
 
 
+@dataclass(frozen=True)
 class LostReason:
-    """Why a held lock was lost (``guard.lost_reason``).
+    """Why a held lock was lost (``guard.lost_reason``); reasons compare by
+    ``kind``.
 
     ``kind`` is one of:
 
@@ -108,18 +110,8 @@ class LostReason:
     RENEWAL_FAILED = "renewal_failed"
     LEASE_EXPIRED = "lease_expired"
 
-    def __init__(self, kind: str, detail: str = "") -> None:
-        self.kind = kind
-        self.detail = detail
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, LostReason) and other.kind == self.kind
-
-    def __hash__(self) -> int:
-        return hash(self.kind)
-
-    def __repr__(self) -> str:
-        return f"LostReason({self.kind!r}, {self.detail!r})"
+    kind: str
+    detail: str = field(default="", compare=False)
 
     def __str__(self) -> str:
         text = {
@@ -289,6 +281,27 @@ def waiters_include(info: Any, owner: str) -> bool:
 
 def hold_count(reply: Any) -> int:
     return 0 if reply is None else int(reply)
+
+
+def held(reply: Any) -> bool:
+    """Whether an ``HGET name field`` reply shows a hold."""
+    return hold_count(reply) > 0
+
+
+def own_lease(field: str, info: Any) -> float | None:
+    """The lease left (s) of the hold in hash field ``field``, from a
+    ``LOCK.INFO`` reply; None when it is not held."""
+    left = lease_left(info, field)
+    return left[1] if left is not None and left[0] else None
+
+
+def seconds(ms: Any) -> float | None:
+    """A ``PTTL`` reply in seconds; None for a key missing or without one."""
+    return ms / 1000.0 if isinstance(ms, int) and ms >= 0 else None
+
+
+def is_one(reply: Any) -> bool:
+    return bool(reply == 1)
 
 
 def token_key(name: str) -> str:

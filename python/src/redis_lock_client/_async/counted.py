@@ -17,7 +17,13 @@ then reads ``HGET lock field``: the old count + 1 (acquire) or - 1
 means it did not, so it is resent; anything else is
 :class:`HoldCountMismatch`. Commands that change another count (a
 semaphore's, a latch's) cannot be read back: they are sent at most once
-(:meth:`Counted.once`).
+(``once``).
+
+A command that waits server-side (``... WAIT ms``, ``LOCK.AWAIT``) runs on
+a connection of its own, held out of the pool for the wait, its reply
+awaited ``wait_margin`` longer than the server waits. A wait for a hold
+whose connection broke is decided by the read-back: a grant made at that
+instant is adopted, never leaked.
 """
 
 from __future__ import annotations
@@ -34,7 +40,9 @@ from ..errors import (
     TRANSPORT,
     ConnectionLost,
     HoldCountMismatch,
+    LockError,
     OutcomeUnknown,
+    ServerError,
     Uncertain,
     describe,
     refused,
@@ -72,9 +80,12 @@ class Counted:
             await _io.drop(node, conn)
             raise
 
-    async def retry_pause(self, attempt: int, failure: BaseException) -> None:
-        """Before attempt ``attempt + 1``; ConnectionLost once retries are spent."""
-        if attempt >= self.options.retries:
+    async def retry_pause(
+        self, attempt: int, failure: BaseException, retries: int | None = None
+    ) -> None:
+        """Before attempt ``attempt + 1``; ConnectionLost once ``retries``
+        (the options' when None) are spent."""
+        if attempt >= (self.options.retries if retries is None else retries):
             raise ConnectionLost(describe(failure)) from failure
         if wrong_role(failure):
             await _io.moved(self.redis)
@@ -89,92 +100,83 @@ class Counted:
         *,
         once: bool = False,
         blocks: bool = False,
+        decode: Callable[[Any], Any] | None = None,
     ) -> Any:
-        """One command routed by ``name``, resent after a failure (harmless
-        for a read or a renewal). ``once``: it changes a count (a
-        semaphore's, a latch's), so once it may have run it is never
-        resent: :class:`OutcomeUnknown` if its connection fails after it was
-        sent. ``blocks``: it waits server-side up to ``timeout`` s (None:
-        forever) on a connection held out of the pool, its reply awaited
-        ``wait_margin`` longer; given up, the connection is closed (the
-        server drops a waiter when it reads the close)."""
+        """One command routed by ``name``, its reply (``decode``'s of it),
+        resent after a failure (harmless for a read or a renewal). ``once``:
+        it changes a count (a semaphore's, a latch's), so once it may have
+        run it is never resent: :class:`OutcomeUnknown` if its connection
+        fails after it was sent. ``blocks``: it waits server-side up to
+        ``timeout`` s (None: forever) on a connection held out of the pool,
+        its reply awaited ``wait_margin`` longer; given up, the connection
+        is closed (the server drops a waiter when it reads the close)."""
         o = self.options
-        retries = o.retries if retries is None else retries
         within = o.command_timeout if timeout is None else timeout
         if blocks:
             within = None if timeout is None else timeout + o.wait_margin
-        failure: BaseException | None = None
-        for attempt in range(retries + 1):
-            if attempt:
-                if wrong_role(failure or Exception()):
-                    await _io.moved(self.redis)
-                await _io.sleep(o.retry_interval)
+        attempt = 0
+        while True:
             node = await _io.route(self.redis, name)
+            failure: BaseException
             try:
-                conn = await _io.get(node)
-                if once:
-                    try:
-                        await _io.connect(conn)  # nothing sent yet: a failure is retried
-                    except BaseException:
-                        await _io.drop(node, conn)
-                        raise
+                conn, _ = await self.checkout(node)  # a failure here sent nothing
             except TRANSPORT as e:
                 failure = e
-                continue
-            try:
-                if blocks:
-                    await _io.send(conn, args)
-                    answer = await _io.reply(conn, within)
-                else:
-                    answer = await _io.execute(conn, args, within)
-            except rex.ResponseError as e:
-                if not wrong_role(e):
-                    await _io.put(node, conn)
-                    raise server_error(e) from e
-                failure = e
-            except TRANSPORT as e:
-                if once:
-                    await _io.drop(node, conn)
-                    raise OutcomeUnknown(name, str(args[0]), describe(e)) from e
-                failure = e
-            except BaseException:
-                await _io.drop(node, conn)
-                raise
             else:
-                await _io.put(node, conn)
-                return answer
-            await _io.drop(node, conn)
-        raise ConnectionLost(describe(failure)) from failure
-
-    async def call(
-        self,
-        name: str,
-        args: list[Any],
-        decode: Callable[[Any], Any],
-        once: bool = False,
-        within: float | None = None,
-        blocks: bool = False,
-    ) -> Any:
-        """:meth:`simple`'s reply, decoded."""
-        return decode(await self.simple(name, args, within, once=once, blocks=blocks))
+                try:
+                    if blocks:
+                        await _io.send(conn, args)
+                        answer = await _io.reply(conn, within)
+                    else:
+                        answer = await _io.execute(conn, args, within)
+                except rex.ResponseError as e:
+                    if not wrong_role(e):
+                        await _io.put(node, conn)
+                        raise server_error(e) from e
+                    failure = e
+                except TRANSPORT as e:
+                    if once:
+                        await _io.drop(node, conn)
+                        raise OutcomeUnknown(name, str(args[0]), describe(e)) from e
+                    failure = e
+                except BaseException:
+                    await _io.drop(node, conn)
+                    raise
+                else:
+                    await _io.put(node, conn)
+                    return answer if decode is None else decode(answer)
+                await _io.drop(node, conn)
+            await self.retry_pause(attempt, failure, retries)
+            attempt += 1
 
     async def counted(
         self,
         name: str,
         owner: str,
         field: str,
-        args: list[Any],
+        command: list[Any] | Callable[[int], list[Any]],
         known: int,
         applied: int,
         within: float | None,
         progress: Progress | None = None,
+        deadline: float | None = None,
     ) -> tuple[bool, Any]:
         """Runs a command that moves ``owner``'s count (hash field ``field``)
         from ``known`` to ``applied``, resent only when the server shows it
         did not run: (True, reply), or (False, None) when it ran but its
-        reply was lost."""
+        reply was lost. A wait is given as ``command(ms)``, made again for
+        each attempt with the ms left until ``deadline`` (0 for None:
+        forever; 1 once it passed: one last look), its reply awaited
+        ``within`` longer than that."""
+        waits = not isinstance(command, list)
         attempt = 0
         while True:
+            if isinstance(command, list):
+                args, limit = command, within
+            else:
+                left = None if deadline is None else max(deadline - monotonic(), 0.0)
+                args = command(0 if left is None else _protocol.wait_ms(left))
+                limit = None if left is None else left + (within or 0.0)
             node = await _io.route(self.redis, name)
             try:
                 conn, cid = await self.checkout(node)
@@ -183,10 +185,14 @@ class Counted:
                 attempt += 1
                 continue
             if progress is not None:
-                progress.start(node, conn, cid, False)
+                progress.start(node, conn, cid, waits)
             failure: BaseException
             try:
-                answer = await _io.execute(conn, args, within)
+                if waits:
+                    await _io.send(conn, args)
+                    answer = await _io.reply(conn, limit)
+                else:
+                    answer = await _io.execute(conn, args, within)
             except rex.ResponseError as e:
                 if progress is not None:
                     progress.conn = None
@@ -207,7 +213,8 @@ class Counted:
             if progress is not None:
                 progress.conn = None
             await _io.drop(node, conn)
-            found = await self.read_back(name, owner, field, cid, False)
+            # Broken in transit (while waiting: was it granted at that instant?)
+            found = await self.read_back(name, owner, field, cid, waits)
             if found == applied:
                 return False, None
             if found != known:
@@ -222,50 +229,20 @@ class Counted:
         a failure in transit on the connection with id ``dead``, fenced
         first; ``waited``: it was a wait, which without the kill is seen
         leaving the queue (``LOCK.INFO``) before the count is read."""
-        o = self.options
-        last: BaseException | None = None
-        for attempt in range(o.retries + 1):
-            if attempt:
-                await _io.sleep(o.retry_interval)
-            node = await _io.route(self.redis, name)
-            try:
-                conn = await _io.get(node)
-            except TRANSPORT as e:
-                last = e
-                continue
-            try:
-                fenced = False
-                if dead is not None:
-                    try:
-                        await _io.execute(conn, ["CLIENT", "KILL", "ID", dead], o.command_timeout)
-                        fenced = True
-                    except rex.ResponseError:
-                        pass  # NOPERM
-                if waited and not fenced:
-                    await self.await_dequeued(conn, name, owner)
-                reply = await _io.execute(conn, ["HGET", name, field], o.command_timeout)
-            except TRANSPORT as e:
-                await _io.drop(node, conn)
-                last = e
-                continue
-            except rex.ResponseError as e:
-                await _io.put(node, conn)
-                last = e
-                continue
-            except BaseException:
-                await _io.drop(node, conn)
-                raise
-            await _io.put(node, conn)
-            return _protocol.hold_count(reply)
-        raise Uncertain(name, f"reading the hold count back: {describe(last)}")
-
-    async def await_dequeued(self, conn: Any, name: str, owner: str) -> None:
-        """Without a kill, the dropped waiter leaves the queue when the
-        server reads its close: ``LOCK.INFO`` until then."""
-        timeout = self.options.command_timeout
-        deadline = monotonic() + _protocol.short_timeout(timeout)
-        while monotonic() < deadline:
-            info = await _io.execute(conn, ["LOCK.INFO", name], timeout)
-            if not _protocol.waiters_include(info, owner):
-                return
-            await _io.sleep(0.005)
+        try:
+            fenced = False
+            if dead is not None:
+                try:
+                    await self.simple(name, ["CLIENT", "KILL", "ID", dead])
+                    fenced = True
+                except ServerError:
+                    pass  # NOPERM, or closed already
+            deadline = monotonic() + _protocol.short_timeout(self.options.command_timeout)
+            while waited and not fenced and monotonic() < deadline:
+                info = await self.simple(name, ["LOCK.INFO", name])
+                if not _protocol.waiters_include(info, owner):
+                    break
+                await _io.sleep(0.005)
+            return _protocol.hold_count(await self.simple(name, ["HGET", name, field]))
+        except LockError as e:
+            raise Uncertain(name, f"reading the hold count back: {describe(e)}") from e

@@ -1,5 +1,4 @@
-"""Generated from ``_async/counted.py`` (which documents it) by
-``python/scripts/unasync.py``: do not edit."""
+"""Generated from ``_async/counted.py`` by ``scripts/unasync.py``: do not edit."""
 
 from __future__ import annotations
 
@@ -15,7 +14,9 @@ from ..errors import (
     TRANSPORT,
     ConnectionLost,
     HoldCountMismatch,
+    LockError,
     OutcomeUnknown,
+    ServerError,
     Uncertain,
     describe,
     refused,
@@ -47,8 +48,8 @@ class Counted:
             _io.drop(node, conn)
             raise
 
-    def retry_pause(self, attempt: int, failure: BaseException) -> None:
-        if attempt >= self.options.retries:
+    def retry_pause(self, attempt: int, failure: BaseException, retries: int | None = None) -> None:
+        if attempt >= (self.options.retries if retries is None else retries):
             raise ConnectionLost(describe(failure)) from failure
         if wrong_role(failure):
             _io.moved(self.redis)
@@ -63,79 +64,68 @@ class Counted:
         *,
         once: bool = False,
         blocks: bool = False,
+        decode: Callable[[Any], Any] | None = None,
     ) -> Any:
         o = self.options
-        retries = o.retries if retries is None else retries
         within = o.command_timeout if timeout is None else timeout
         if blocks:
             within = None if timeout is None else timeout + o.wait_margin
-        failure: BaseException | None = None
-        for attempt in range(retries + 1):
-            if attempt:
-                if wrong_role(failure or Exception()):
-                    _io.moved(self.redis)
-                _io.sleep(o.retry_interval)
+        attempt = 0
+        while True:
             node = _io.route(self.redis, name)
+            failure: BaseException
             try:
-                conn = _io.get(node)
-                if once:
-                    try:
-                        _io.connect(conn)  # nothing sent yet: a failure is retried
-                    except BaseException:
-                        _io.drop(node, conn)
-                        raise
+                conn, _ = self.checkout(node)  # a failure here sent nothing
             except TRANSPORT as e:
                 failure = e
-                continue
-            try:
-                if blocks:
-                    _io.send(conn, args)
-                    answer = _io.reply(conn, within)
-                else:
-                    answer = _io.execute(conn, args, within)
-            except rex.ResponseError as e:
-                if not wrong_role(e):
-                    _io.put(node, conn)
-                    raise server_error(e) from e
-                failure = e
-            except TRANSPORT as e:
-                if once:
-                    _io.drop(node, conn)
-                    raise OutcomeUnknown(name, str(args[0]), describe(e)) from e
-                failure = e
-            except BaseException:
-                _io.drop(node, conn)
-                raise
             else:
-                _io.put(node, conn)
-                return answer
-            _io.drop(node, conn)
-        raise ConnectionLost(describe(failure)) from failure
-
-    def call(
-        self,
-        name: str,
-        args: list[Any],
-        decode: Callable[[Any], Any],
-        once: bool = False,
-        within: float | None = None,
-        blocks: bool = False,
-    ) -> Any:
-        return decode(self.simple(name, args, within, once=once, blocks=blocks))
+                try:
+                    if blocks:
+                        _io.send(conn, args)
+                        answer = _io.reply(conn, within)
+                    else:
+                        answer = _io.execute(conn, args, within)
+                except rex.ResponseError as e:
+                    if not wrong_role(e):
+                        _io.put(node, conn)
+                        raise server_error(e) from e
+                    failure = e
+                except TRANSPORT as e:
+                    if once:
+                        _io.drop(node, conn)
+                        raise OutcomeUnknown(name, str(args[0]), describe(e)) from e
+                    failure = e
+                except BaseException:
+                    _io.drop(node, conn)
+                    raise
+                else:
+                    _io.put(node, conn)
+                    return answer if decode is None else decode(answer)
+                _io.drop(node, conn)
+            self.retry_pause(attempt, failure, retries)
+            attempt += 1
 
     def counted(
         self,
         name: str,
         owner: str,
         field: str,
-        args: list[Any],
+        command: list[Any] | Callable[[int], list[Any]],
         known: int,
         applied: int,
         within: float | None,
         progress: Progress | None = None,
+        deadline: float | None = None,
     ) -> tuple[bool, Any]:
+        waits = not isinstance(command, list)
         attempt = 0
         while True:
+            if isinstance(command, list):
+                args, limit = command, within
+            else:
+                left = None if deadline is None else max(deadline - monotonic(), 0.0)
+                args = command(0 if left is None else _protocol.wait_ms(left))
+                limit = None if left is None else left + (within or 0.0)
             node = _io.route(self.redis, name)
             try:
                 conn, cid = self.checkout(node)
@@ -144,10 +134,14 @@ class Counted:
                 attempt += 1
                 continue
             if progress is not None:
-                progress.start(node, conn, cid, False)
+                progress.start(node, conn, cid, waits)
             failure: BaseException
             try:
-                answer = _io.execute(conn, args, within)
+                if waits:
+                    _io.send(conn, args)
+                    answer = _io.reply(conn, limit)
+                else:
+                    answer = _io.execute(conn, args, within)
             except rex.ResponseError as e:
                 if progress is not None:
                     progress.conn = None
@@ -168,7 +162,7 @@ class Counted:
             if progress is not None:
                 progress.conn = None
             _io.drop(node, conn)
-            found = self.read_back(name, owner, field, cid, False)
+            found = self.read_back(name, owner, field, cid, waits)
             if found == applied:
                 return False, None
             if found != known:
@@ -177,48 +171,20 @@ class Counted:
             attempt += 1
 
     def read_back(self, name: str, owner: str, field: str, dead: int | None, waited: bool) -> int:
-        o = self.options
-        last: BaseException | None = None
-        for attempt in range(o.retries + 1):
-            if attempt:
-                _io.sleep(o.retry_interval)
-            node = _io.route(self.redis, name)
-            try:
-                conn = _io.get(node)
-            except TRANSPORT as e:
-                last = e
-                continue
-            try:
-                fenced = False
-                if dead is not None:
-                    try:
-                        _io.execute(conn, ["CLIENT", "KILL", "ID", dead], o.command_timeout)
-                        fenced = True
-                    except rex.ResponseError:
-                        pass  # NOPERM
-                if waited and not fenced:
-                    self.await_dequeued(conn, name, owner)
-                reply = _io.execute(conn, ["HGET", name, field], o.command_timeout)
-            except TRANSPORT as e:
-                _io.drop(node, conn)
-                last = e
-                continue
-            except rex.ResponseError as e:
-                _io.put(node, conn)
-                last = e
-                continue
-            except BaseException:
-                _io.drop(node, conn)
-                raise
-            _io.put(node, conn)
-            return _protocol.hold_count(reply)
-        raise Uncertain(name, f"reading the hold count back: {describe(last)}")
-
-    def await_dequeued(self, conn: Any, name: str, owner: str) -> None:
-        timeout = self.options.command_timeout
-        deadline = monotonic() + _protocol.short_timeout(timeout)
-        while monotonic() < deadline:
-            info = _io.execute(conn, ["LOCK.INFO", name], timeout)
-            if not _protocol.waiters_include(info, owner):
-                return
-            _io.sleep(0.005)
+        try:
+            fenced = False
+            if dead is not None:
+                try:
+                    self.simple(name, ["CLIENT", "KILL", "ID", dead])
+                    fenced = True
+                except ServerError:
+                    pass  # NOPERM, or closed already
+            deadline = monotonic() + _protocol.short_timeout(self.options.command_timeout)
+            while waited and not fenced and monotonic() < deadline:
+                info = self.simple(name, ["LOCK.INFO", name])
+                if not _protocol.waiters_include(info, owner):
+                    break
+                _io.sleep(0.005)
+            return _protocol.hold_count(self.simple(name, ["HGET", name, field]))
+        except LockError as e:
+            raise Uncertain(name, f"reading the hold count back: {describe(e)}") from e
