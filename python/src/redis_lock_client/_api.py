@@ -346,7 +346,16 @@ class PermitsView(Generic[E]):
     gone (taken away on the server, renewals failing for a whole lease, a
     caller-given lease ending, a release that found it gone)."""
 
-    def __init__(self, engine: Any, name: str, ids: list[str], on_lost: Lost) -> None:
+    def __init__(
+        self,
+        engine: Any,
+        name: str,
+        ids: list[str],
+        on_lost: Lost,
+        ends: list[float | None],
+        renew_now: bool,
+        watchdog: bool,
+    ) -> None:
         self._engine = engine
         self._registry: Registry = engine.registry
         self._home = engine.io.home()
@@ -359,11 +368,13 @@ class PermitsView(Generic[E]):
         self._callbacks: list[LostCallback] = [] if on_lost is None else [on_lost]
         self._mutex = threading.Lock()
         self._lost = engine.io.Event()
+        self._record(ends, renew_now, watchdog)
 
     def _record(self, ends: list[float | None], renew_now: bool, watchdog: bool) -> None:
         """Records the grant (each permit's end; None: found gone), each
         permit's loss callback holding this guard weakly (a guard dropped
-        unreleased is collected and released, not renewed for ever)."""
+        unreleased is collected and released, not renewed for ever). When
+        interrupted, nothing stays recorded: the caller gives them back."""
         engine, ref = self._engine, weakref.ref(self)
 
         def on_lost(pid: str, why: LostReason) -> None:
@@ -380,7 +391,7 @@ class PermitsView(Generic[E]):
                 if end is None:
                     engine.registry.mark_lost(entry, LostReason(LostReason.NOT_HELD))
         except BaseException:
-            for entry in entries:  # the caller gives them back
+            for entry in entries:
                 engine.registry.retire(entry)
             raise
         self._entries = entries

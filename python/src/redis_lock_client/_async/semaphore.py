@@ -103,13 +103,11 @@ class AsyncPermitExpirableSemaphore(
                 raise ProtocolViolation("LOCK.PERMITACQUIRE ... WAIT 0 answered nil")
             return None
         try:
-            guard = AsyncPermits(engine, self.name, ids, on_lost)
             late = monotonic() >= sent + lease_s / 3
             ends: list[float | None] = [sent + lease_s] * len(ids)
             if late:  # the lease ran from a grant somewhere in a long wait: measured
                 ends = await self._measure(ids, sent + lease_s)
-            guard._record(ends, late, lease is None)
-            return guard
+            return AsyncPermits(engine, self.name, ids, on_lost, ends, late, lease is None)
         except BaseException:
             # Interrupted with the permits granted and no guard handed out:
             # given back (in a task the cancellation cannot cut short).

@@ -84,13 +84,11 @@ class PermitExpirableSemaphore(
                 raise ProtocolViolation("LOCK.PERMITACQUIRE ... WAIT 0 answered nil")
             return None
         try:
-            guard = Permits(engine, self.name, ids, on_lost)
             late = monotonic() >= sent + lease_s / 3
             ends: list[float | None] = [sent + lease_s] * len(ids)
             if late:  # the lease ran from a grant somewhere in a long wait: measured
                 ends = self._measure(ids, sent + lease_s)
-            guard._record(ends, late, lease is None)
-            return guard
+            return Permits(engine, self.name, ids, on_lost, ends, late, lease is None)
         except BaseException:
             args = _protocol.permit_release_args(self.name, ids)
             give_back = partial(engine.counted.simple, self.name, args, once=True)
