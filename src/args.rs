@@ -110,6 +110,25 @@ pub fn wait_timeout_ms(raw: &[u8]) -> Result<i64, Refusal> {
     }
 }
 
+/// `KEEP grace-ms`: how long a waiter's place is kept, in ms, at most
+/// `max_ms`; 0 keeps none.
+pub fn keep_ms(raw: &[u8], max_ms: i64) -> Result<i64, Refusal> {
+    match strict_i64(raw) {
+        Some(ms) if (0..=max_ms).contains(&ms) => Ok(ms),
+        _ => Err(errors::keep_invalid(max_ms)),
+    }
+}
+
+/// `WAITER waiter-id`: an ownerless waiter's identity, opaque bytes, not
+/// empty.
+pub fn waiter_id(raw: &[u8]) -> Result<&[u8], Refusal> {
+    if raw.is_empty() {
+        Err(errors::WAITER_EMPTY)
+    } else {
+        Ok(raw)
+    }
+}
+
 /// Checks that a `WAIT` of `timeout_ms` (0 = forever) ends at a representable
 /// unix-ms time: Redis adds it to the current time, as for `BLPOP`.
 pub fn wait_fits(now_ms: i64, timeout_ms: i64) -> Result<(), Refusal> {
@@ -273,6 +292,28 @@ mod tests {
                 .unwrap_err()
                 .contains("WAIT timeout-ms"));
         }
+    }
+
+    #[test]
+    fn graces_are_bounded_and_waiter_ids_not_empty() {
+        assert_eq!(keep_ms(b"0", 100), Ok(0));
+        assert_eq!(keep_ms(b"100", 100), Ok(100));
+        for bad in [
+            &b"101"[..],
+            b"-1",
+            b"x",
+            b"",
+            b"1.5",
+            b"99999999999999999999",
+        ] {
+            let err = keep_ms(bad, 100).unwrap_err();
+            assert!(
+                err.contains("KEEP grace-ms") && err.contains("100"),
+                "{err}"
+            );
+        }
+        assert_eq!(waiter_id(b"w-1"), Ok(&b"w-1"[..]));
+        assert!(waiter_id(b"").unwrap_err().contains("WAITER waiter-id"));
     }
 
     #[test]

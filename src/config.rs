@@ -121,6 +121,11 @@ static TOKEN_RETENTION_MS: AtomicI64 = AtomicI64::new(0);
 static NODE_ID: AtomicI64 = AtomicI64::new(-1);
 static SYNC_REPLICAS: AtomicI64 = AtomicI64::new(0);
 static SYNC_TIMEOUT_MS: AtomicI64 = AtomicI64::new(0);
+static KEEP_PLACE_MS: AtomicI64 = AtomicI64::new(0);
+static KEEP_PLACES_MAX: AtomicI64 = AtomicI64::new(0);
+
+/// The longest grace a place is kept (`KEEP`, `lock.keep-place-ms`): a day.
+pub const MAX_KEEP_MS: i64 = 86_400_000;
 
 /// What kind of value a config holds, where it lives, and its default.
 pub enum Kind {
@@ -156,7 +161,7 @@ pub struct Config {
 }
 
 /// Every config, in the order refusals list them.
-pub static CONFIGS: [Config; 8] = [
+pub static CONFIGS: [Config; 10] = [
     Config {
         name: "channel-prefix",
         valid: "non-empty text",
@@ -231,6 +236,26 @@ pub static CONFIGS: [Config; 8] = [
             max: i32::MAX as i64,
         },
     },
+    Config {
+        name: "keep-place-ms",
+        valid: "milliseconds, at most 86400000, 0 = keep no place",
+        kind: Kind::Int {
+            value: &KEEP_PLACE_MS,
+            default: 5000,
+            min: 0,
+            max: MAX_KEEP_MS,
+        },
+    },
+    Config {
+        name: "keep-places-max",
+        valid: "a number of places, 0 = keep none",
+        kind: Kind::Int {
+            value: &KEEP_PLACES_MAX,
+            default: 10_000,
+            min: 0,
+            max: i32::MAX as i64,
+        },
+    },
 ];
 
 pub fn max_lease_ms() -> i64 {
@@ -259,6 +284,17 @@ pub fn sync_default() -> Option<SyncSpec> {
         replicas,
         timeout_ms: SYNC_TIMEOUT_MS.load(Ordering::Relaxed),
     })
+}
+
+/// How long a waiter's place is kept when its command says no `KEEP`
+/// (`docs/waiting.md`); 0: not kept.
+pub fn keep_place_ms() -> i64 {
+    KEEP_PLACE_MS.load(Ordering::Relaxed)
+}
+
+/// How much kept places and remembered grants may weigh, all together.
+pub fn keep_places_max() -> usize {
+    usize::try_from(KEEP_PLACES_MAX.load(Ordering::Relaxed)).unwrap_or(0)
 }
 
 /// A config value as a module argument gave it.
@@ -475,6 +511,10 @@ mod tests {
             "1",
             "lock.sync-timeout-ms",
             "250",
+            "keep-place-ms",
+            "0",
+            "lock.keep-places-max",
+            "50",
         ])
         .expect("valid arguments");
         assert_eq!(
@@ -488,6 +528,8 @@ mod tests {
                 Value::Int(7),
                 Value::Int(1),
                 Value::Int(250),
+                Value::Int(0),
+                Value::Int(50),
             ])
         );
         let one = |args: &[&str], name| parse(args).unwrap().get(name).cloned();
@@ -588,6 +630,12 @@ mod tests {
         refused(&["node-id", "-2"], &["node-id '-2'"]);
         refused(&["sync-replicas", "-1"], &["sync-replicas '-1'"]);
         refused(&["sync-timeout-ms", "0"], &["sync-timeout-ms '0'"]);
+        refused(&["keep-place-ms", "-1"], &["keep-place-ms '-1'"]);
+        refused(
+            &["keep-place-ms", "86400001"],
+            &["keep-place-ms '86400001'"],
+        );
+        refused(&["keep-places-max", "-1"], &["keep-places-max '-1'"]);
         refused(&["notify", "maybe"], &["notify 'maybe'", "yes|no"]);
         refused(&["notify", "1"], &["notify '1'"]);
         refused(&["channel-prefix", ""], &["channel-prefix ''"]);

@@ -53,8 +53,8 @@ pub fn arity(command: &str) -> Refusal {
 }
 
 pub const SYNTAX_ACQUIRE: Refusal = Refusal::fixed(
-    "ERR syntax error: the options are WAIT timeout-ms, TOKEN and SYNC numreplicas timeout-ms, \
-     each at most once",
+    "ERR syntax error: the options are WAIT timeout-ms, KEEP grace-ms, TOKEN and SYNC \
+     numreplicas timeout-ms, each at most once",
 );
 pub const LEASE_NOT_POSITIVE: Refusal =
     Refusal::fixed("ERR lease-ms must be a positive integer (milliseconds)");
@@ -66,6 +66,8 @@ pub const WAIT_NOT_NON_NEGATIVE: Refusal = Refusal::fixed(
     "ERR WAIT timeout-ms must be a non-negative integer (milliseconds, 0 = forever)",
 );
 pub const WAIT_OUT_OF_RANGE: Refusal = Refusal::fixed("ERR WAIT timeout-ms is out of range");
+pub const WAITER_EMPTY: Refusal = Refusal::fixed("ERR WAITER waiter-id must not be empty");
+pub const IDENTITY_EMPTY: Refusal = Refusal::fixed("ERR owner-or-waiter-id must not be empty");
 pub const SYNC_REPLICAS_INVALID: Refusal =
     Refusal::fixed("ERR SYNC numreplicas must be a non-negative integer");
 pub const FENCE_TOKEN_INVALID: Refusal =
@@ -73,6 +75,16 @@ pub const FENCE_TOKEN_INVALID: Refusal =
 
 pub fn lease_above_cap(lease_ms: i64, cap_ms: i64) -> Refusal {
     Refusal(format!("ERR lease-ms {lease_ms} exceeds lock.max-lease-ms ({cap_ms})").into())
+}
+
+pub fn keep_invalid(max_ms: i64) -> Refusal {
+    Refusal(
+        format!(
+            "ERR KEEP grace-ms must be a non-negative integer of at most {max_ms} (milliseconds, \
+             0 = keep no place)"
+        )
+        .into(),
+    )
 }
 
 pub fn sync_timeout_invalid(max_ms: i64) -> Refusal {
@@ -164,8 +176,8 @@ pub const RW_UPGRADE_REFUSED: Refusal = Refusal::fixed(
 /// Also what `SYNC` on a read-write acquire gets: it says so, rather than
 /// leave the caller wondering what is wrong with its `SYNC` arguments.
 pub const SYNTAX_RW_ACQUIRE: Refusal = Refusal::fixed(
-    "ERR syntax error: the options are WAIT timeout-ms and, for LOCK.WACQUIRE, TOKEN, each at \
-     most once (SYNC is not offered for read-write locks)",
+    "ERR syntax error: the options are WAIT timeout-ms, KEEP grace-ms and, for LOCK.WACQUIRE, \
+     TOKEN, each at most once (SYNC is not offered for read-write locks)",
 );
 
 // ---- semaphores and latches -------------------------------------------------
@@ -185,10 +197,16 @@ pub const COUNT_NOT_POSITIVE: Refusal = Refusal::fixed("ERR count must be a posi
 pub const LATCH_NOT_INTEGER: Refusal = Refusal::fixed("ERR the latch's count is not an integer");
 pub const AWAIT_TIMEOUT_INVALID: Refusal =
     Refusal::fixed("ERR timeout-ms must be a non-negative integer (milliseconds, 0 = forever)");
-pub const SYNTAX_SEM_ACQUIRE: Refusal =
-    Refusal::fixed("ERR syntax error: the option is WAIT timeout-ms, at most once");
+pub const SYNTAX_SEM_ACQUIRE: Refusal = Refusal::fixed(
+    "ERR syntax error: the options are WAIT timeout-ms, KEEP grace-ms and WAITER waiter-id, \
+     each at most once",
+);
 pub const SYNTAX_PERMIT_ACQUIRE: Refusal = Refusal::fixed(
-    "ERR syntax error: the options are LEASE lease-ms and WAIT timeout-ms, each at most once",
+    "ERR syntax error: the options are LEASE lease-ms, WAIT timeout-ms, KEEP grace-ms and \
+     WAITER waiter-id, each at most once",
+);
+pub const SYNTAX_AWAIT: Refusal = Refusal::fixed(
+    "ERR syntax error: the options are KEEP grace-ms and WAITER waiter-id, each at most once",
 );
 pub const SYNTAX_SET_TTL: Refusal = Refusal::fixed("ERR syntax error: the option is PX ttl-ms");
 
@@ -233,6 +251,9 @@ pub fn permit_not_held(id_hex: &[u8]) -> Refusal {
 
 // ---- the server ------------------------------------------------------------
 
+/// What a waiter ended by `LOCK.CANCEL` hears: its own code, so clients
+/// tell it from a timeout (which is no error) and from a server's refusal.
+pub const CANCELLED: Refusal = Refusal::fixed("CANCELLED the wait was cancelled (LOCK.CANCEL)");
 pub const WAIT_ABORTED_DEMOTED: Refusal =
     Refusal::fixed("ERR lock wait aborted: this server became a replica");
 pub const INTERNAL: Refusal =
@@ -242,7 +263,10 @@ pub const INTERNAL: Refusal =
 #[cfg(test)]
 pub const CATALOGUE: &[&str] = &[
     "ERR wrong number of arguments for '",
-    "ERR syntax error: the options are WAIT timeout-ms, TOKEN and SYNC numreplicas timeout-ms",
+    "ERR syntax error: the options are WAIT timeout-ms, KEEP grace-ms, TOKEN and SYNC",
+    "ERR KEEP grace-ms must be a non-negative integer of at most ",
+    "ERR WAITER waiter-id must not be empty",
+    "ERR owner-or-waiter-id must not be empty",
     "ERR lease-ms must be a positive integer (milliseconds)",
     "ERR lease-ms must be at most 3155760000000 (milliseconds, 100 years)",
     "ERR lease-ms ",
@@ -263,8 +287,9 @@ pub const CATALOGUE: &[&str] = &[
     "ERR SYNC: a grant that waits for replicas cannot be made inside MULTI",
     "NOSYNC the grant was undone: ",
     "ERR lock wait aborted: this server became a replica",
+    "CANCELLED the wait was cancelled (LOCK.CANCEL)",
     "ERR the owner holds this read-write lock for reading",
-    "ERR syntax error: the options are WAIT timeout-ms and, for LOCK.WACQUIRE, TOKEN",
+    "ERR syntax error: the options are WAIT timeout-ms, KEEP grace-ms and, for LOCK.WACQUIRE",
     "ERR permits must be a positive integer",
     "ERR permits must be a non-negative integer",
     "ERR delta must be an integer",
@@ -276,8 +301,9 @@ pub const CATALOGUE: &[&str] = &[
     "ERR count must be a positive integer",
     "ERR the latch's count is not an integer",
     "ERR timeout-ms must be a non-negative integer",
-    "ERR syntax error: the option is WAIT timeout-ms",
-    "ERR syntax error: the options are LEASE lease-ms and WAIT timeout-ms",
+    "ERR syntax error: the options are WAIT timeout-ms, KEEP grace-ms and WAITER waiter-id",
+    "ERR syntax error: the options are LEASE lease-ms, WAIT timeout-ms, KEEP grace-ms",
+    "ERR syntax error: the options are KEEP grace-ms and WAITER waiter-id",
     "ERR syntax error: the option is PX ttl-ms",
     "ERR permit ",
     "ERR leased permits need their set in the semaphore's cluster slot, and key '",
@@ -320,6 +346,9 @@ mod tests {
         let samples = [
             arity("lock.acquire"),
             SYNTAX_ACQUIRE,
+            keep_invalid(86_400_000),
+            WAITER_EMPTY,
+            IDENTITY_EMPTY,
             LEASE_NOT_POSITIVE,
             LEASE_TOO_LONG,
             lease_above_cap(90_000, 60_000),
@@ -340,6 +369,7 @@ mod tests {
             SYNC_CANNOT_BLOCK,
             nosync(0, 1, 100, ""),
             WAIT_ABORTED_DEMOTED,
+            CANCELLED,
             RW_UPGRADE_REFUSED,
             SYNTAX_RW_ACQUIRE,
             PERMITS_NOT_POSITIVE,
@@ -355,6 +385,7 @@ mod tests {
             AWAIT_TIMEOUT_INVALID,
             SYNTAX_SEM_ACQUIRE,
             SYNTAX_PERMIT_ACQUIRE,
+            SYNTAX_AWAIT,
             SYNTAX_SET_TTL,
             permit_not_held(b"00"),
             permits_elsewhere(b"a{b", "has a '{' without a closing '}'"),

@@ -14,7 +14,9 @@
 //!   fence check, pure; `counter_key.rs`: their integer keys, read, written
 //!   and replicated;
 //! * `wait_queue.rs`: who waits for which lock (pure FIFO queues, one timer
-//!   each); `grant_policy.rs`: who a pass grants, per kind of object (pure);
+//!   each); `kept_places.rs`: what a queue keeps for waiters that left
+//!   (places, remembered grants); `grant_policy.rs`: who a pass grants, per
+//!   kind of object (pure);
 //! * `decision.rs`: what every kind's decision says besides its reply and
 //!   writes (what it counts, whether it serves the queue, when it
 //!   publishes), pure;
@@ -50,6 +52,7 @@ mod eviction;
 mod fencing;
 mod ffi;
 mod grant_policy;
+mod kept_places;
 mod latch;
 mod lock;
 mod lock_key;
@@ -170,6 +173,9 @@ mod module {
             }
             info.field_u64("waiting_clients", waiting::waiting_clients() as u64);
             info.field_u64("handoff_timers", waiting::live_timers() as u64);
+            let (kept, remembered) = waiting::absent_counts();
+            info.field_u64("kept_places", kept as u64);
+            info.field_u64("remembered_grants", remembered as u64);
             info.field_u64(
                 "grants_awaiting_replicas",
                 waiting::grants_awaiting_replicas() as u64,

@@ -45,6 +45,21 @@ pub static WAITS_STARTED: Counter = Counter::new();
 pub static WAITS_GRANTED: Counter = Counter::new();
 /// Waiters whose timeout passed.
 pub static WAITS_TIMED_OUT: Counter = Counter::new();
+/// Waiters that left (timeout, connection closed) with their place kept.
+pub static PLACES_KEPT: Counter = Counter::new();
+/// Asks that took a kept place back.
+pub static PLACES_REJOINED: Counter = Counter::new();
+/// Asks that took the place of their identity's earlier request, still
+/// waiting (a sliced wait's next piece).
+pub static WAITS_CONTINUED: Counter = Counter::new();
+/// Kept places dropped unused: their grace ended, a flush, a demotion.
+pub static PLACES_DROPPED: Counter = Counter::new();
+/// Places not kept, or grants not remembered, at `lock.keep-places-max`.
+pub static PLACES_OVER_CAP: Counter = Counter::new();
+/// `LOCK.CANCEL`s that ended a wait or dropped a kept place.
+pub static WAITS_CANCELLED: Counter = Counter::new();
+/// `LOCK.CANCEL`s answered `granted`.
+pub static CANCELS_AFTER_GRANT: Counter = Counter::new();
 /// Locks handed from one owner straight to a waiter as they were freed.
 pub static HANDOFFS: Counter = Counter::new();
 /// Grants answered once the replicas they asked for acknowledged them (`SYNC`).
@@ -152,7 +167,7 @@ fn rw_granted(mode: Mode) -> &'static Counter {
 }
 
 /// Every counter with its `INFO` field name, in display order.
-pub fn all() -> [(&'static str, &'static Counter); 22] {
+pub fn all() -> [(&'static str, &'static Counter); 29] {
     [
         ("acquired", &ACQUIRED),
         ("reentered", &REENTERED),
@@ -162,6 +177,13 @@ pub fn all() -> [(&'static str, &'static Counter); 22] {
         ("waits_started", &WAITS_STARTED),
         ("waits_granted", &WAITS_GRANTED),
         ("waits_timed_out", &WAITS_TIMED_OUT),
+        ("places_kept", &PLACES_KEPT),
+        ("places_rejoined", &PLACES_REJOINED),
+        ("waits_continued", &WAITS_CONTINUED),
+        ("places_dropped", &PLACES_DROPPED),
+        ("places_over_cap", &PLACES_OVER_CAP),
+        ("waits_cancelled", &WAITS_CANCELLED),
+        ("cancels_after_grant", &CANCELS_AFTER_GRANT),
         ("handoffs", &HANDOFFS),
         ("grants_synced", &GRANTS_SYNCED),
         ("grants_undone", &GRANTS_UNDONE),

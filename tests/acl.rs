@@ -109,6 +109,7 @@ fn lock_commands_carry_acl_categories_where_the_server_supports_them() {
     // and LOCK.AWAIT; every other command writes, and is fast.
     let writers = [
         "lock.acquire",
+        "lock.cancel",
         "lock.countdown",
         "lock.fence",
         "lock.force",
@@ -350,6 +351,7 @@ fn command_info_shows_each_commands_key_spec_and_getkeys_finds_the_key() {
         ("lock.release", &["rw", "delete"]),
         ("lock.force", &["rm", "delete"]),
         ("lock.info", &["ro", "access"]),
+        ("lock.cancel", &["ro", "access"]),
     ] {
         let (legacy, spec) = key_specs(&mut con, command);
         assert_eq!(
@@ -396,6 +398,9 @@ fn command_info_shows_each_commands_key_spec_and_getkeys_finds_the_key() {
         &["LOCK.RELEASE", "k", "o", "1000"],
         &["LOCK.FORCE", "k"],
         &["LOCK.INFO", "k"],
+        &["LOCK.CANCEL", "k", "o"],
+        &["LOCK.ACQUIRE", "k", "o", "1000", "WAIT", "5", "KEEP", "0"],
+        &["LOCK.AWAIT", "k", "5", "KEEP", "10", "WAITER", "w"],
     ] {
         let keys: Vec<String> = redis::cmd("COMMAND")
             .arg("GETKEYS")

@@ -247,6 +247,117 @@ fn bad_input_table() -> Vec<Case> {
             "WAIT",
         ));
     }
+    // KEEP and WAITER (docs/waiting.md): a grace out of range, an empty or
+    // missing waiter id, each at most once; LOCK.CANCEL's identity.
+    for grace in [
+        &b"-1"[..],
+        b"x",
+        b"",
+        b"1.5",
+        b"86400001",
+        b"99999999999999999999",
+    ] {
+        for args in [
+            &[&b"LOCK.ACQUIRE"[..], b"lk", b"o", b"100", b"KEEP", grace][..],
+            &[
+                b"LOCK.WACQUIRE",
+                b"free",
+                b"o",
+                b"100",
+                b"WAIT",
+                b"5",
+                b"KEEP",
+                grace,
+            ],
+            &[b"LOCK.SEMACQUIRE", b"sem", b"1", b"KEEP", grace],
+            &[
+                b"LOCK.PERMITACQUIRE",
+                b"sem",
+                b"1",
+                b"KEEP",
+                grace,
+                b"WAITER",
+                b"w",
+            ],
+            &[b"LOCK.AWAIT", b"latch", b"5", b"KEEP", grace],
+        ] {
+            cases.push(case(args, "ERR", "KEEP grace-ms"));
+        }
+    }
+    for args in [
+        &[&b"LOCK.SEMACQUIRE"[..], b"sem", b"1", b"WAITER", b""][..],
+        &[
+            b"LOCK.PERMITACQUIRE",
+            b"sem",
+            b"1",
+            b"WAIT",
+            b"5",
+            b"WAITER",
+            b"",
+        ],
+        &[b"LOCK.AWAIT", b"latch", b"5", b"WAITER", b""],
+    ] {
+        cases.push(case(args, "ERR", "WAITER waiter-id"));
+    }
+    for args in [
+        &[&b"LOCK.ACQUIRE"[..], b"lk", b"o", b"100", b"KEEP"][..],
+        &[
+            b"LOCK.ACQUIRE",
+            b"lk",
+            b"o",
+            b"100",
+            b"KEEP",
+            b"1",
+            b"KEEP",
+            b"1",
+        ],
+        &[
+            b"LOCK.RACQUIRE",
+            b"lk",
+            b"o",
+            b"100",
+            b"KEEP",
+            b"1",
+            b"WAITER",
+            b"w",
+        ],
+        &[b"LOCK.SEMACQUIRE", b"sem", b"1", b"WAITER"],
+        &[
+            b"LOCK.SEMACQUIRE",
+            b"sem",
+            b"1",
+            b"WAITER",
+            b"a",
+            b"WAITER",
+            b"b",
+        ],
+        &[
+            b"LOCK.PERMITACQUIRE",
+            b"sem",
+            b"1",
+            b"KEEP",
+            b"1",
+            b"KEEP",
+            b"2",
+        ],
+        &[b"LOCK.AWAIT", b"latch", b"5", b"KEEP"],
+        &[b"LOCK.AWAIT", b"latch", b"5", b"WAIT", b"5"],
+        &[b"LOCK.AWAIT", b"latch", b"5", b"KEEP", b"1", b"KEEP", b"1"],
+    ] {
+        cases.push(case(args, "ERR", "syntax error"));
+    }
+    for args in [
+        &[&b"LOCK.CANCEL"[..]][..],
+        &[b"LOCK.CANCEL", b"lk"],
+        &[b"LOCK.CANCEL", b"lk", b"o", b"x"],
+    ] {
+        cases.push(case(args, "ERR", "'lock.cancel'"));
+    }
+    cases.push(case(
+        &[b"LOCK.CANCEL", b"lk", b""],
+        "ERR",
+        "owner-or-waiter-id",
+    ));
     // A bulk-string lease (not `LEASE` the argument): the release lease slot
     // taking `WAIT` is a lease error.
     cases.push(case(

@@ -419,7 +419,7 @@ fn a_shortened_lease_is_handed_on_within_20_ms_of_its_new_deadline() {
 /// (up to 1 h) and never cancelled: ~120 bytes per wait until the lease
 /// ended, and `MODULE UNLOAD` refused while any was pending.
 #[test]
-fn timers_do_not_pile_up_and_the_module_unloads_once_nobody_waits() {
+fn timers_do_not_pile_up_and_the_module_unloads_once_nobody_waits_or_is_kept() {
     let _alone = alone();
     let server = Server::with(
         Options::new()
@@ -478,11 +478,30 @@ fn timers_do_not_pile_up_and_the_module_unloads_once_nobody_waits() {
         "memory grew by {} bytes over 101k waits",
         after - before
     );
+    // The waiters' places are kept (one timer per queue, no more): once
+    // they are dropped too, the module holds no timer.
+    assert!(stat(&server, "lock_handoff_timers") <= keys as u64);
+    let kept = stat(&server, "lock_kept_places");
+    assert_eq!(kept, 2 * keys as u64, "w's and d's places on every key");
+    for k in 0..keys {
+        for owner in ["w", "d"] {
+            let reply: Value = redis::cmd("LOCK.CANCEL")
+                .arg(format!("L{k}"))
+                .arg(owner)
+                .query(&mut con)
+                .expect("LOCK.CANCEL");
+            assert_eq!(
+                reply,
+                Value::Array(vec![Value::SimpleString("cancelled".into())])
+            );
+        }
+    }
+    assert_eq!(stat(&server, "lock_kept_places"), 0);
     let unloaded: Value = redis::cmd("MODULE")
         .arg("UNLOAD")
         .arg("lock")
         .query(&mut con)
-        .unwrap_or_else(|e| panic!("MODULE UNLOAD once nobody waits: {e}"));
+        .unwrap_or_else(|e| panic!("MODULE UNLOAD once nobody waits and no place is kept: {e}"));
     assert_eq!(unloaded, Value::Okay);
 }
 

@@ -436,7 +436,7 @@ fn info_resp2_is_a_flat_array() {
     let Value::Array(items) = &raw else {
         panic!("RESP2 LOCK.INFO must be a flat array: {raw:?}")
     };
-    assert_eq!(items.len(), 12, "6 key/value pairs: {raw:?}");
+    assert_eq!(items.len(), 14, "7 key/value pairs: {raw:?}");
     assert!(
         matches!(&items[3], Value::Array(o) if o.len() == 2),
         "owners is a flat array in RESP2: {raw:?}"
@@ -470,7 +470,7 @@ fn info_resp3_is_a_map() {
     let Value::Map(pairs) = &raw else {
         panic!("RESP3 LOCK.INFO must be a map: {raw:?}")
     };
-    assert_eq!(pairs.len(), 6, "{raw:?}");
+    assert_eq!(pairs.len(), 7, "{raw:?}");
     assert!(
         matches!(&pairs[1].1, Value::Map(o) if o.len() == 1),
         "owners is a map in RESP3: {raw:?}"

@@ -50,11 +50,25 @@ fn command_docs_describe_every_command() {
                 "owner",
                 "lease-ms",
                 "timeout-ms",
+                "grace-ms",
                 "token",
                 "numreplicas",
                 "sync-timeout-ms",
             ][..],
         ),
+        (
+            "lock.racquire",
+            &["key", "owner", "lease-ms", "timeout-ms", "grace-ms"],
+        ),
+        (
+            "lock.semacquire",
+            &["key", "permits", "timeout-ms", "grace-ms", "waiter-id"],
+        ),
+        (
+            "lock.await",
+            &["key", "timeout-ms", "grace-ms", "waiter-id"],
+        ),
+        ("lock.cancel", &["key", "owner-or-waiter-id"]),
         ("lock.renew", &["key", "owner", "lease-ms"]),
         ("lock.release", &["key", "owner", "lease-ms"]),
         ("lock.force", &["key"]),
@@ -87,11 +101,12 @@ fn command_docs_describe_every_command() {
             "{name} complexity"
         );
         // The first release brought the plain lock's commands; 0.2.0 the
-        // fence (src/commands/mod.rs has every command's).
-        let since = if name == "lock.fence" {
-            "0.2.0"
-        } else {
-            "0.1.0"
+        // fence and the other objects, 0.3.0 the cancel (src/commands/mod.rs
+        // has every command's).
+        let since = match name {
+            "lock.cancel" => "0.3.0",
+            "lock.fence" | "lock.racquire" | "lock.semacquire" | "lock.await" => "0.2.0",
+            _ => "0.1.0",
         };
         assert_eq!(as_string(&field("since")).as_deref(), Some(since), "{name}");
         let Value::Array(arguments) = field("arguments") else {

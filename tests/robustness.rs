@@ -14,7 +14,7 @@ use redis_lock_test_support::*;
 // Random argument lists
 // ---------------------------------------------------------------------------
 
-const COMMANDS: [&str; 27] = [
+const COMMANDS: [&str; 28] = [
     "LOCK.SEMSET",
     "LOCK.SEMADD",
     "LOCK.SEMACQUIRE",
@@ -41,6 +41,7 @@ const COMMANDS: [&str; 27] = [
     "LOCK.FORCE",
     "LOCK.INFO",
     "LOCK.FENCE",
+    "LOCK.CANCEL",
     "lock.acquire",
 ];
 const KEYS: [&[u8]; 6] = [b"fz:a", b"fz:b", b"fz:str", b"fz:list", b"fz:\x00\xff", b""];
@@ -159,6 +160,10 @@ fn random_command(rng: &mut StdRng) -> Vec<Vec<u8>> {
                     args.push(mostly(rng, &["WAIT"]));
                     args.push(random_value(rng));
                 }
+                if rng.gen_bool(0.2) {
+                    args.push(mostly(rng, &["KEEP"]));
+                    args.push(mostly(rng, &GRACES));
+                }
                 // The lock's TOKEN a little more often than a read-write lock's.
                 let token_odds = if name == "LOCK.ACQUIRE" { 0.3 } else { 0.2 };
                 if rng.gen_bool(token_odds) {
@@ -184,10 +189,15 @@ fn random_command(rng: &mut StdRng) -> Vec<Vec<u8>> {
             "LOCK.SEMSET" | "LOCK.LATCHSET" | "LOCK.SEMADD" | "LOCK.SEMACQUIRE"
             | "LOCK.SEMRELEASE" | "LOCK.PERMITACQUIRE" => {
                 args.push(mostly(rng, &["0", "1", "2", "5", "-1"]));
-                for option in ["PX", "WAIT", "LEASE"] {
+                for option in ["PX", "WAIT", "LEASE", "KEEP", "WAITER"] {
                     if rng.gen_bool(0.2) {
                         args.push(mostly(rng, &[option]));
-                        args.push(mostly(rng, &LEASES));
+                        let values = match option {
+                            "KEEP" => &GRACES[..],
+                            "WAITER" => &OWNERS[..],
+                            _ => &LEASES[..],
+                        };
+                        args.push(mostly(rng, values));
                     }
                 }
             }
@@ -200,6 +210,15 @@ fn random_command(rng: &mut StdRng) -> Vec<Vec<u8>> {
             }
             "LOCK.AWAIT" => {
                 args.push(random_value(rng));
+                for (option, values) in [("KEEP", &GRACES[..]), ("WAITER", &OWNERS[..])] {
+                    if rng.gen_bool(0.3) {
+                        args.push(mostly(rng, &[option]));
+                        args.push(mostly(rng, values));
+                    }
+                }
+            }
+            "LOCK.CANCEL" => {
+                args.push(mostly(rng, &OWNERS));
             }
             _ => {}
         }
@@ -213,7 +232,7 @@ fn random_command(rng: &mut StdRng) -> Vec<Vec<u8>> {
             .to_vec();
     }
     // `LOCK.AWAIT` on a latch would block: its timeout is always invalid.
-    if args[0].eq_ignore_ascii_case(b"LOCK.AWAIT") && args.len() == 3 {
+    if args[0].eq_ignore_ascii_case(b"LOCK.AWAIT") && args.len() >= 3 {
         args[2] = INVALID_TIMEOUTS[rng.gen_range(0..INVALID_TIMEOUTS.len())]
             .as_bytes()
             .to_vec();
@@ -244,6 +263,9 @@ fn random_command(rng: &mut StdRng) -> Vec<Vec<u8>> {
     }
     args
 }
+
+/// `KEEP` graces, valid and not.
+const GRACES: [&str; 5] = ["0", "1", "5000", "86400000", "86400001"];
 
 /// A permit id the fuzz uses (unknown to the server, mostly).
 const PERMIT_ID: &str = "000102030405060708090a0b0c0d0e0f";
@@ -285,10 +307,18 @@ fn reply_is_plausible(args: &[Vec<u8>], reply: &Value) -> bool {
         "LOCK.RELEASE" | "LOCK.RRELEASE" | "LOCK.WRELEASE" => {
             matches!(reply, Value::Nil | Value::Int(0 | 1))
         }
-        // 6 fields (a lock), 9 (a read-write lock), as a flat array.
+        // 7 fields (a lock), 10 (a read-write lock), as a flat array.
         "LOCK.INFO" => {
-            matches!(reply, Value::Array(items) if items.len() == 12 || items.len() == 18)
+            matches!(reply, Value::Array(items) if items.len() == 14 || items.len() == 20)
         }
+        // Nothing waits in the fuzz: a cancel finds a grant or nothing.
+        "LOCK.CANCEL" => match reply {
+            Value::Array(items) => matches!(
+                items.first().and_then(as_string).as_deref(),
+                Some("granted" | "none")
+            ),
+            _ => false,
+        },
         "LOCK.SEMSET" | "LOCK.LATCHSET" | "LOCK.SEMACQUIRE" | "LOCK.PERMITRENEW" => {
             matches!(reply, Value::Int(0 | 1))
         }
@@ -305,8 +335,8 @@ fn reply_is_plausible(args: &[Vec<u8>], reply: &Value) -> bool {
                 .all(|id| as_string(id).is_some_and(|id| id.len() == 32)),
             _ => false,
         },
-        "LOCK.SEMINFO" => matches!(reply, Value::Array(items) if items.len() == 8),
-        "LOCK.LATCHINFO" => matches!(reply, Value::Array(items) if items.len() == 6),
+        "LOCK.SEMINFO" => matches!(reply, Value::Array(items) if items.len() == 10),
+        "LOCK.LATCHINFO" => matches!(reply, Value::Array(items) if items.len() == 8),
         _ => false,
     }
 }

@@ -1,4 +1,5 @@
-//! `LOCK.ACQUIRE key owner lease-ms [WAIT timeout-ms] [TOKEN] [SYNC numreplicas timeout-ms]`
+//! `LOCK.ACQUIRE key owner lease-ms [WAIT timeout-ms] [KEEP grace-ms] [TOKEN]
+//! [SYNC numreplicas timeout-ms]`
 //!
 //! Takes the lock for `owner`, or re-enters it, with a lease of `lease-ms`.
 //! Redisson's `tryLockInnerAsync` script, as one command.
@@ -12,6 +13,9 @@
 //! queue instead: it is answered nil once the lock is handed to it, or, when
 //! `timeout-ms` passes first (0 = never), the integer above. Where blocking is
 //! not allowed (MULTI, Lua, a replica) WAIT is ignored. See `waiting/lock.rs`.
+//! With `KEEP grace-ms` (else `lock.keep-place-ms`), a waiter that leaves by
+//! its timeout or its connection closing keeps its place that long: the
+//! owner asking again takes it back (`docs/waiting.md`).
 //!
 //! With `TOKEN`, each grant (taken, re-entered, or handed on to this waiter)
 //! also raises the lock's fencing-token counter, and the reply is Redisson
@@ -43,7 +47,7 @@
 //! with `TOKEN`, `SET redisson_lock_token:{key} <token> PXAT <deadline>` too.
 
 use crate::args::{self, Arg};
-use crate::commands::arg_docs::{KEY, LEASE, OWNER, WAIT};
+use crate::commands::arg_docs::{KEEP, KEY, LEASE, OWNER, WAIT};
 use crate::counter_key::{self, NextToken};
 use crate::errors::{self, Refusal};
 use crate::ffi::command::{Access, ArgDoc, ArgKind, Command, CommandResult, CommandSpec, KeyFlags};
@@ -66,6 +70,8 @@ pub struct Acquire<A> {
     pub lease_ms: i64,
     /// `WAIT timeout-ms`: block until granted; 0 = forever.
     pub wait_ms: Option<i64>,
+    /// `KEEP grace-ms`: how long a place is kept; else `lock.keep-place-ms`.
+    pub keep_ms: Option<i64>,
     /// `TOKEN`: issue a fencing token with every grant.
     pub token: bool,
     /// `SYNC numreplicas timeout-ms`: answer a grant once replicas have it.
@@ -103,6 +109,7 @@ impl<'a, A: Arg<'a>> Acquire<A> {
             token: self.token,
             sync,
             ask,
+            keep_ms: self.keep_ms.unwrap_or_else(config::keep_place_ms),
         }
     }
 
@@ -115,7 +122,7 @@ impl<'a, A: Arg<'a>> Acquire<A> {
         };
         args::owner(owner.bytes())?;
         let lease_ms = args::lease_ms(lease.bytes())?;
-        let (mut wait_ms, mut token, mut sync) = (None, false, None);
+        let (mut wait_ms, mut keep_ms, mut token, mut sync) = (None, None, false, None);
         let mut rest = options;
         while let [option, ref tail @ ..] = *rest {
             let word = option.bytes();
@@ -129,6 +136,12 @@ impl<'a, A: Arg<'a>> Acquire<A> {
                     return Err(allowed.syntax);
                 };
                 wait_ms = Some(args::wait_timeout_ms(timeout.bytes())?);
+                rest = tail;
+            } else if word.eq_ignore_ascii_case(b"KEEP") && keep_ms.is_none() {
+                let [grace, ref tail @ ..] = *rest else {
+                    return Err(allowed.syntax);
+                };
+                keep_ms = Some(args::keep_ms(grace.bytes(), config::MAX_KEEP_MS)?);
                 rest = tail;
             } else if word.eq_ignore_ascii_case(b"SYNC") && sync.is_none() && allowed.sync {
                 let [replicas, timeout, ref tail @ ..] = *rest else {
@@ -149,19 +162,22 @@ impl<'a, A: Arg<'a>> Acquire<A> {
             owner,
             lease_ms,
             wait_ms,
+            keep_ms,
             token,
             sync,
         })
     }
 }
 
-/// `key owner lease-ms [WAIT timeout-ms] [TOKEN] [SYNC numreplicas
-/// timeout-ms]`. The read-write lock's acquires take the first five.
+/// `key owner lease-ms [WAIT timeout-ms] [KEEP grace-ms] [TOKEN] [SYNC
+/// numreplicas timeout-ms]`. The read-write lock's acquires take the first
+/// six.
 pub const ARGS: &[ArgDoc] = &[
     KEY,
     OWNER,
     LEASE,
     WAIT,
+    KEEP,
     ArgDoc::new(c"token", ArgKind::PureToken)
         .token(c"TOKEN")
         .optional(),
@@ -273,6 +289,7 @@ mod tests {
                 owner: &b"o"[..],
                 lease_ms: 30_000,
                 wait_ms: None,
+                keep_ms: None,
                 token: false,
                 sync: None,
             }
@@ -292,6 +309,14 @@ mod tests {
             assert!(cmd.token, "{args:?}");
             assert_eq!(cmd.wait_ms, (args.len() > 5).then_some(5), "{args:?}");
         }
+    }
+
+    #[test]
+    fn parses_keep_among_the_options() {
+        let cmd = parse(&["LOCK.ACQUIRE", "k", "o", "1", "KEEP", "0", "wait", "5"]).unwrap();
+        assert_eq!((cmd.keep_ms, cmd.wait_ms), (Some(0), Some(5)));
+        let cmd = parse(&["LOCK.ACQUIRE", "k", "o", "1", "TOKEN", "keep", "86400000"]).unwrap();
+        assert_eq!(cmd.keep_ms, Some(86_400_000));
     }
 
     #[test]
@@ -354,6 +379,19 @@ mod tests {
                 ),
                 (
                     &["LOCK.ACQUIRE", "k", "o", "1", "SYNC", "1"],
+                    "syntax error",
+                ),
+                (&["LOCK.ACQUIRE", "k", "o", "1", "KEEP"], "syntax error"),
+                (
+                    &["LOCK.ACQUIRE", "k", "o", "1", "KEEP", "-1"],
+                    "KEEP grace-ms",
+                ),
+                (
+                    &["LOCK.ACQUIRE", "k", "o", "1", "KEEP", "86400001"],
+                    "KEEP grace-ms",
+                ),
+                (
+                    &["LOCK.ACQUIRE", "k", "o", "1", "KEEP", "1", "KEEP", "1"],
                     "syntax error",
                 ),
                 (

@@ -15,6 +15,14 @@ pub const LEASE: ArgDoc = ArgDoc::new(c"lease-ms", ArgKind::Integer);
 pub const WAIT: ArgDoc = ArgDoc::new(c"timeout-ms", ArgKind::Integer)
     .token(c"WAIT")
     .optional();
+/// `KEEP grace-ms`: how long a waiter's place is kept after it leaves.
+pub const KEEP: ArgDoc = ArgDoc::new(c"grace-ms", ArgKind::Integer)
+    .token(c"KEEP")
+    .optional();
+/// `WAITER waiter-id`: an ownerless waiter's identity, one per acquisition.
+pub const WAITER: ArgDoc = ArgDoc::new(c"waiter-id", ArgKind::String)
+    .token(c"WAITER")
+    .optional();
 /// `PX ttl-ms`: the key's time to live.
 pub const PX_TTL: ArgDoc = ArgDoc::new(c"ttl-ms", ArgKind::Integer)
     .token(c"PX")

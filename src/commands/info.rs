@@ -13,7 +13,10 @@
 //!   `timeout_ms` (0 = forever) for clients blocked in `LOCK.ACQUIRE ... WAIT`;
 //! * `token`: the last fencing token handed out for this lock (the value of
 //!   its counter `redisson_lock_token:{key}`), nil when there is none (never
-//!   acquired with `TOKEN`, the counter expired, or it is not an integer).
+//!   acquired with `TOKEN`, the counter expired, or it is not an integer);
+//! * `kept`: array, in queue order, of maps `owner`, `wants`,
+//!   `kept_until_ms` (unix ms): the places kept for waiters that left by
+//!   their timeout or their connection closing (`docs/waiting.md`).
 //!
 //! Errors: wrong arity; `WRONGTYPE`.
 
@@ -53,9 +56,10 @@ impl Command for LockInfo {
             .filter(|(field, _)| rw.is_none() || field != b"mode")
             .collect();
         let waiters = waiting::snapshot(ctx, cmd.key);
+        let kept = waiting::kept_places(ctx, cmd.key);
         let token = last_token(ctx, cmd.key);
 
-        ctx.reply_map(if rw.is_some() { 9 } else { 6 });
+        ctx.reply_map(if rw.is_some() { 10 } else { 7 });
         ctx.reply_simple(c"state");
         ctx.reply_simple(if lock.exists() { c"held" } else { c"free" });
 
@@ -92,6 +96,18 @@ impl Command for LockInfo {
         match token {
             Some(token) => ctx.reply_integer(token),
             None => ctx.reply_null(),
+        }
+
+        ctx.reply_simple(c"kept");
+        ctx.reply_array(kept.len());
+        for place in &kept {
+            ctx.reply_map(3);
+            ctx.reply_simple(c"owner");
+            ctx.reply_bulk(&place.identity);
+            ctx.reply_simple(c"wants");
+            ctx.reply_bulk(place.ask.name());
+            ctx.reply_simple(c"kept_until_ms");
+            ctx.reply_integer(place.until_ms);
         }
 
         if let Some(rw) = rw {

@@ -8,6 +8,7 @@
 
 pub mod acquire;
 pub mod arg_docs;
+pub mod cancel;
 pub mod fence;
 pub mod force;
 pub mod info;
@@ -30,9 +31,10 @@ use crate::ffi::Ctx;
 /// the release that will bring it, and is named under "Unreleased" there.
 const V0_1: &CStr = c"0.1.0";
 const V0_2: &CStr = c"0.2.0";
+const V0_3: &CStr = c"0.3.0";
 
 /// Every command, registered in this order, with the release that brought it.
-const COMMANDS: [Registration; 26] = [
+const COMMANDS: [Registration; 27] = [
     Registration::of::<acquire::LockAcquire>(V0_1),
     Registration::of::<renew::LockRenew>(V0_1),
     Registration::of::<release::LockRelease>(V0_1),
@@ -59,6 +61,7 @@ const COMMANDS: [Registration; 26] = [
     Registration::of::<latch::LatchCount>(V0_2),
     Registration::of::<latch::Await>(V0_2),
     Registration::of::<latch::LatchInfo>(V0_2),
+    Registration::of::<cancel::LockCancel>(V0_3),
 ];
 
 /// Registers every command with Redis, with its docs, key spec and ACL

@@ -6,10 +6,13 @@
 //! of the queue (`waiting/semaphore.rs`): a holder that dies loses its
 //! permits after its lease, and the set holds only live permits.
 //!
-//! * `LOCK.PERMITACQUIRE key permits [LEASE lease-ms] [WAIT timeout-ms]`:
+//! * `LOCK.PERMITACQUIRE key permits [LEASE lease-ms] [WAIT timeout-ms]
+//!   [KEEP grace-ms] [WAITER waiter-id]`:
 //!   takes `permits` (at most 10000), each with a new id. Reply: the array
 //!   of ids (32 hex characters each), or nil when not taken (too few free,
-//!   clients queue, or `WAIT` timed out; FIFO as `LOCK.SEMACQUIRE`).
+//!   clients queue, or `WAIT` timed out; FIFO as `LOCK.SEMACQUIRE`, with
+//!   its `KEEP` and `WAITER`: a waiter id granted asks again for the same
+//!   ids).
 //!   Without `LEASE` the permits never expire (Redisson's score for that).
 //! * `LOCK.PERMITRELEASE key id [id ...]`: gives the permits back; they go
 //!   to the head of the queue at once. Reply: how many. An id that is not
@@ -21,7 +24,9 @@
 //! * `LOCK.SEMINFO key`: a map: `available` (as `LOCK.SEMAVAILABLE`),
 //!   `ttl_ms`, `permits` (array of `[id, deadline-ms]`, -1 for never, at
 //!   most 1000, earliest first), `waiters` (array of maps `wants`
-//!   (`permits` or `leased`), `permits`, `waited_ms`, `timeout_ms`).
+//!   (`permits` or `leased`), `permits`, `waited_ms`, `timeout_ms`),
+//!   `kept` (the kept places: array of maps `waiter`, `wants`, `permits`,
+//!   `kept_until_ms`).
 //!
 //! Errors: wrong arity; bad `permits`, `lease-ms`, `WAIT`, id; `WRONGTYPE`;
 //! a value that is not an integer; (`LOCK.PERMITACQUIRE`) a name whose set
@@ -33,10 +38,11 @@
 //! Redisson does), `ZREM {key}:timeout id...`.
 
 use crate::args::{self, Arg};
-use crate::commands::arg_docs::{KEY, LEASE, PERMITS, PERMIT_ID, WAIT};
+use crate::commands::arg_docs::{KEEP, KEY, LEASE, PERMITS, PERMIT_ID, WAIT, WAITER};
 use crate::commands::semaphore::{self as sem_cmd, open_settled, AcquireArgs, AcquireForm};
 use crate::config;
 use crate::errors::{self, Refusal};
+use crate::ffi::blocking::Wake;
 use crate::ffi::command::{Access, Command, CommandResult, CommandSpec, KeyFlags};
 use crate::ffi::key::OpenMode;
 use crate::ffi::{Ctx, RStr};
@@ -99,7 +105,14 @@ impl Command for PermitAcquire {
             c"Takes permits with a lease (each with an id) of a fair semaphore, optionally waiting",
         complexity: c"O(N log M) where N is the number of permits and M the permits taken",
         arity: -3,
-        args: &[KEY, PERMITS, LEASE.token(c"LEASE").optional(), WAIT],
+        args: &[
+            KEY,
+            PERMITS,
+            LEASE.token(c"LEASE").optional(),
+            WAIT,
+            KEEP,
+            WAITER,
+        ],
     };
 
     fn run(ctx: Ctx, argv: &[RStr]) -> CommandResult {
@@ -114,22 +127,29 @@ impl Command for PermitAcquire {
         }
         let names = SemaphoreNames::of(cmd.key);
         let (sem, queued) = open_settled(ctx, &names)?;
+        let key = cmd.key.as_bytes();
+        let ask = Ask::Permits {
+            n: cmd.permits,
+            leased: true,
+        };
+        // A waiter id already granted: the same ids again, nothing more.
+        if waiting::answer_remembered(ctx, key, cmd.waiter.as_deref(), ask) {
+            return Ok(());
+        }
         let deadline = lease_deadline(now, cmd.lease_ms);
         let decision =
             semaphore::acquire_leased(sem.value()?, new_ids(cmd.permits), deadline, queued);
         match (carry_out(ctx, &sem, decision), cmd.wait_ms) {
             (Some(ids), _) => {
+                let ids: Vec<Vec<u8>> = ids.iter().map(id_hex).collect();
                 ctx.reply_array(ids.len());
                 for id in &ids {
-                    ctx.reply_bulk(&id_hex(id));
+                    ctx.reply_bulk(id);
                 }
+                waiting::remember_grant(ctx, key, cmd.keep(), ask, &Wake::Strings(ids));
             }
             (None, Some(timeout_ms)) if ctx.can_block() => {
-                let ask = Ask::Permits {
-                    n: cmd.permits,
-                    leased: true,
-                };
-                wait(ctx, &sem, ask, cmd.lease_ms, timeout_ms);
+                wait(ctx, &sem, ask, cmd.lease_ms, timeout_ms, cmd.keep());
             }
             (None, _) => ctx.reply_null(),
         }
@@ -210,7 +230,8 @@ impl Command for SemInfo {
             .filter(|(_, at)| *at > now)
             .collect();
         let waiters = waiting::snapshot(ctx, cmd.key);
-        ctx.reply_map(4);
+        let kept = waiting::kept_places(ctx, cmd.key);
+        ctx.reply_map(5);
         ctx.reply_simple(c"available");
         ctx.reply_integer(available);
         ctx.reply_simple(c"ttl_ms");
@@ -234,6 +255,19 @@ impl Command for SemInfo {
             ctx.reply_integer(waiter.waited_ms);
             ctx.reply_simple(c"timeout_ms");
             ctx.reply_integer(waiter.timeout_ms);
+        }
+        ctx.reply_simple(c"kept");
+        ctx.reply_array(kept.len());
+        for place in &kept {
+            ctx.reply_map(4);
+            ctx.reply_simple(c"waiter");
+            ctx.reply_bulk(&place.identity);
+            ctx.reply_simple(c"wants");
+            ctx.reply_bulk(place.ask.name());
+            ctx.reply_simple(c"permits");
+            ctx.reply_integer(*place.ask.permits());
+            ctx.reply_simple(c"kept_until_ms");
+            ctx.reply_integer(place.until_ms);
         }
         Ok(())
     }

@@ -1,5 +1,5 @@
-//! `LOCK.RACQUIRE key owner lease-ms [WAIT timeout-ms]`
-//! `LOCK.WACQUIRE key owner lease-ms [WAIT timeout-ms] [TOKEN]`
+//! `LOCK.RACQUIRE key owner lease-ms [WAIT timeout-ms] [KEEP grace-ms]`
+//! `LOCK.WACQUIRE key owner lease-ms [WAIT timeout-ms] [KEEP grace-ms] [TOKEN]`
 //!
 //! Take a read hold or the write hold of the read-write lock `key` for
 //! `owner`, on Redisson `RReadWriteLock`'s layout (`rwlock.rs`), with a
@@ -55,7 +55,7 @@ pub struct LockRAcquire;
 pub struct LockWAcquire;
 
 /// Parses `LOCK.RACQUIRE` / `LOCK.WACQUIRE`: `LOCK.ACQUIRE`'s grammar with
-/// `WAIT`, and `TOKEN` for writes; never `SYNC`.
+/// `WAIT` and `KEEP`, and `TOKEN` for writes; never `SYNC`.
 pub fn parse<'a, A: Arg<'a>>(mode: Mode, argv: &[A]) -> Result<Acquire<A>, Refusal> {
     let options = acquire::Options {
         command: match mode {
@@ -71,7 +71,7 @@ pub fn parse<'a, A: Arg<'a>>(mode: Mode, argv: &[A]) -> Result<Acquire<A>, Refus
 
 /// `LOCK.WACQUIRE`'s arguments: `LOCK.ACQUIRE`'s without `SYNC`;
 /// `LOCK.RACQUIRE` takes all but `TOKEN`.
-const ARGS: &[ArgDoc] = acquire::ARGS.split_at(5).0;
+const ARGS: &[ArgDoc] = acquire::ARGS.split_at(6).0;
 
 impl Command for LockRAcquire {
     /// As `LOCK.ACQUIRE`: `write deny-oom fast`, key `RW access update`.
@@ -82,7 +82,7 @@ impl Command for LockRAcquire {
         summary: c"Takes a read hold of a fair, Redisson-compatible read-write lock",
         complexity: c"O(1)",
         arity: -4,
-        args: ARGS.split_at(4).0,
+        args: ARGS.split_at(5).0,
     };
 
     fn run(ctx: Ctx, argv: &[RStr]) -> CommandResult {

@@ -7,12 +7,15 @@
 //!   does not exist (`trySetPermits`). Reply: 1 set, 0 it exists.
 //! * `LOCK.SEMADD key delta`: adds `delta` (may be negative; a missing key
 //!   counts as 0). Reply: the new count.
-//! * `LOCK.SEMACQUIRE key permits [WAIT timeout-ms]`: takes `permits`.
+//! * `LOCK.SEMACQUIRE key permits [WAIT timeout-ms] [KEEP grace-ms]
+//!   [WAITER waiter-id]`: takes `permits`.
 //!   Reply: 1 taken, 0 not (too few free, or clients queue). With `WAIT`
 //!   the client queues (FIFO, server-side) until it is given them (1) or
 //!   `timeout-ms` passes (0; 0 ms = forever). The head of the queue is
 //!   served first even when it wants more than a waiter behind it: large
-//!   requests are not starved.
+//!   requests are not starved. With `WAITER`, its place is kept `KEEP`
+//!   (else `lock.keep-place-ms`) after it leaves, and a grant is remembered
+//!   for the id: asking again is answered that grant (`docs/waiting.md`).
 //! * `LOCK.SEMRELEASE key permits`: gives `permits` back; they go to the
 //!   head of the queue at once. Reply: the count after (before the queue
 //!   took its share).
@@ -32,16 +35,18 @@
 //! `SEMSET ... PX`), and for reclaimed permits `ZREM {key}:timeout id...`.
 
 use crate::args::{self, Arg};
-use crate::commands::arg_docs::{KEY, PERMITS, PX_TTL, WAIT};
+use crate::commands::arg_docs::{KEEP, KEY, PERMITS, PX_TTL, WAIT, WAITER};
+use crate::config;
 use crate::errors::{self, Refusal};
+use crate::ffi::blocking::Wake;
 use crate::ffi::command::{Access, ArgDoc, ArgKind, Command, CommandResult, CommandSpec, KeyFlags};
 use crate::ffi::key::OpenMode;
 use crate::ffi::{Ctx, RStr};
 use crate::grant_policy::Ask;
 use crate::semaphore::{self, Took};
 use crate::semaphore_key::{SemaphoreKeys, SemaphoreNames};
-use crate::waiting::carry_out;
 use crate::waiting::semaphore::{settle, wait};
+use crate::waiting::{self, carry_out, Keep};
 
 /// `LOCK.SEMSET`, as registered.
 pub struct SemSet;
@@ -135,8 +140,9 @@ fn parse_key_n<'a, A: Arg<'a>>(
 /// reply and a member of the set).
 pub const MAX_LEASED_PER_CALL: i64 = 10_000;
 
-/// `LOCK.SEMACQUIRE key permits [WAIT timeout-ms]`, and
-/// `LOCK.PERMITACQUIRE key permits [LEASE lease-ms] [WAIT timeout-ms]`.
+/// `LOCK.SEMACQUIRE key permits [WAIT timeout-ms] [KEEP grace-ms] [WAITER
+/// waiter-id]`, and `LOCK.PERMITACQUIRE key permits [LEASE lease-ms] [WAIT
+/// timeout-ms] [KEEP grace-ms] [WAITER waiter-id]`.
 #[derive(Debug, PartialEq, Eq)]
 pub struct AcquireArgs<A> {
     pub key: A,
@@ -144,6 +150,17 @@ pub struct AcquireArgs<A> {
     /// Leased permits only; 0: never expires.
     pub lease_ms: i64,
     pub wait_ms: Option<i64>,
+    /// `KEEP grace-ms`; else `lock.keep-place-ms`.
+    pub keep_ms: Option<i64>,
+    /// `WAITER waiter-id`: the waiter's identity.
+    pub waiter: Option<Vec<u8>>,
+}
+
+impl<A> AcquireArgs<A> {
+    /// The waiter's identity and its place's grace.
+    pub fn keep(&self) -> Keep<'_> {
+        Keep::of(self.waiter.as_deref(), self.keep_ms)
+    }
 }
 
 /// Which of the two acquires [`AcquireArgs`] parses: its name (for arity
@@ -173,7 +190,7 @@ impl<'a, A: Arg<'a>> AcquireArgs<A> {
             leased,
             syntax,
         } = form;
-        let names = ["WAIT", if leased { "LEASE" } else { "" }];
+        let names = ["WAIT", if leased { "LEASE" } else { "" }, "KEEP", "WAITER"];
         let [_, key, raw, rest @ ..] = argv else {
             return Err(args::arity_error(command));
         };
@@ -181,12 +198,15 @@ impl<'a, A: Arg<'a>> AcquireArgs<A> {
         if leased && permits > MAX_LEASED_PER_CALL {
             return Err(errors::TOO_MANY_PERMITS);
         }
-        let [wait, lease] = options(rest, names, syntax)?;
+        let [wait, lease, keep, waiter] = options(rest, names, syntax)?;
+        let grace = |raw| args::keep_ms(raw, config::MAX_KEEP_MS);
         Ok(AcquireArgs {
             key: *key,
             permits,
             lease_ms: lease.map(args::lease_ms).transpose()?.unwrap_or(0),
             wait_ms: wait.map(args::wait_timeout_ms).transpose()?,
+            keep_ms: keep.map(grace).transpose()?,
+            waiter: waiter.map(args::waiter_id).transpose()?.map(<[u8]>::to_vec),
         })
     }
 }
@@ -285,7 +305,7 @@ impl Command for SemAcquire {
         summary: c"Takes permits of a fair, Redisson-compatible semaphore, optionally waiting",
         complexity: c"O(1)",
         arity: -3,
-        args: &[KEY, PERMITS, WAIT],
+        args: &[KEY, PERMITS, WAIT, KEEP, WAITER],
     };
 
     fn run(ctx: Ctx, argv: &[RStr]) -> CommandResult {
@@ -295,15 +315,24 @@ impl Command for SemAcquire {
         }
         let names = SemaphoreNames::of(cmd.key);
         let (sem, queued) = open_settled(ctx, &names)?;
+        let key = cmd.key.as_bytes();
+        let ask = Ask::Permits {
+            n: cmd.permits,
+            leased: false,
+        };
+        // A waiter id already granted (a piece that crossed its grant):
+        // that grant again, and nothing more.
+        if waiting::answer_remembered(ctx, key, cmd.waiter.as_deref(), ask) {
+            return Ok(());
+        }
         let decision = semaphore::acquire(sem.value()?, cmd.permits, queued);
         match (carry_out(ctx, &sem, decision), cmd.wait_ms) {
-            (Took(true), _) => ctx.reply_integer(1),
+            (Took(true), _) => {
+                ctx.reply_integer(1);
+                waiting::remember_grant(ctx, key, cmd.keep(), ask, &Wake::Integer(1));
+            }
             (Took(false), Some(timeout_ms)) if ctx.can_block() => {
-                let ask = Ask::Permits {
-                    n: cmd.permits,
-                    leased: false,
-                };
-                wait(ctx, &sem, ask, 0, timeout_ms);
+                wait(ctx, &sem, ask, 0, timeout_ms, cmd.keep());
             }
             (Took(false), _) => ctx.reply_integer(0),
         }
@@ -381,6 +410,13 @@ mod tests {
     fn acquire_takes_permits_and_an_optional_wait() {
         let cmd = AcquireArgs::parse(&argv(&["LOCK.SEMACQUIRE", "s", "2", "wait", "50"])).unwrap();
         assert_eq!((cmd.permits, cmd.wait_ms), (2, Some(50)));
+        assert_eq!((cmd.keep_ms, cmd.waiter.as_deref()), (None, None));
+        let args = ["LOCK.SEMACQUIRE", "s", "1", "WAITER", "w", "KEEP", "0"];
+        let cmd = AcquireArgs::parse(&argv(&args)).unwrap();
+        assert_eq!(
+            (cmd.keep_ms, cmd.waiter.as_deref()),
+            (Some(0), Some(&b"w"[..]))
+        );
         assert_refused(
             AcquireArgs::parse,
             &[
@@ -394,6 +430,15 @@ mod tests {
                 ),
                 (&["LOCK.SEMACQUIRE", "s", "1", "LEASE", "1"], "syntax"),
                 (&["LOCK.SEMACQUIRE", "s", "1", "WAIT", "-1"], "WAIT"),
+                (
+                    &["LOCK.SEMACQUIRE", "s", "1", "KEEP", "-1"],
+                    "KEEP grace-ms",
+                ),
+                (
+                    &["LOCK.SEMACQUIRE", "s", "1", "WAITER", ""],
+                    "WAITER waiter-id",
+                ),
+                (&["LOCK.SEMACQUIRE", "s", "1", "WAITER"], "syntax"),
             ],
         );
     }

@@ -23,6 +23,13 @@ pub enum Wake {
     Integer(i64),
     /// Reply this array of strings (leased permits' ids).
     Strings(Vec<Vec<u8>>),
+    /// Reply nil (leased permits not granted).
+    Null,
+    /// The lock is someone else's: reply its remaining lease (with `TOKEN`,
+    /// the pair `[ttl, -1]`), as an acquire that was not granted.
+    Busy { ttl: i64, token: bool },
+    /// `LOCK.CANCEL` ended the wait: reply the `CANCELLED` error.
+    Cancelled,
     /// The server became a replica: reply an error.
     Demoted,
     /// It cannot be granted the lock: reply this error.

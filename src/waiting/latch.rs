@@ -22,7 +22,7 @@ use super::blocked::wait_in_queue;
 use super::carry_out::{carry_out, Target};
 use super::hearing;
 use super::queue::{
-    self, aim_timer, has_waiters, take_run, watch_of, Aim, Kind, Waiter, Wants, Watch,
+    self, aim_timer, has_waiters, take_run, watch_of, Aim, Keep, Kind, Waiter, Wants, Watch,
 };
 use crate::errors::Refusal;
 use crate::events;
@@ -64,8 +64,13 @@ impl Kind for CountDownLatch {
     }
 
     /// `LOCK.AWAIT`'s `0`.
-    fn timed_out(&self, ctx: Ctx, _: &[u8], _: &Waiter) {
-        ctx.reply_integer(0);
+    fn not_granted(&self, _: Ctx, _: &[u8], _: &Waiter) -> Wake {
+        Wake::Integer(0)
+    }
+
+    /// A latch gone says nothing of whether it opened or expired.
+    fn remembers_grants(&self) -> bool {
+        true
     }
 
     fn serves_when_one_leaves(&self) -> bool {
@@ -124,9 +129,9 @@ pub fn settle(ctx: Ctx, latch: &ValueKey) -> Result<bool, Refusal> {
 }
 
 /// Blocks the calling client until `latch` opens, expires, or `timeout_ms`
-/// passes.
-pub fn wait(ctx: Ctx, latch: &ValueKey, timeout_ms: i64) {
-    let wants = Wants::ownerless(Ask::Latch, 0, timeout_ms);
+/// passes, its place kept as `keep` says.
+pub fn wait(ctx: Ctx, latch: &ValueKey, timeout_ms: i64, keep: Keep) {
+    let wants = Wants::ownerless(Ask::Latch, 0, timeout_ms, keep);
     let key = latch.name().as_bytes();
     wait_in_queue(ctx, key, &LATCH, wants);
     aim_timer(ctx, ctx.selected_db(), key, watch_expiry(latch));
@@ -175,17 +180,20 @@ impl<R> Target<LatchDecision<R>> for Latch<'_, '_> {
         }
     }
 
-    /// Every waiter goes, hearing whether the latch opened or expired.
+    /// Every waiter goes, hearing whether the latch opened or expired; a
+    /// waiter whose place is kept hears it when it asks again.
     fn serve(&self, ctx: Ctx, decision: &LatchDecision<R>) -> bool {
         let reply = match decision.write {
             LatchWrite::Gone { expired: true } => EXPIRED,
             _ => OPENED,
         };
-        let run = take_run::<Opened>(ctx, self.name.as_bytes(), true, |w| w.ask.opening());
+        let key = self.name.as_bytes();
+        let run = take_run::<Opened>(ctx, key, true, |w| w.ask.opening());
         let served = !run.is_empty();
         for waiter in run {
-            queue::granted(waiter.client, Some(Wake::Integer(reply)));
+            queue::granted(ctx, key, &waiter, Some(Wake::Integer(reply)));
         }
+        queue::answer_absent(ctx, key, &Wake::Integer(reply));
         served
     }
 

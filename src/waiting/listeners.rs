@@ -16,8 +16,12 @@ struct Listener;
 impl ServerEventListener for Listener {
     fn on_server_event(ctx: Ctx, event: ServerEvent) {
         match event {
-            // FLUSHDB / FLUSHALL: every lock with waiters in the flushed db(s) is free.
+            // FLUSHDB / FLUSHALL: every lock with waiters in the flushed db(s)
+            // is free, and the places kept and grants remembered there go
+            // with the data.
             ServerEvent::Flushed { db } => {
+                let dropped = queues_then_stop_timers(ctx, |q| q.forget_absent(db));
+                stats::PLACES_DROPPED.add(dropped as u64);
                 for (db, key) in queues(|q| q.keys(db)) {
                     aim_timer(ctx, db, &key, Aim::Now);
                 }
@@ -25,6 +29,9 @@ impl ServerEventListener for Listener {
             // The server became a replica: it must not hand out locks any more.
             ServerEvent::BecameReplica => {
                 counter_key::forget_node_id();
+                // Kept places are this master's memory: a replica has none.
+                let (kept, _) = queues(|q| q.absent_counts());
+                stats::PLACES_DROPPED.add(kept as u64);
                 for waiter in queues_then_stop_timers(ctx, |q| q.drain_all()) {
                     blocking::unblock(waiter.client, Some(Wake::Demoted));
                 }

@@ -49,7 +49,6 @@ use crate::grant_policy::{Ask, Mode, ReadWrite, RwHolders};
 use crate::lock::{self, LockDecision};
 use crate::lock_key::LockKey;
 use crate::replica_sync::SyncSpec;
-use crate::replies;
 use crate::rwlock::{self, Effect, RwAcquired, RwDecision};
 use crate::rwlock_key::RwLockKey;
 
@@ -71,10 +70,18 @@ impl Kind for LockKind {
     /// What `LOCK.ACQUIRE` (or `LOCK.RACQUIRE`, `LOCK.WACQUIRE`) answers
     /// when the lock is someone else's: the holder's remaining lease (with
     /// `TOKEN`, the pair `[ttl, -1]`).
-    fn timed_out(&self, ctx: Ctx, key: &[u8], waiter: &Waiter) {
+    fn not_granted(&self, ctx: Ctx, key: &[u8], waiter: &Waiter) -> Wake {
         let key = OwnedStr::new(key);
         let ttl = LockKey::open_read(ctx, key.borrow()).map_or(-2, |lock| lock.ttl_ms());
-        replies::busy(ctx, ttl, waiter.token);
+        Wake::Busy {
+            ttl,
+            token: waiter.token,
+        }
+    }
+
+    /// The lock's hash names its owner: a cancel reads it there.
+    fn remembers_grants(&self) -> bool {
+        false
     }
 
     /// Readers behind a writer that gave up may join the readers holding;
@@ -348,12 +355,13 @@ fn grant(ctx: Ctx, lock: &LockKey, waiter: Waiter) -> bool {
         }
     }
     let token = next_token.map(|next| next.issue(expire_at));
+    let key = lock.name().as_bytes();
     match waiter.sync {
         Some(spec) => {
-            queue::granted(waiter.client, None);
+            queue::granted(ctx, key, &waiter, None);
             hold_reply_for_replicas(ctx, waiter.client, lock, &waiter.owner, token, spec);
         }
-        None => queue::granted(waiter.client, Some(Wake::Granted { token })),
+        None => queue::granted(ctx, key, &waiter, Some(Wake::Granted { token })),
     }
     true
 }

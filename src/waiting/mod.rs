@@ -42,8 +42,9 @@ mod queue;
 pub mod semaphore;
 mod synced;
 
+pub use blocked::{answer_remembered, cancel, CancelReply};
 pub use carry_out::carry_out;
-pub use queue::{snapshot, Wants};
+pub use queue::{kept_places, remember_grant, snapshot, Keep, Wants};
 
 // The module entry point uses these; unit-test builds leave it out.
 #[cfg_attr(test, allow(unused_imports))]
@@ -51,6 +52,6 @@ pub use hearing::heard;
 #[cfg_attr(test, allow(unused_imports))]
 pub use listeners::subscribe;
 #[cfg_attr(test, allow(unused_imports))]
-pub use queue::{live_timers, waiting_clients};
+pub use queue::{absent_counts, live_timers, waiting_clients};
 #[cfg_attr(test, allow(unused_imports))]
 pub use synced::grants_awaiting_replicas;

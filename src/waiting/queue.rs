@@ -17,6 +17,15 @@
 //! the timer, a later one keeps it (it fires early, looks, and aims again).
 //! The timer stops when its queue goes, so nothing outlives the waiters.
 //!
+//! **Kept places** (`kept_places.rs`, `docs/waiting.md`): a waiter that
+//! left by its timeout or its connection closing leaves its place behind
+//! for a grace; the same identity asking again takes it back ([`enqueue`]),
+//! or takes the place of its own earlier request still waiting (a sliced
+//! wait's next piece, [`enqueue`] answers the earlier one). The grant pass
+//! never sees a kept place. Its end is one more deadline of the queue's one
+//! timer, which drops it; not while writes are paused, since clients held
+//! by the pause could not come back (the grace is postponed by the pause).
+//!
 //! **Nothing is written while writes are held back** (`CLIENT PAUSE`,
 //! `FAILOVER`, `min-replicas-to-write` not met): Redis promises replicas
 //! that no write happens then. A timer that finds writes held back looks
@@ -36,9 +45,10 @@ use crate::ffi::events::KeyspaceListener;
 use crate::ffi::timer::{self, TimerId, TimerJob};
 use crate::ffi::{Ctx, RStr};
 use crate::grant_policy::{Ask, GrantPolicy};
+use crate::kept_places::{Answer, RememberedGrant};
 use crate::replica_sync::SyncSpec;
-use crate::wait_queue::{self, QueueTimer, TimerPlan, WaitQueues, WaiterInfo};
-use crate::{replicas, semaphore_key, stats};
+use crate::wait_queue::{self, Joined, KeptInfo, QueueTimer, TimerPlan, WaitQueues, WaiterInfo};
+use crate::{config, replicas, semaphore_key, stats};
 
 /// A kind of object clients wait for, as its queue sees it: the callbacks
 /// the queue and its timer call. Each kind's room implements it once
@@ -51,9 +61,15 @@ pub trait Kind: Sync {
     /// latch gone) and aim the timer at what comes next.
     fn due(&self, ctx: Ctx, key: &[u8]);
 
-    /// `waiter`'s WAIT timeout passed and it left the queue: reply as the
-    /// command replies when it cannot have what it asks for.
-    fn timed_out(&self, ctx: Ctx, key: &[u8], waiter: &Waiter);
+    /// What its command answers `waiter` when it cannot have what it asks
+    /// for: its WAIT timeout passed, or a later request of the same
+    /// identity took its place (the lock's remaining lease, `0`, nil).
+    fn not_granted(&self, ctx: Ctx, key: &[u8], waiter: &Waiter) -> Wake;
+
+    /// Whether a grant's answer is remembered for its waiter's identity
+    /// (the ownerless kinds: nothing on their keys says who was granted;
+    /// a lock's owner is in its hash), for a cancel or a repeated ask.
+    fn remembers_grants(&self) -> bool;
 
     /// Whether a waiter leaving may let those behind it be served (readers
     /// behind a writer that gave up, a small request behind a large one);
@@ -83,6 +99,9 @@ thread_local! {
     // call (opening a key) can fire a notification that comes back here.
     static QUEUES: RefCell<Queues> = RefCell::new(Queues::default());
     static NEXT_TIMER_SEQ: Cell<u64> = const { Cell::new(0) };
+    // Since when a timer found writes paused, while kept places wait for
+    // the pause to end (their grace is postponed by it).
+    static PAUSED_SINCE: Cell<Option<i64>> = const { Cell::new(None) };
 }
 
 /// Runs `f` on the queues (never across a call into Redis).
@@ -124,6 +143,18 @@ pub fn snapshot(ctx: Ctx, key: RStr) -> Vec<WaiterInfo> {
     queues(|q| q.snapshot(db, key.as_bytes(), now))
 }
 
+/// The places kept on `key`, in queue order, for `LOCK.INFO` and its
+/// siblings.
+pub fn kept_places(ctx: Ctx, key: RStr) -> Vec<KeptInfo> {
+    let db = ctx.selected_db();
+    queues(|q| q.kept_places(db, key.as_bytes()))
+}
+
+/// How many places are kept and grants remembered (`INFO lock`).
+pub fn absent_counts() -> (usize, usize) {
+    queues(|q| q.absent_counts())
+}
+
 /// Whether there is no queue at all: nobody waits, nothing is watched.
 pub fn nothing_waits() -> bool {
     queues(|q| q.is_empty())
@@ -161,42 +192,152 @@ pub struct Wants<'a> {
     pub sync: Option<SyncSpec>,
     /// The lock, or a read-write lock's read or write hold, permits, a latch.
     pub ask: Ask,
+    /// How long its place is kept when it leaves by its timeout or its
+    /// connection closing (`KEEP`, else `lock.keep-place-ms`); 0: not kept.
+    pub keep_ms: i64,
 }
 
-impl Wants<'static> {
+impl<'a> Wants<'a> {
     /// What a semaphore's or latch's waiter asks for: no owner (permits
-    /// and latches have none), no token, no replica acknowledgements.
-    pub fn ownerless(ask: Ask, lease_ms: i64, timeout_ms: i64) -> Wants<'static> {
+    /// and latches have none), its `WAITER` id as its identity (empty: none),
+    /// no token, no replica acknowledgements.
+    pub fn ownerless(ask: Ask, lease_ms: i64, timeout_ms: i64, keep: Keep<'a>) -> Wants<'a> {
         Wants {
-            owner: b"",
+            owner: keep.identity,
             lease_ms,
             timeout_ms,
             token: false,
             sync: None,
             ask,
+            keep_ms: keep.grace_ms,
         }
     }
 }
 
-/// Puts the blocked `client` at the back of `key`'s queue in the selected
-/// database, waiting for `wants` of an object of `kind`.
+/// An ownerless waiter's `WAITER` id (empty: none) and its place's grace
+/// (`KEEP`, else `lock.keep-place-ms`).
+#[derive(Clone, Copy, Debug)]
+pub struct Keep<'a> {
+    pub identity: &'a [u8],
+    pub grace_ms: i64,
+}
+
+impl<'a> Keep<'a> {
+    /// From a command's `WAITER` and `KEEP` options.
+    pub fn of(waiter: Option<&'a [u8]>, keep_ms: Option<i64>) -> Keep<'a> {
+        Keep {
+            identity: waiter.unwrap_or_default(),
+            grace_ms: keep_ms.unwrap_or_else(config::keep_place_ms),
+        }
+    }
+}
+
+/// Puts the blocked `client` in `key`'s queue in the selected database,
+/// waiting for `wants` of an object of `kind`: at the back, or at its
+/// identity's place ([`WaitQueues::join`]). A kept place taken back may be
+/// served at once (a reader ahead of a waiting writer, a small request
+/// ahead of a large one), so the timer looks at once; a request whose
+/// place it took is answered as if its timeout had passed.
 pub(super) fn enqueue(ctx: Ctx, key: &[u8], client: BlockedClient, kind: KindRef, wants: Wants) {
-    let db = ctx.selected_db();
+    let (db, now) = (ctx.selected_db(), ctx.now_ms());
     let waiter = Waiter {
         client,
         kind,
         owner: wants.owner.to_vec(),
         lease_ms: wants.lease_ms,
-        since_ms: ctx.now_ms(),
+        since_ms: now,
+        joined_ms: now,
+        place: 0,
+        keep_ms: wants.keep_ms,
         timeout_ms: wants.timeout_ms,
         token: wants.token,
         sync: wants.sync,
         ask: wants.ask,
     };
     hearing::hear::<KeyspaceNews>(ctx, kind.hears(Some(waiter.ask)));
-    queues(|q| q.push(db, key, waiter));
     stats::WAITS_STARTED.incr();
-    wake_for_timeouts(ctx, db, key);
+    match queues(|q| q.join(db, key, waiter)) {
+        Joined::Back => {}
+        Joined::Rejoined => {
+            stats::PLACES_REJOINED.incr();
+            arm(ctx, db, key, now);
+        }
+        Joined::TookOver(earlier) => {
+            stats::WAITS_CONTINUED.incr();
+            let answer = earlier.kind.not_granted(ctx, key, &earlier);
+            blocking::unblock(earlier.client, Some(answer));
+        }
+    }
+    wake_for_deadlines(ctx, db, key);
+}
+
+/// `answer` (permits taken, their ids, a latch's outcome) remembered for
+/// `identity` until `until`; `None` for answers that are not remembered.
+fn remembered_grant(
+    identity: &[u8],
+    ask: Ask,
+    answer: &Wake,
+    until: i64,
+) -> Option<RememberedGrant> {
+    let answer = match answer {
+        Wake::Integer(value) => Answer::Integer(*value),
+        Wake::Strings(ids) => Answer::Ids(ids.clone()),
+        _ => return None,
+    };
+    Some(RememberedGrant {
+        identity: identity.to_vec(),
+        ask,
+        answer,
+        until,
+    })
+}
+
+/// Remembers, for `keep.grace_ms`, that `keep.identity` was granted `ask`
+/// on `key` (selected database) with `answer` (the ownerless kinds, whose
+/// keys do not say who was granted): a cancel or a repeated ask of that
+/// waiter id is told so. A place kept for it is dropped. Nothing without
+/// an identity or a grace; nothing, counted, at the cap.
+pub fn remember_grant(ctx: Ctx, key: &[u8], keep: Keep, ask: Ask, answer: &Wake) {
+    if keep.identity.is_empty() || keep.grace_ms <= 0 {
+        return;
+    }
+    let (db, now) = (ctx.selected_db(), ctx.now_ms());
+    let until = now.saturating_add(keep.grace_ms);
+    let Some(grant) = remembered_grant(keep.identity, ask, answer, until) else {
+        return;
+    };
+    let cap = config::keep_places_max();
+    if !queues_then_stop_timers(ctx, |q| q.remember(db, key, grant, cap)) {
+        stats::PLACES_OVER_CAP.incr();
+    }
+    arm(ctx, db, key, until);
+}
+
+/// What a grant to the waiter id `identity` for `ask` on `key` (selected
+/// database) answered, if it is remembered: a repeated ask is told that (or
+/// `CANCELLED`, when the waiter id's wait was cancelled).
+pub fn remembered(ctx: Ctx, key: &[u8], identity: &[u8], ask: Ask) -> Option<Wake> {
+    if identity.is_empty() {
+        return None;
+    }
+    let db = ctx.selected_db();
+    let answer = queues(|q| q.remembered(db, key, identity, ask))?;
+    Some(match answer {
+        Answer::Integer(value) => Wake::Integer(value),
+        Answer::Ids(ids) => Wake::Strings(ids),
+        Answer::Cancelled => Wake::Cancelled,
+    })
+}
+
+/// `key`'s object (selected database) was decided for everyone, absent
+/// waiters too (a latch opened or expired): each place kept for it is
+/// answered `answer` in its absence, for when it asks again.
+pub fn answer_absent(ctx: Ctx, key: &[u8], answer: &Wake) {
+    let Wake::Integer(value) = answer else {
+        return;
+    };
+    let db = ctx.selected_db();
+    queues(|q| q.answer_absent(db, key, Answer::Integer(*value)));
 }
 
 /// Takes the run of waiters policy `P` grants from the head of `key`'s
@@ -213,14 +354,22 @@ pub fn take_run<P: GrantPolicy>(
     queues_then_stop_timers(ctx, |q| q.pop_run::<P>(db, key, free, now, ask_of))
 }
 
-/// A waiter taken from its queue was granted what it asked for: counted
-/// here, the one place `waits_granted` moves, and answered with `answer`.
-/// `None`: its answer is held back, and answered later by whoever holds it
-/// (a grant waiting for replicas, `synced.rs`).
-pub fn granted(client: BlockedClient, answer: Option<Wake>) {
+/// A waiter taken from `key`'s queue was granted what it asked for:
+/// counted here, the one place `waits_granted` moves, remembered for its
+/// identity where its kind remembers grants ([`remember_grant`]), and
+/// answered with `answer`. `None`: its answer is held back, and answered
+/// later by whoever holds it (a grant waiting for replicas, `synced.rs`).
+pub fn granted(ctx: Ctx, key: &[u8], waiter: &Waiter, answer: Option<Wake>) {
     stats::WAITS_GRANTED.incr();
     if let Some(wake) = answer {
-        blocking::unblock(client, Some(wake));
+        if waiter.kind.remembers_grants() {
+            let keep = Keep {
+                identity: &waiter.owner,
+                grace_ms: waiter.keep_ms,
+            };
+            remember_grant(ctx, key, keep, waiter.ask, &wake);
+        }
+        blocking::unblock(waiter.client, Some(wake));
     }
 }
 
@@ -311,11 +460,35 @@ pub fn after(deadline: i64) -> i64 {
 
 /// Makes sure the server wakes up just after the earliest WAIT timeout of
 /// `key`'s queue, so Redis answers it on time (see
-/// [`WaitQueues::timeout_wake`]).
-fn wake_for_timeouts(ctx: Ctx, db: i32, key: &[u8]) {
-    if let Some(at) = queues(|q| q.timeout_wake(db, key, ctx.now_ms())) {
+/// [`WaitQueues::timeout_wake`]), and when its next kept place or
+/// remembered grant ends (while writes are paused, every
+/// [`PAUSE_POLL_MS`], to see when they no longer are).
+pub(super) fn wake_for_deadlines(ctx: Ctx, db: i32, key: &[u8]) {
+    let now = ctx.now_ms();
+    let (timeout, absent) = queues(|q| (q.timeout_wake(db, key, now), q.absent_end(db, key)));
+    let absent = absent.map(|end| match end > now {
+        true => end,
+        false => now.saturating_add(PAUSE_POLL_MS),
+    });
+    if let Some(at) = timeout.into_iter().chain(absent).min() {
         arm(ctx, db, key, at);
     }
+}
+
+/// Drops `key`'s kept places and remembered grants whose grace ended,
+/// unless writes are paused: clients held by the pause could not come
+/// back, so every grace is postponed by the pause, once it ends.
+fn end_absent(ctx: Ctx, db: i32, key: &[u8]) {
+    let now = ctx.now_ms();
+    if ctx.writes_paused() {
+        PAUSED_SINCE.with(|since| since.set(Some(since.get().unwrap_or(now))));
+        return;
+    }
+    if let Some(since) = PAUSED_SINCE.with(Cell::take) {
+        queues(|q| q.postpone_absent(now.saturating_sub(since)));
+    }
+    let dropped = queues_then_stop_timers(ctx, |q| q.expire_absent(db, key, now));
+    stats::PLACES_DROPPED.add(dropped as u64);
 }
 
 /// How often an object that must be looked at is looked at again while
@@ -342,8 +515,9 @@ pub(super) struct Due {
 impl TimerJob for Due {
     fn fire(self, ctx: Ctx) {
         if queues(|q| q.timer_fired(self.db, &self.key, self.seq)) {
+            end_absent(ctx, self.db, &self.key);
             look(ctx, self.db, &self.key);
-            wake_for_timeouts(ctx, self.db, &self.key);
+            wake_for_deadlines(ctx, self.db, &self.key);
         }
     }
 }

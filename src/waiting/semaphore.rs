@@ -20,7 +20,7 @@ use std::cell::RefCell;
 use super::blocked::wait_in_queue;
 use super::carry_out::{carry_out, Target};
 use super::hearing;
-use super::queue::{self, aim_timer, has_waiters, take_run, Aim, Kind, Waiter, Wants, Watch};
+use super::queue::{self, aim_timer, has_waiters, take_run, Aim, Keep, Kind, Waiter, Wants, Watch};
 use crate::errors::{self, Refusal};
 use crate::events;
 use crate::ffi::blocking::{BlockedClient, Wake};
@@ -51,11 +51,16 @@ impl Kind for Semaphore {
     }
 
     /// `LOCK.SEMACQUIRE`'s `0`, `LOCK.PERMITACQUIRE`'s nil.
-    fn timed_out(&self, ctx: Ctx, _: &[u8], waiter: &Waiter) {
+    fn not_granted(&self, _: Ctx, _: &[u8], waiter: &Waiter) -> Wake {
         match waiter.ask {
-            Ask::Permits { leased: true, .. } => ctx.reply_null(),
-            _ => ctx.reply_integer(0),
+            Ask::Permits { leased: true, .. } => Wake::Null,
+            _ => Wake::Integer(0),
         }
+    }
+
+    /// Nothing on a semaphore's keys says who took its permits.
+    fn remembers_grants(&self) -> bool {
+        true
     }
 
     /// A small request behind a large one that gave up may be served.
@@ -115,9 +120,10 @@ pub fn settle(ctx: Ctx, sem: &SemaphoreKeys) -> Result<bool, Refusal> {
 }
 
 /// Blocks the calling client until it is granted `ask` (permits, leased
-/// for `lease_ms` from the grant when `leased`) or `timeout_ms` passes.
-pub fn wait(ctx: Ctx, sem: &SemaphoreKeys, ask: Ask, lease_ms: i64, timeout_ms: i64) {
-    let wants = Wants::ownerless(ask, lease_ms, timeout_ms);
+/// for `lease_ms` from the grant when `leased`) or `timeout_ms` passes,
+/// its place kept as `keep` says.
+pub fn wait(ctx: Ctx, sem: &SemaphoreKeys, ask: Ask, lease_ms: i64, timeout_ms: i64, keep: Keep) {
+    let wants = Wants::ownerless(ask, lease_ms, timeout_ms, keep);
     wait_in_queue(ctx, sem.name().as_bytes(), &SEMAPHORE, wants);
 }
 
@@ -213,7 +219,7 @@ fn grant(ctx: Ctx, sem: &SemaphoreKeys, waiter: Waiter) -> bool {
         // type while it waited): it can never be served here.
         _ => return refuse(waiter.client, errors::WRONGTYPE),
     };
-    queue::granted(waiter.client, Some(wake));
+    queue::granted(ctx, sem.name().as_bytes(), &waiter, Some(wake));
     true
 }
 

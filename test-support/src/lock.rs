@@ -22,6 +22,8 @@ pub struct LockInfo {
     pub waiters: Vec<Value>,
     /// The last fencing token (`None`: nil).
     pub token: Option<i64>,
+    /// The places kept for waiters that left, in queue order.
+    pub kept: Vec<Value>,
 }
 
 impl LockInfo {
@@ -39,7 +41,8 @@ impl LockInfo {
                 "ttl_ms",
                 "deadline_ms",
                 "waiters",
-                "token"
+                "token",
+                "kept"
             ],
             "LOCK.INFO fields: {v:?}"
         );
@@ -71,7 +74,20 @@ impl LockInfo {
                 Value::Int(token) => Some(*token),
                 other => panic!("LOCK.INFO token should be an integer or nil: {other:?}"),
             },
+            kept: match get("kept") {
+                Value::Array(k) | Value::Set(k) => k.clone(),
+                other => panic!("LOCK.INFO kept should be an array: {other:?}"),
+            },
         }
+    }
+
+    /// The owners whose places are kept, in queue order.
+    pub fn kept_owners(&self) -> Vec<String> {
+        let owner = |place: &Value| {
+            let owner = find_field(place, "owner").expect("a kept place's owner");
+            as_string(&owner).expect("owner")
+        };
+        self.kept.iter().map(owner).collect()
     }
 
     /// Field `name` (`owner`, `waited_ms`, `timeout_ms`...) of the `i`th waiter.
