@@ -58,8 +58,11 @@ class LockApi(Generic[G, OG, B, F, D]):
         wait_margin: Number = 2.0,
         sync_replicas: tuple[int, Number] | None = None,
         track_locks: bool = True,
+        wait_piece: Number = 2.0,
     ) -> None:
         p.lease_ms(watchdog_lease)
+        if not wait_piece >= 0.01:
+            raise ValueError(f"wait_piece must be at least 0.01 s: {wait_piece!r}")
         options = Options(
             float(watchdog_lease),
             None if command_timeout is None else float(command_timeout),
@@ -68,6 +71,7 @@ class LockApi(Generic[G, OG, B, F, D]):
             float(wait_margin),
             None if sync_replicas is None else (int(sync_replicas[0]), float(sync_replicas[1])),
             track_locks,
+            float(wait_piece),
         )
         options.sync_args()
         self._engine = self._Engine(client, options)
@@ -517,18 +521,32 @@ class SemaphoreApi(CountsApi[B, Z, D], Generic[B, Z, D, N]):
     newcomer never overtakes a waiter)."""
 
     def acquire(self, permits: int = 1) -> N:
-        """Takes ``permits``, waiting as long as it takes (server-side,
-        ``WAIT 0``, on a connection of its own)."""
-        args = p.sem_acquire_args(self.name, permits, 0)
-        return cast(N, self._call(args, partial(p.granted, args[0]), once=True, blocks=True))
+        """Takes ``permits``, waiting as long as it takes (server-side, in
+        pieces that keep their place, on connections of their own)."""
+        return cast(N, self._queue(permits, None, decode=p.granted_forever))
 
     def try_acquire(self, permits: int = 1, wait: Number | None = None) -> B:
         """Takes ``permits`` if free within ``wait`` s (None or 0: one
         attempt, no wait). False when not."""
         ms, within = p.wait_plan(wait)
-        args = p.sem_acquire_args(self.name, permits, ms)
-        decode = partial(p.flag, args[0])
-        return cast(B, self._call(args, decode, once=True, timeout=within, blocks=ms is not None))
+        if ms is None:
+            args = p.sem_acquire_args(self.name, permits, None)
+            return cast(B, self._call(args, partial(p.flag, args[0]), once=True))
+        return cast(B, self._queue(permits, within, decode=bool))
+
+    def _queue(self, permits: int, wait: float | None, decode: Callable[[Any], Any]) -> Any:
+        """A wait for ``permits`` (``Counted.queued``); a grant the caller
+        was not told of goes back."""
+        counted, release = self._engine.counted, p.sem_release_args(self.name, permits)
+        return counted.queued(
+            self.name,
+            partial(p.sem_acquire_args, self.name, permits),
+            p.is_one,
+            wait,
+            lambda _: 1,
+            lambda _: counted.simple(self.name, release, once=True),
+            decode,
+        )
 
     def release(self, permits: int = 1) -> Z:
         """Gives ``permits`` back (they go to the head of the queue at once);
@@ -602,9 +620,19 @@ class LatchApi(Calls, Generic[B, Z, R, D]):
         s (None: forever): :attr:`~LatchResult.REACHED`,
         :attr:`~LatchResult.TIMED_OUT` or :attr:`~LatchResult.EXPIRED` (the
         latch's ttl ended first). Redisson's ``await``."""
-        args = p.await_args(self.name, timeout)
         within = None if timeout is None else float(timeout)
-        return cast(R, self._call(args, p.latch_result, once=True, timeout=within, blocks=True))
+        return cast(
+            R,
+            self._engine.counted.queued(
+                self.name,
+                partial(p.await_args, self.name),
+                p.latch_ended,
+                within,
+                lambda said: said[0],
+                None,
+                p.latch_result,
+            ),
+        )
 
     def info(self) -> D:
         """``LOCK.LATCHINFO``: ``count``, ``ttl_ms``, ``waiters`` (dicts

@@ -288,6 +288,8 @@ class Progress:
         # The guard of a recorded grant (made disarmed before the grant is
         # recorded): the caller must not be left without it.
         self.guard: Any = None
+        # A wait's pieces (``waiting.Wait``): given up by LOCK.CANCEL.
+        self.wait: Any = None
 
     def start(self, node: Any, conn: Any, cid: int | None, waiting: bool) -> None:
         self.node, self.conn, self.cid = node, conn, cid

@@ -6,11 +6,11 @@ read-back counts; nothing else differs.
 An acquisition tries once on a pooled connection, then, if the lock is
 busy and the caller waits, queues in the server (``Counted.counted`` with
 a wait). Either send may break in transit: the hold count decides whether
-it ran. A caller that gives up (a cancelled task, ``KeyboardInterrupt``)
-cuts the connection (the server drops a waiter when it reads the close),
-and :func:`abandon` fences it and gives back a grant made at that instant,
-or one recorded whose guard never reached the caller: no grant is left
-behind.
+it ran. A wait goes in pieces that keep their place (``waiting.Wait``).
+A caller that gives up (a cancelled task, ``KeyboardInterrupt``) leaves
+:func:`abandon` to cancel the wait (``LOCK.CANCEL``) and give back a grant
+made at that instant, or one recorded whose guard never reached the
+caller: no grant is left behind.
 """
 
 from __future__ import annotations
@@ -72,6 +72,10 @@ async def acquire(
                         name, owner, entry.field, ask, known, known + 1, margin, progress, deadline
                     )
                     got, token = _protocol.parse_acquire(reply, fenced) if seen else (True, None)
+                    if progress.wait is not None and progress.wait.crossed:
+                        # A piece crossed the grant and re-entered: one back.
+                        args = _protocol.release_args(kind, name, owner, known + 2, lease_s)
+                        await counted(name, owner, entry.field, args, known + 2, known + 1, within)
                 if not got:
                     engine.registry.retire_if_empty(entry)
                     if wait is None:
@@ -155,29 +159,29 @@ async def abandon(engine: Engine, entry: Entry, progress: Progress) -> None:
             guard.release_on_drop = False
             await engine.quietly(engine.release_locked, entry)
             return
-        conn = progress.conn
+        conn, wait = progress.conn, progress.wait
         if conn is not None or progress.sent:
             # A command still in flight is cut (and fenced by the read-back);
-            # one that completed may have granted what nothing recorded.
+            # a wait is cancelled (``LOCK.CANCEL``) until its pieces answered
+            # (those that do not are cut and fenced); either may have granted
+            # what nothing recorded: the count read back says.
             if conn is not None:
                 progress.conn = None
                 await engine.quietly(_io.drop, progress.node, conn)
             with entry.mutex:
                 known = entry.holds
+            counted, timeout = engine.counted, engine.options.command_timeout
+            name, owner, field = entry.name, entry.owner, entry.field
             try:
-                found = await engine.counted.read_back(
-                    entry.name,
-                    entry.owner,
-                    entry.field,
-                    progress.cid if conn is not None else None,
-                    progress.waiting and conn is not None,
-                )
-                if found == known + 1:
-                    args = [entry.kind.release, entry.name, entry.owner]
-                    timeout = engine.options.command_timeout
-                    await engine.counted.counted(
-                        entry.name, entry.owner, entry.field, args, known + 1, known, timeout
-                    )
+                dead = [progress.cid] if conn is not None else []
+                if wait is not None:
+                    await wait.give_up()
+                    dead = wait.cids()
+                found = await counted.read_back(name, owner, field, dead, False)
+                while found > known:
+                    args = [entry.kind.release, name, owner]
+                    await counted.counted(name, owner, field, args, found, found - 1, timeout)
+                    found -= 1
             except Exception:
                 pass
         engine.registry.retire_if_empty(entry)

@@ -50,6 +50,7 @@ from ..errors import (
     wrong_role,
 )
 from . import _io
+from .waiting import Wait
 
 
 class Counted:
@@ -99,21 +100,14 @@ class Counted:
         retries: int | None = None,
         *,
         once: bool = False,
-        blocks: bool = False,
         decode: Callable[[Any], Any] | None = None,
     ) -> Any:
         """One command routed by ``name``, its reply (``decode``'s of it),
         resent after a failure (harmless for a read or a renewal). ``once``:
         it changes a count (a semaphore's, a latch's), so once it may have
         run it is never resent: :class:`OutcomeUnknown` if its connection
-        fails after it was sent. ``blocks``: it waits server-side up to
-        ``timeout`` s (None: forever) on a connection held out of the pool,
-        its reply awaited ``wait_margin`` longer; given up, the connection
-        is closed (the server drops a waiter when it reads the close)."""
-        o = self.options
-        within = o.command_timeout if timeout is None else timeout
-        if blocks:
-            within = None if timeout is None else timeout + o.wait_margin
+        fails after it was sent."""
+        within = self.options.command_timeout if timeout is None else timeout
         attempt = 0
         while True:
             node = await _io.route(self.redis, name)
@@ -124,11 +118,7 @@ class Counted:
                 failure = e
             else:
                 try:
-                    if blocks:
-                        await _io.send(conn, args)
-                        answer = await _io.reply(conn, within)
-                    else:
-                        answer = await _io.execute(conn, args, within)
+                    answer = await _io.execute(conn, args, within)
                 except rex.ResponseError as e:
                     if not wrong_role(e):
                         await _io.put(node, conn)
@@ -149,6 +139,61 @@ class Counted:
             await self.retry_pause(attempt, failure, retries)
             attempt += 1
 
+    async def queued(
+        self,
+        name: str,
+        make: Callable[[int], list[Any]],
+        final: Callable[[Any], bool],
+        wait: float | None,
+        granted: Callable[[list[Any]], Any],
+        give_back: Callable[[Any], Any] | None,
+        decode: Callable[[Any], Any],
+    ) -> Any:
+        """A wait of the ownerless kinds (semaphore, permits, latch) for
+        ``wait`` s (None: forever), under a waiter id of its own: the reply
+        that ended it, or the last piece's. Given up or broken in transit,
+        it is cancelled (``Wait.give_up``); a grant made meanwhile (a
+        piece's reply, or ``granted(what the cancel says)``: one at most)
+        is adopted when a connection broke, given to ``give_back`` when the
+        caller was interrupted. The reply is returned ``decode``d."""
+        who = _protocol.new_client_id()
+        deadline = None if wait is None else monotonic() + wait
+        node = await _io.route(self.redis, name)
+
+        def piece(ms: int) -> list[Any]:
+            return [*make(ms), "WAITER", who]
+
+        w = Wait(self, node, name, who, piece, final)
+        try:
+            answer = await w.run(deadline, self.options.wait_margin)
+        except BaseException as e:
+            if not isinstance(e, Exception):  # interrupted: its pieces are read there
+                _io.after_interruption(self.given_up, w, granted, give_back)
+                raise
+            if not isinstance(e, TRANSPORT):
+                await w.close()
+                if isinstance(e, rex.ResponseError):
+                    raise server_error(e) from e
+                raise
+            grant = await self.given_up(w, granted, None)
+            if grant is None:
+                raise ConnectionLost(describe(e)) from e
+            return decode(grant)
+        await w.close()
+        return decode(answer)
+
+    async def given_up(self, w: Wait, granted: Callable[[list[Any]], Any], give_back: Any) -> Any:
+        """Cancels ``w``: the grant it had (None), given back if asked."""
+        replies = await w.give_up()
+        await w.close()
+        for r in replies:
+            said = isinstance(r, list) and _protocol.text(r[0]) == "granted"
+            grant = granted(r[1:]) if said else r
+            if give_back is not None:
+                await give_back(grant)
+            return grant
+        return None
+
     async def counted(
         self,
         name: str,
@@ -164,79 +209,78 @@ class Counted:
         """Runs a command that moves ``owner``'s count (hash field ``field``)
         from ``known`` to ``applied``, resent only when the server shows it
         did not run: (True, reply), or (False, None) when it ran but its
-        reply was lost. A wait is given as ``command(ms)``, made again for
-        each attempt with the ms left until ``deadline`` (0 for None:
-        forever; 1 once it passed: one last look), its reply awaited
-        ``within`` longer than that."""
-        waits = not isinstance(command, list)
+        reply was lost. A wait is given as ``command(ms)``: it waits until
+        ``deadline`` (None: forever) in pieces (``waiting.Wait``), each
+        reply awaited ``within`` longer than its piece."""
         attempt = 0
         while True:
-            if isinstance(command, list):
-                args, limit = command, within
-            else:
-                left = None if deadline is None else max(deadline - monotonic(), 0.0)
-                args = command(0 if left is None else _protocol.wait_ms(left))
-                limit = None if left is None else left + (within or 0.0)
             node = await _io.route(self.redis, name)
-            try:
-                conn, cid = await self.checkout(node)
-            except TRANSPORT as e:  # nothing of this command was sent
-                await self.retry_pause(attempt, e)
-                attempt += 1
-                continue
-            if progress is not None:
-                progress.start(node, conn, cid, waits)
+            dead: list[int | None] = []
             failure: BaseException
             try:
-                if waits:
-                    await _io.send(conn, args)
-                    answer = await _io.reply(conn, limit)
-                else:
-                    answer = await _io.execute(conn, args, within)
-            except rex.ResponseError as e:
-                if progress is not None:
-                    progress.conn = None
-                if not wrong_role(e):
+                if isinstance(command, list):
+                    conn, cid = await self.checkout(node)  # a failure here sent nothing
+                    dead = [cid]
+                    if progress is not None:
+                        progress.start(node, conn, cid, False)
+                    try:
+                        answer = await _io.execute(conn, command, within)
+                    except BaseException as e:
+                        if progress is not None:
+                            progress.conn = None
+                        back = _io.put if isinstance(e, rex.ResponseError) else _io.drop
+                        await back(node, conn)
+                        raise
+                    if progress is not None:
+                        progress.conn = None
                     await _io.put(node, conn)
+                else:
+                    wait = Wait(self, node, name, owner, command, _protocol.acquired)
+                    if progress is not None:
+                        progress.wait, progress.sent = wait, True
+                    try:
+                        answer = await wait.run(deadline, within or 0.0)
+                    except Exception:
+                        await wait.close()  # an interruption leaves it to ``abandon``
+                        dead = wait.cids()
+                        raise
+                    finally:
+                        if progress is not None:
+                            progress.sent_at = wait.sent_at
+                    await wait.close()
+                return True, answer
+            except rex.ResponseError as e:
+                if not wrong_role(e):
                     raise refused(name, e) from e
-                await _io.drop(node, conn)
-                await self.retry_pause(attempt, e)
-                attempt += 1
-                continue
+                failure = e
             except TRANSPORT as e:
                 failure = e
-            else:
-                if progress is not None:
-                    progress.conn = None
-                await _io.put(node, conn)
-                return True, answer
-            if progress is not None:
-                progress.conn = None
-            await _io.drop(node, conn)
-            # Broken in transit (while waiting: was it granted at that instant?)
-            found = await self.read_back(name, owner, field, cid, waits)
-            if found == applied:
-                return False, None
-            if found != known:
-                raise HoldCountMismatch(name, [known, applied], found)
+                if dead:  # broken in transit (while waiting: granted at that instant?)
+                    waited = not isinstance(command, list)
+                    found = await self.read_back(name, owner, field, dead, waited)
+                    if found == applied:
+                        return False, None
+                    if found != known:
+                        raise HoldCountMismatch(name, [known, applied], found) from e
             await self.retry_pause(attempt, failure)
             attempt += 1
 
     async def read_back(
-        self, name: str, owner: str, field: str, dead: int | None, waited: bool
+        self, name: str, owner: str, field: str, dead: list[int | None], waited: bool
     ) -> int:
         """The server's hold count of ``owner`` (hash field ``field``) after
-        a failure in transit on the connection with id ``dead``, fenced
+        a failure in transit on the connections with ids ``dead``, fenced
         first; ``waited``: it was a wait, which without the kill is seen
         leaving the queue (``LOCK.INFO``) before the count is read."""
         try:
-            fenced = False
-            if dead is not None:
+            fenced = True
+            for cid in dead:
                 try:
-                    await self.simple(name, ["CLIENT", "KILL", "ID", dead])
-                    fenced = True
+                    if cid is None:
+                        raise ServerError("no id")
+                    await self.simple(name, ["CLIENT", "KILL", "ID", cid])
                 except ServerError:
-                    pass  # NOPERM, or closed already
+                    fenced = False  # NOPERM, or closed already
             deadline = monotonic() + _protocol.short_timeout(self.options.command_timeout)
             while waited and not fenced and monotonic() < deadline:
                 info = await self.simple(name, ["LOCK.INFO", name])

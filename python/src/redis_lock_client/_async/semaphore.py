@@ -94,9 +94,15 @@ class AsyncPermitExpirableSemaphore(
     ) -> AsyncPermits | None:
         engine = self._engine
         lease_s = float(engine.options.watchdog_lease if lease is None else lease)
-        args = _protocol.permit_acquire_args(self.name, permits, _protocol.lease_ms(lease_s), wait)
+        ms = _protocol.lease_ms(lease_s)
+        make = partial(_protocol.permit_acquire_args, self.name, permits, ms)
         sent = monotonic()
-        reply = await engine.counted.simple(self.name, args, within, once=True, blocks=blocks)
+        if not blocks:
+            reply = await engine.counted.simple(self.name, make(None), once=True)
+        else:
+            give_back, same = self._give_back_ids, _protocol.same
+            queued = engine.counted.queued
+            reply = await queued(self.name, make, _protocol.is_some, within, list, give_back, same)
         ids = _protocol.permit_ids(reply, permits)
         if ids is None:
             if wait == 0:
@@ -111,10 +117,12 @@ class AsyncPermitExpirableSemaphore(
         except BaseException:
             # Interrupted with the permits granted and no guard handed out:
             # given back (in a task the cancellation cannot cut short).
-            args = _protocol.permit_release_args(self.name, ids)
-            give_back = partial(engine.counted.simple, self.name, args, once=True)
-            _io.after_interruption(engine.quietly, give_back)
+            _io.after_interruption(engine.quietly, self._give_back_ids, ids)
             raise
+
+    async def _give_back_ids(self, ids: list[Any]) -> None:
+        args = _protocol.permit_release_args(self.name, [str(_protocol.text(i)) for i in ids])
+        await self._engine.counted.simple(self.name, args, once=True)
 
     async def _measure(self, ids: list[str], earliest: float) -> list[float | None]:
         """The permits' ends from the server's ``TIME`` and their deadlines;

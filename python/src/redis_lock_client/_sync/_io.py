@@ -136,6 +136,16 @@ def send(conn: Any, args: list[Any]) -> None:
     conn.send_command(*args)
 
 
+def arrived(conn: Any, within: float) -> bool:
+    """Whether the reply to what was sent came within ``within`` s, left
+    for :func:`reply` (polled a second at a time: interruptible)."""
+    limit = monotonic() + within
+    while not conn.can_read(max(0.0, min(1.0, limit - monotonic()))):
+        if monotonic() >= limit:
+            return False
+    return True
+
+
 def reply(conn: Any, within: float | None) -> Any:
     """The reply to what was sent, awaited ``within`` s (None: forever),
     polled a second at a time so the thread stays interruptible

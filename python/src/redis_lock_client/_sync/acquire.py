@@ -56,6 +56,9 @@ def acquire(
                         name, owner, entry.field, ask, known, known + 1, margin, progress, deadline
                     )
                     got, token = _protocol.parse_acquire(reply, fenced) if seen else (True, None)
+                    if progress.wait is not None and progress.wait.crossed:
+                        args = _protocol.release_args(kind, name, owner, known + 2, lease_s)
+                        counted(name, owner, entry.field, args, known + 2, known + 1, within)
                 if not got:
                     engine.registry.retire_if_empty(entry)
                     if wait is None:
@@ -127,27 +130,25 @@ def abandon(engine: Engine, entry: Entry, progress: Progress) -> None:
             guard.release_on_drop = False
             engine.quietly(engine.release_locked, entry)
             return
-        conn = progress.conn
+        conn, wait = progress.conn, progress.wait
         if conn is not None or progress.sent:
             if conn is not None:
                 progress.conn = None
                 engine.quietly(_io.drop, progress.node, conn)
             with entry.mutex:
                 known = entry.holds
+            counted, timeout = engine.counted, engine.options.command_timeout
+            name, owner, field = entry.name, entry.owner, entry.field
             try:
-                found = engine.counted.read_back(
-                    entry.name,
-                    entry.owner,
-                    entry.field,
-                    progress.cid if conn is not None else None,
-                    progress.waiting and conn is not None,
-                )
-                if found == known + 1:
-                    args = [entry.kind.release, entry.name, entry.owner]
-                    timeout = engine.options.command_timeout
-                    engine.counted.counted(
-                        entry.name, entry.owner, entry.field, args, known + 1, known, timeout
-                    )
+                dead = [progress.cid] if conn is not None else []
+                if wait is not None:
+                    wait.give_up()
+                    dead = wait.cids()
+                found = counted.read_back(name, owner, field, dead, False)
+                while found > known:
+                    args = [entry.kind.release, name, owner]
+                    counted.counted(name, owner, field, args, found, found - 1, timeout)
+                    found -= 1
             except Exception:
                 pass
         engine.registry.retire_if_empty(entry)

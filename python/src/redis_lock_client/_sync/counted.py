@@ -24,6 +24,7 @@ from ..errors import (
     wrong_role,
 )
 from . import _io
+from .waiting import Wait
 
 
 class Counted:
@@ -63,13 +64,9 @@ class Counted:
         retries: int | None = None,
         *,
         once: bool = False,
-        blocks: bool = False,
         decode: Callable[[Any], Any] | None = None,
     ) -> Any:
-        o = self.options
-        within = o.command_timeout if timeout is None else timeout
-        if blocks:
-            within = None if timeout is None else timeout + o.wait_margin
+        within = self.options.command_timeout if timeout is None else timeout
         attempt = 0
         while True:
             node = _io.route(self.redis, name)
@@ -80,11 +77,7 @@ class Counted:
                 failure = e
             else:
                 try:
-                    if blocks:
-                        _io.send(conn, args)
-                        answer = _io.reply(conn, within)
-                    else:
-                        answer = _io.execute(conn, args, within)
+                    answer = _io.execute(conn, args, within)
                 except rex.ResponseError as e:
                     if not wrong_role(e):
                         _io.put(node, conn)
@@ -105,6 +98,53 @@ class Counted:
             self.retry_pause(attempt, failure, retries)
             attempt += 1
 
+    def queued(
+        self,
+        name: str,
+        make: Callable[[int], list[Any]],
+        final: Callable[[Any], bool],
+        wait: float | None,
+        granted: Callable[[list[Any]], Any],
+        give_back: Callable[[Any], Any] | None,
+        decode: Callable[[Any], Any],
+    ) -> Any:
+        who = _protocol.new_client_id()
+        deadline = None if wait is None else monotonic() + wait
+        node = _io.route(self.redis, name)
+
+        def piece(ms: int) -> list[Any]:
+            return [*make(ms), "WAITER", who]
+
+        w = Wait(self, node, name, who, piece, final)
+        try:
+            answer = w.run(deadline, self.options.wait_margin)
+        except BaseException as e:
+            if not isinstance(e, Exception):  # interrupted: its pieces are read there
+                _io.after_interruption(self.given_up, w, granted, give_back)
+                raise
+            if not isinstance(e, TRANSPORT):
+                w.close()
+                if isinstance(e, rex.ResponseError):
+                    raise server_error(e) from e
+                raise
+            grant = self.given_up(w, granted, None)
+            if grant is None:
+                raise ConnectionLost(describe(e)) from e
+            return decode(grant)
+        w.close()
+        return decode(answer)
+
+    def given_up(self, w: Wait, granted: Callable[[list[Any]], Any], give_back: Any) -> Any:
+        replies = w.give_up()
+        w.close()
+        for r in replies:
+            said = isinstance(r, list) and _protocol.text(r[0]) == "granted"
+            grant = granted(r[1:]) if said else r
+            if give_back is not None:
+                give_back(grant)
+            return grant
+        return None
+
     def counted(
         self,
         name: str,
@@ -117,68 +157,71 @@ class Counted:
         progress: Progress | None = None,
         deadline: float | None = None,
     ) -> tuple[bool, Any]:
-        waits = not isinstance(command, list)
         attempt = 0
         while True:
-            if isinstance(command, list):
-                args, limit = command, within
-            else:
-                left = None if deadline is None else max(deadline - monotonic(), 0.0)
-                args = command(0 if left is None else _protocol.wait_ms(left))
-                limit = None if left is None else left + (within or 0.0)
             node = _io.route(self.redis, name)
-            try:
-                conn, cid = self.checkout(node)
-            except TRANSPORT as e:  # nothing of this command was sent
-                self.retry_pause(attempt, e)
-                attempt += 1
-                continue
-            if progress is not None:
-                progress.start(node, conn, cid, waits)
+            dead: list[int | None] = []
             failure: BaseException
             try:
-                if waits:
-                    _io.send(conn, args)
-                    answer = _io.reply(conn, limit)
-                else:
-                    answer = _io.execute(conn, args, within)
-            except rex.ResponseError as e:
-                if progress is not None:
-                    progress.conn = None
-                if not wrong_role(e):
+                if isinstance(command, list):
+                    conn, cid = self.checkout(node)  # a failure here sent nothing
+                    dead = [cid]
+                    if progress is not None:
+                        progress.start(node, conn, cid, False)
+                    try:
+                        answer = _io.execute(conn, command, within)
+                    except BaseException as e:
+                        if progress is not None:
+                            progress.conn = None
+                        back = _io.put if isinstance(e, rex.ResponseError) else _io.drop
+                        back(node, conn)
+                        raise
+                    if progress is not None:
+                        progress.conn = None
                     _io.put(node, conn)
+                else:
+                    wait = Wait(self, node, name, owner, command, _protocol.acquired)
+                    if progress is not None:
+                        progress.wait, progress.sent = wait, True
+                    try:
+                        answer = wait.run(deadline, within or 0.0)
+                    except Exception:
+                        wait.close()  # an interruption leaves it to ``abandon``
+                        dead = wait.cids()
+                        raise
+                    finally:
+                        if progress is not None:
+                            progress.sent_at = wait.sent_at
+                    wait.close()
+                return True, answer
+            except rex.ResponseError as e:
+                if not wrong_role(e):
                     raise refused(name, e) from e
-                _io.drop(node, conn)
-                self.retry_pause(attempt, e)
-                attempt += 1
-                continue
+                failure = e
             except TRANSPORT as e:
                 failure = e
-            else:
-                if progress is not None:
-                    progress.conn = None
-                _io.put(node, conn)
-                return True, answer
-            if progress is not None:
-                progress.conn = None
-            _io.drop(node, conn)
-            found = self.read_back(name, owner, field, cid, waits)
-            if found == applied:
-                return False, None
-            if found != known:
-                raise HoldCountMismatch(name, [known, applied], found)
+                if dead:  # broken in transit (while waiting: granted at that instant?)
+                    waited = not isinstance(command, list)
+                    found = self.read_back(name, owner, field, dead, waited)
+                    if found == applied:
+                        return False, None
+                    if found != known:
+                        raise HoldCountMismatch(name, [known, applied], found) from e
             self.retry_pause(attempt, failure)
             attempt += 1
 
-    def read_back(self, name: str, owner: str, field: str, dead: int | None, waited: bool) -> int:
+    def read_back(
+        self, name: str, owner: str, field: str, dead: list[int | None], waited: bool
+    ) -> int:
         try:
-            fenced = False
-            if dead is not None:
+            fenced = True
+            for cid in dead:
                 try:
-                    self.simple(name, ["CLIENT", "KILL", "ID", dead])
-                    fenced = True
+                    if cid is None:
+                        raise ServerError("no id")
+                    self.simple(name, ["CLIENT", "KILL", "ID", cid])
                 except ServerError:
-                    pass  # NOPERM, or closed already
+                    fenced = False  # NOPERM, or closed already
             deadline = monotonic() + _protocol.short_timeout(self.options.command_timeout)
             while waited and not fenced and monotonic() < deadline:
                 info = self.simple(name, ["LOCK.INFO", name])

@@ -75,9 +75,15 @@ class PermitExpirableSemaphore(
     ) -> Permits | None:
         engine = self._engine
         lease_s = float(engine.options.watchdog_lease if lease is None else lease)
-        args = _protocol.permit_acquire_args(self.name, permits, _protocol.lease_ms(lease_s), wait)
+        ms = _protocol.lease_ms(lease_s)
+        make = partial(_protocol.permit_acquire_args, self.name, permits, ms)
         sent = monotonic()
-        reply = engine.counted.simple(self.name, args, within, once=True, blocks=blocks)
+        if not blocks:
+            reply = engine.counted.simple(self.name, make(None), once=True)
+        else:
+            give_back, same = self._give_back_ids, _protocol.same
+            queued = engine.counted.queued
+            reply = queued(self.name, make, _protocol.is_some, within, list, give_back, same)
         ids = _protocol.permit_ids(reply, permits)
         if ids is None:
             if wait == 0:
@@ -90,10 +96,12 @@ class PermitExpirableSemaphore(
                 ends = self._measure(ids, sent + lease_s)
             return Permits(engine, self.name, ids, on_lost, ends, late, lease is None)
         except BaseException:
-            args = _protocol.permit_release_args(self.name, ids)
-            give_back = partial(engine.counted.simple, self.name, args, once=True)
-            _io.after_interruption(engine.quietly, give_back)
+            _io.after_interruption(engine.quietly, self._give_back_ids, ids)
             raise
+
+    def _give_back_ids(self, ids: list[Any]) -> None:
+        args = _protocol.permit_release_args(self.name, [str(_protocol.text(i)) for i in ids])
+        self._engine.counted.simple(self.name, args, once=True)
 
     def _measure(self, ids: list[str], earliest: float) -> list[float | None]:
         counted = self._engine.counted

@@ -1,0 +1,123 @@
+"""Generated from ``_async/waiting.py`` by ``scripts/unasync.py``: do not edit."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from redis import exceptions as rex
+
+from .. import _protocol
+from .._holds import monotonic
+from ..errors import TRANSPORT
+from . import _io
+
+_RECANCEL = 0.05
+_ROUNDS = 20
+
+
+class Wait:
+    """One identity's (a lock owner's, a waiter id's) wait on ``name``:
+    ``make(ms)`` is a piece's command, ``final(reply)`` whether a reply
+    ends the wait (a grant, a latch's end)."""
+
+    def __init__(
+        self,
+        counted: Any,
+        node: Any,
+        name: str,
+        who: str,
+        make: Callable[[int], list[Any]],
+        final: Callable[[Any], bool],
+    ) -> None:
+        self.counted, self.node, self.name, self.who = counted, node, name, who
+        self.make, self.final = make, final
+        self.out: list[tuple[Any, int | None, float]] = []
+        self.free: list[tuple[Any, int | None]] = []
+        self.broken: list[int | None] = []
+        self.crossed = False  # a piece crossed its predecessor's grant
+        self.sent_at = 0.0  # when the piece last answered was sent
+
+    def cids(self) -> list[int | None]:
+        """The ids of the connections closed with a piece unanswered: to
+        fence (``CLIENT KILL``) before the count is read."""
+        return self.broken
+
+    def run(self, deadline: float | None, margin: float, first: Any = None) -> Any:
+        """The reply that ended the wait, or the last piece's (timed out)
+        at ``deadline`` (None: never). ``first``: (conn, cid) to start on."""
+        piece = self.counted.options.wait_piece
+        if first is not None:
+            self.free.append(first)
+        while True:
+            left = None if deadline is None else max(deadline - monotonic(), 0.0)
+            last = left is not None and left <= piece
+            conn, cid = self.free.pop() if self.free else self.counted.checkout(self.node)
+            self.out.append((conn, cid, monotonic()))
+            _io.send(
+                conn, self.make(_protocol.wait_ms(left if last and left is not None else piece))
+            )
+            if len(self.out) == 2:  # the piece before is answered at once
+                answer = self.read(margin)
+                if self.final(answer):
+                    self.crossed = True
+                    self.read(margin)
+                    return answer
+            if last:
+                return self.read((left or 0.0) + margin)
+            if _io.arrived(conn, piece * 0.75):
+                answer = self.read(margin)
+                if self.final(answer):
+                    return answer
+
+    def read(self, within: float) -> Any:
+        """The oldest unanswered piece's reply; its connection is then free
+        again (dropped when it failed in transit)."""
+        conn, cid, self.sent_at = self.out.pop(0)
+        try:
+            answer = _io.reply(conn, within)
+        except rex.ResponseError:
+            self.free.append((conn, cid))
+            raise
+        except BaseException:
+            self.broken.append(cid)
+            _io.drop(self.node, conn)
+            raise
+        self.free.append((conn, cid))
+        return answer
+
+    def give_up(self) -> list[Any]:
+        """Cancels the wait until every piece sent has answered: what the
+        cancel and the pieces say was granted (their replies). A
+        connection that fails meanwhile is dropped (see ``abandon``)."""
+        grants: list[Any] = []
+        margin = self.counted.options.wait_margin
+        for _ in range(_ROUNDS):
+            said = self.counted.simple(self.name, ["LOCK.CANCEL", self.name, self.who])
+            if _protocol.text(said[0]) == "granted":
+                grants.append(said)
+            while self.out:
+                try:
+                    if not _io.arrived(self.out[0][0], _RECANCEL):
+                        break
+                    answer = self.read(margin)
+                    if self.final(answer):
+                        grants.append(answer)
+                except rex.ResponseError:
+                    pass  # CANCELLED
+                except TRANSPORT:
+                    pass
+            if not self.out:
+                return grants
+        self.close()
+        return grants
+
+    def close(self) -> None:
+        """The connections back to the pool; those with a piece unanswered
+        closed (their ids kept in ``broken``: to fence)."""
+        while self.free:
+            _io.put(self.node, self.free.pop()[0])
+        while self.out:
+            conn, cid, _ = self.out.pop()
+            self.broken.append(cid)
+            _io.drop(self.node, conn)
