@@ -30,7 +30,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "src" / "redis_lock_client"
 SOURCE, TARGET = PACKAGE / "_async", PACKAGE / "_sync"
 HAND_WRITTEN = {"_io.py"}
 # Modules of the engine, not of the API: their twins keep no docstrings.
-INTERNAL = {"acquire.py", "counted.py", "engine.py", "tracking.py", "watchdog.py"}
+INTERNAL = {"acquire.py", "counted.py", "engine.py", "tracking.py", "waiting.py", "watchdog.py"}
 
 RULES = [
     (re.compile(r"^(\s*)# sync: (.*)$"), r"\1\2"),

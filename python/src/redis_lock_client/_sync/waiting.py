@@ -17,10 +17,6 @@ _ROUNDS = 20
 
 
 class Wait:
-    """One identity's (a lock owner's, a waiter id's) wait on ``name``:
-    ``make(ms)`` is a piece's command, ``final(reply)`` whether a reply
-    ends the wait (a grant, a latch's end)."""
-
     def __init__(
         self,
         counted: Any,
@@ -39,13 +35,9 @@ class Wait:
         self.sent_at = 0.0  # when the piece last answered was sent
 
     def cids(self) -> list[int | None]:
-        """The ids of the connections closed with a piece unanswered: to
-        fence (``CLIENT KILL``) before the count is read."""
         return self.broken
 
     def run(self, deadline: float | None, margin: float, first: Any = None) -> Any:
-        """The reply that ended the wait, or the last piece's (timed out)
-        at ``deadline`` (None: never). ``first``: (conn, cid) to start on."""
         piece = self.counted.options.wait_piece
         if first is not None:
             self.free.append(first)
@@ -71,8 +63,6 @@ class Wait:
                     return answer
 
     def read(self, within: float) -> Any:
-        """The oldest unanswered piece's reply; its connection is then free
-        again (dropped when it failed in transit)."""
         conn, cid, self.sent_at = self.out.pop(0)
         try:
             answer = _io.reply(conn, within)
@@ -87,9 +77,6 @@ class Wait:
         return answer
 
     def give_up(self) -> list[Any]:
-        """Cancels the wait until every piece sent has answered: what the
-        cancel and the pieces say was granted (their replies). A
-        connection that fails meanwhile is dropped (see ``abandon``)."""
         grants: list[Any] = []
         margin = self.counted.options.wait_margin
         for _ in range(_ROUNDS):
@@ -113,8 +100,6 @@ class Wait:
         return grants
 
     def close(self) -> None:
-        """The connections back to the pool; those with a piece unanswered
-        closed (their ids kept in ``broken``: to fence)."""
         while self.free:
             _io.put(self.node, self.free.pop()[0])
         while self.out:
