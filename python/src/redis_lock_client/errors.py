@@ -112,7 +112,7 @@ class OutcomeUnknown(Uncertain):
     holds (a leased permit frees itself at its lease's end; a plain
     semaphore's permit stays taken until someone releases it)."""
 
-    def __init__(self, name: str, command: str, detail: str) -> None:
+    def __init__(self, name: str, command: str, detail: str, cid: int | None = None) -> None:
         LockError.__init__(
             self,
             f"{command} on {name!r}: the connection failed after the command was sent, "
@@ -120,6 +120,7 @@ class OutcomeUnknown(Uncertain):
         )
         self.name = name
         self.command = command
+        self.cid = cid  # the connection's id (to fence it)
 
 
 class PermitsNotHeld(NotHeld):

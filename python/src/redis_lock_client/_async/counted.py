@@ -101,41 +101,49 @@ class Counted:
         *,
         once: bool = False,
         decode: Callable[[Any], Any] | None = None,
+        progress: Progress | None = None,
     ) -> Any:
         """One command routed by ``name``, its reply (``decode``'s of it),
         resent after a failure (harmless for a read or a renewal). ``once``:
-        it changes a count (a semaphore's, a latch's), so once it may have
-        run it is never resent: :class:`OutcomeUnknown` if its connection
-        fails after it was sent."""
+        it changes a count, so once it may have run it is never resent:
+        :class:`OutcomeUnknown` (with the connection's id) if its connection
+        fails after it was sent. ``progress``: the connection is left there
+        for ``abandon`` when the caller is interrupted."""
         within = self.options.command_timeout if timeout is None else timeout
         attempt = 0
         while True:
             node = await _io.route(self.redis, name)
             failure: BaseException
             try:
-                conn, _ = await self.checkout(node)  # a failure here sent nothing
+                conn, cid = await self.checkout(node)  # a failure here sent nothing
             except TRANSPORT as e:
                 failure = e
             else:
+                if progress is not None:
+                    progress.start(node, conn, cid, False)
                 try:
                     answer = await _io.execute(conn, args, within)
-                except rex.ResponseError as e:
-                    if not wrong_role(e):
+                except Exception as e:
+                    if progress is not None:
+                        progress.conn = None
+                    if isinstance(e, rex.ResponseError) and not wrong_role(e):
                         await _io.put(node, conn)
-                        raise server_error(e) from e
-                    failure = e
-                except TRANSPORT as e:
-                    if once:
-                        await _io.drop(node, conn)
-                        raise OutcomeUnknown(name, str(args[0]), describe(e)) from e
+                        raise refused(name, e) from e
+                    await _io.drop(node, conn)
+                    if once and not isinstance(e, rex.ResponseError):
+                        raise OutcomeUnknown(name, str(args[0]), describe(e), cid) from e
+                    if not isinstance(e, (rex.ResponseError, *TRANSPORT)):
+                        raise
                     failure = e
                 except BaseException:
-                    await _io.drop(node, conn)
+                    if progress is None:
+                        await _io.drop(node, conn)
                     raise
                 else:
+                    if progress is not None:
+                        progress.conn = None
                     await _io.put(node, conn)
                     return answer if decode is None else decode(answer)
-                await _io.drop(node, conn)
             await self.retry_pause(attempt, failure, retries)
             attempt += 1
 
@@ -214,27 +222,13 @@ class Counted:
         reply awaited ``within`` longer than its piece."""
         attempt = 0
         while True:
-            node = await _io.route(self.redis, name)
             dead: list[int | None] = []
             failure: BaseException
             try:
                 if isinstance(command, list):
-                    conn, cid = await self.checkout(node)  # a failure here sent nothing
-                    dead = [cid]
-                    if progress is not None:
-                        progress.start(node, conn, cid, False)
-                    try:
-                        answer = await _io.execute(conn, command, within)
-                    except BaseException as e:
-                        if progress is not None:
-                            progress.conn = None
-                        back = _io.put if isinstance(e, rex.ResponseError) else _io.drop
-                        await back(node, conn)
-                        raise
-                    if progress is not None:
-                        progress.conn = None
-                    await _io.put(node, conn)
+                    answer = await self.simple(name, command, within, once=True, progress=progress)
                 else:
+                    node = await _io.route(self.redis, name)
                     wait = Wait(self, node, name, owner, command, _protocol.acquired)
                     if progress is not None:
                         progress.wait, progress.sent = wait, True
@@ -249,19 +243,23 @@ class Counted:
                             progress.sent_at = wait.sent_at
                     await wait.close()
                 return True, answer
+            except OutcomeUnknown as e:
+                failure, dead = e, [e.cid]
+            except LockError:
+                raise
             except rex.ResponseError as e:
                 if not wrong_role(e):
                     raise refused(name, e) from e
                 failure = e
             except TRANSPORT as e:
                 failure = e
-                if dead:  # broken in transit (while waiting: granted at that instant?)
-                    waited = not isinstance(command, list)
-                    found = await self.read_back(name, owner, field, dead, waited)
-                    if found == applied:
-                        return False, None
-                    if found != known:
-                        raise HoldCountMismatch(name, [known, applied], found) from e
+            if dead:  # broken in transit (while waiting: granted at that instant?)
+                waited = not isinstance(command, list)
+                found = await self.read_back(name, owner, field, dead, waited)
+                if found == applied:
+                    return False, None
+                if found != known:
+                    raise HoldCountMismatch(name, [known, applied], found) from failure
             await self.retry_pause(attempt, failure)
             attempt += 1
 

@@ -65,6 +65,7 @@ class Counted:
         *,
         once: bool = False,
         decode: Callable[[Any], Any] | None = None,
+        progress: Progress | None = None,
     ) -> Any:
         within = self.options.command_timeout if timeout is None else timeout
         attempt = 0
@@ -72,29 +73,35 @@ class Counted:
             node = _io.route(self.redis, name)
             failure: BaseException
             try:
-                conn, _ = self.checkout(node)  # a failure here sent nothing
+                conn, cid = self.checkout(node)  # a failure here sent nothing
             except TRANSPORT as e:
                 failure = e
             else:
+                if progress is not None:
+                    progress.start(node, conn, cid, False)
                 try:
                     answer = _io.execute(conn, args, within)
-                except rex.ResponseError as e:
-                    if not wrong_role(e):
+                except Exception as e:
+                    if progress is not None:
+                        progress.conn = None
+                    if isinstance(e, rex.ResponseError) and not wrong_role(e):
                         _io.put(node, conn)
-                        raise server_error(e) from e
-                    failure = e
-                except TRANSPORT as e:
-                    if once:
-                        _io.drop(node, conn)
-                        raise OutcomeUnknown(name, str(args[0]), describe(e)) from e
+                        raise refused(name, e) from e
+                    _io.drop(node, conn)
+                    if once and not isinstance(e, rex.ResponseError):
+                        raise OutcomeUnknown(name, str(args[0]), describe(e), cid) from e
+                    if not isinstance(e, (rex.ResponseError, *TRANSPORT)):
+                        raise
                     failure = e
                 except BaseException:
-                    _io.drop(node, conn)
+                    if progress is None:
+                        _io.drop(node, conn)
                     raise
                 else:
+                    if progress is not None:
+                        progress.conn = None
                     _io.put(node, conn)
                     return answer if decode is None else decode(answer)
-                _io.drop(node, conn)
             self.retry_pause(attempt, failure, retries)
             attempt += 1
 
@@ -159,27 +166,13 @@ class Counted:
     ) -> tuple[bool, Any]:
         attempt = 0
         while True:
-            node = _io.route(self.redis, name)
             dead: list[int | None] = []
             failure: BaseException
             try:
                 if isinstance(command, list):
-                    conn, cid = self.checkout(node)  # a failure here sent nothing
-                    dead = [cid]
-                    if progress is not None:
-                        progress.start(node, conn, cid, False)
-                    try:
-                        answer = _io.execute(conn, command, within)
-                    except BaseException as e:
-                        if progress is not None:
-                            progress.conn = None
-                        back = _io.put if isinstance(e, rex.ResponseError) else _io.drop
-                        back(node, conn)
-                        raise
-                    if progress is not None:
-                        progress.conn = None
-                    _io.put(node, conn)
+                    answer = self.simple(name, command, within, once=True, progress=progress)
                 else:
+                    node = _io.route(self.redis, name)
                     wait = Wait(self, node, name, owner, command, _protocol.acquired)
                     if progress is not None:
                         progress.wait, progress.sent = wait, True
@@ -194,19 +187,23 @@ class Counted:
                             progress.sent_at = wait.sent_at
                     wait.close()
                 return True, answer
+            except OutcomeUnknown as e:
+                failure, dead = e, [e.cid]
+            except LockError:
+                raise
             except rex.ResponseError as e:
                 if not wrong_role(e):
                     raise refused(name, e) from e
                 failure = e
             except TRANSPORT as e:
                 failure = e
-                if dead:  # broken in transit (while waiting: granted at that instant?)
-                    waited = not isinstance(command, list)
-                    found = self.read_back(name, owner, field, dead, waited)
-                    if found == applied:
-                        return False, None
-                    if found != known:
-                        raise HoldCountMismatch(name, [known, applied], found) from e
+            if dead:  # broken in transit (while waiting: granted at that instant?)
+                waited = not isinstance(command, list)
+                found = self.read_back(name, owner, field, dead, waited)
+                if found == applied:
+                    return False, None
+                if found != known:
+                    raise HoldCountMismatch(name, [known, applied], found) from failure
             self.retry_pause(attempt, failure)
             attempt += 1
 
