@@ -125,13 +125,6 @@ class LockApi(Generic[G, OG, B, F, D]):
         )
         return guard
 
-    def _must(self, name: str, fenced: bool, on_lost: Lost, kind: Kind) -> G:
-        """A wait without end: it ends with the lock."""
-        guard: G = self._acquire(
-            self._engine, name, self._owner_now, None, None, fenced, on_lost, self._Guard, kind
-        )
-        return guard
-
     # Locks (Redisson's RLock; the read-write lock is its RReadWriteLock,
     # fair: readers and writers wait in one FIFO queue).
 
@@ -140,7 +133,7 @@ class LockApi(Generic[G, OG, B, F, D]):
         queue; the watchdog keeps it until the guard is released.
         Re-entrant per owner. ``on_lost(reason)``: see the guard's
         ``add_lost_callback``."""
-        return self._must(name, False, on_lost, LOCK)
+        return cast(G, self._take(name, None, None, False, on_lost, LOCK))
 
     def try_lock(
         self,
@@ -160,7 +153,7 @@ class LockApi(Generic[G, OG, B, F, D]):
         """:meth:`lock`, with the grant's fencing token in ``guard.token``: it
         grows with every grant; the resource refuses writes with a token
         older than one it has seen (``LOCK.FENCE`` for data in Redis)."""
-        return self._must(name, True, on_lost, LOCK)
+        return cast(G, self._take(name, None, None, True, on_lost, LOCK))
 
     def try_lock_fenced(
         self,
@@ -176,12 +169,12 @@ class LockApi(Generic[G, OG, B, F, D]):
     def read_lock(self, name: str, *, on_lost: Lost = None) -> G:
         """A read hold of the read-write lock ``name`` (readers share; it
         queues behind a waiting writer); re-entrant, also by its writer."""
-        return self._must(name, False, on_lost, READ)
+        return cast(G, self._take(name, None, None, False, on_lost, READ))
 
     def write_lock(self, name: str, *, on_lost: Lost = None) -> G:
         """Its write hold (excludes readers and writers); re-entrant.
         :class:`UpgradeRefused` when this owner holds it for reading."""
-        return self._must(name, False, on_lost, WRITE)
+        return cast(G, self._take(name, None, None, False, on_lost, WRITE))
 
     def try_read_lock(
         self,
@@ -207,7 +200,7 @@ class LockApi(Generic[G, OG, B, F, D]):
 
     def write_lock_fenced(self, name: str, *, on_lost: Lost = None) -> G:
         """:meth:`write_lock` with a fencing token (see :meth:`lock_fenced`)."""
-        return self._must(name, True, on_lost, WRITE)
+        return cast(G, self._take(name, None, None, True, on_lost, WRITE))
 
     def try_write_lock_fenced(
         self,

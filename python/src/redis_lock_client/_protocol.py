@@ -282,13 +282,6 @@ def lease_left(info: Any, field: str) -> tuple[bool, float] | None:
     return True, ttl / 1000.0
 
 
-def waiters_include(info: Any, owner: str) -> bool:
-    waiters = pairs(info).get("waiters")
-    if not isinstance(waiters, (list, tuple)):
-        return False
-    return any(text(pairs(w).get("owner")) == owner for w in waiters)
-
-
 def hold_count(reply: Any) -> int:
     return 0 if reply is None else int(reply)
 

@@ -268,8 +268,8 @@ class Counted:
     ) -> int:
         """The server's hold count of ``owner`` (hash field ``field``) after
         a failure in transit on the connections with ids ``dead``, fenced
-        first; ``waited``: it was a wait, which without the kill is seen
-        leaving the queue (``LOCK.INFO``) before the count is read."""
+        first; ``waited``: it was a wait, which without the kill is ended
+        by its owner's ``LOCK.CANCEL`` before the count is read."""
         try:
             fenced = True
             for cid in dead:
@@ -279,12 +279,8 @@ class Counted:
                     await self.simple(name, ["CLIENT", "KILL", "ID", cid])
                 except ServerError:
                     fenced = False  # NOPERM, or closed already
-            deadline = monotonic() + _protocol.short_timeout(self.options.command_timeout)
-            while waited and not fenced and monotonic() < deadline:
-                info = await self.simple(name, ["LOCK.INFO", name])
-                if not _protocol.waiters_include(info, owner):
-                    break
-                await _io.sleep(0.005)
+            if waited and not fenced:
+                await self.simple(name, ["LOCK.CANCEL", name, owner])
             return _protocol.hold_count(await self.simple(name, ["HGET", name, field]))
         except LockError as e:
             raise Uncertain(name, f"reading the hold count back: {describe(e)}") from e

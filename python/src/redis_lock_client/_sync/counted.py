@@ -219,12 +219,8 @@ class Counted:
                     self.simple(name, ["CLIENT", "KILL", "ID", cid])
                 except ServerError:
                     fenced = False  # NOPERM, or closed already
-            deadline = monotonic() + _protocol.short_timeout(self.options.command_timeout)
-            while waited and not fenced and monotonic() < deadline:
-                info = self.simple(name, ["LOCK.INFO", name])
-                if not _protocol.waiters_include(info, owner):
-                    break
-                _io.sleep(0.005)
+            if waited and not fenced:
+                self.simple(name, ["LOCK.CANCEL", name, owner])
             return _protocol.hold_count(self.simple(name, ["HGET", name, field]))
         except LockError as e:
             raise Uncertain(name, f"reading the hold count back: {describe(e)}") from e
