@@ -60,12 +60,17 @@ class Counted:
         self.redis = redis
         self.options = options
 
-    async def checkout(self, node: Any) -> tuple[Any, int | None]:
-        """A connection out of ``node``'s pool and its server id (asked once
-        per socket; None when ACLs deny it); on failure it goes back closed."""
+    async def checkout(self, node: Any, ident: bool = True) -> tuple[Any, int | None]:
+        """A connection out of ``node``'s pool and, if ``ident``, its server
+        id (asked once per socket, to fence it after a failure; None when
+        ACLs deny it); on failure it goes back closed. A command resent
+        after a failure needs no id: a renewal on a new connection is not
+        delayed by asking for one."""
         conn = await _io.get(node)
         try:
             cached = getattr(conn, "_rlc_id", None)
+            if not ident:
+                return conn, None
             if cached is None or cached[0] is not _io.socket(conn):
                 await _io.connect(conn)
                 try:
@@ -115,7 +120,7 @@ class Counted:
             node = await _io.route(self.redis, name)
             failure: BaseException
             try:
-                conn, cid = await self.checkout(node)  # a failure here sent nothing
+                conn, cid = await self.checkout(node, once)  # a failure here sent nothing
             except TRANSPORT as e:
                 failure = e
             else:

@@ -36,11 +36,14 @@ class Watchdog(Schedule):
         result: bool | None = None
         error = ""
         o = self.counted.options
+        left = max(entry.expires - sent, _protocol.retry_after(lease))
         try:
             reply = await self.counted.simple(
                 entry.name,
                 [entry.kind.renew, entry.name, entry.owner, _protocol.lease_ms(lease)],
-                timeout=min(_protocol.short_timeout(o.command_timeout), lease / 3),
+                # A reply any time before the lease ends keeps the hold: on a
+                # loaded machine, cutting it sooner throws a renewal away.
+                timeout=min(_protocol.short_timeout(o.command_timeout), left),
                 retries=0,
             )
             if reply not in (0, 1):

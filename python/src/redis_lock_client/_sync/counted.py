@@ -32,10 +32,12 @@ class Counted:
         self.redis = redis
         self.options = options
 
-    def checkout(self, node: Any) -> tuple[Any, int | None]:
+    def checkout(self, node: Any, ident: bool = True) -> tuple[Any, int | None]:
         conn = _io.get(node)
         try:
             cached = getattr(conn, "_rlc_id", None)
+            if not ident:
+                return conn, None
             if cached is None or cached[0] is not _io.socket(conn):
                 _io.connect(conn)
                 try:
@@ -73,7 +75,7 @@ class Counted:
             node = _io.route(self.redis, name)
             failure: BaseException
             try:
-                conn, cid = self.checkout(node)  # a failure here sent nothing
+                conn, cid = self.checkout(node, once)  # a failure here sent nothing
             except TRANSPORT as e:
                 failure = e
             else:

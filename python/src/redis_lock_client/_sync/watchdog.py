@@ -24,11 +24,12 @@ class Watchdog(Schedule):
         result: bool | None = None
         error = ""
         o = self.counted.options
+        left = max(entry.expires - sent, _protocol.retry_after(lease))
         try:
             reply = self.counted.simple(
                 entry.name,
                 [entry.kind.renew, entry.name, entry.owner, _protocol.lease_ms(lease)],
-                timeout=min(_protocol.short_timeout(o.command_timeout), lease / 3),
+                timeout=min(_protocol.short_timeout(o.command_timeout), left),
                 retries=0,
             )
             if reply not in (0, 1):
