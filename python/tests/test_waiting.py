@@ -70,6 +70,7 @@ def test_a_sliced_wait_keeps_its_place_against_newcomers(server: Server, r: redi
         time.sleep(0.25)
         threads.append(threading.Thread(target=wait_as, args=(LockClient(r), f"new{i}")))
         threads[-1].start()
+        assert wait_until(lambda i=i: f"new{i}" in lock_owners_waiting(r, "w:fifo"))
     time.sleep(0.3)
     holder.unlock()
     for t in threads:
