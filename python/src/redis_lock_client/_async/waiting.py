@@ -66,12 +66,10 @@ class Wait:
         fence (``CLIENT KILL``) before the count is read."""
         return self.broken
 
-    async def run(self, deadline: float | None, margin: float, first: Any = None) -> Any:
+    async def run(self, deadline: float | None, margin: float) -> Any:
         """The reply that ended the wait, or the last piece's (timed out)
-        at ``deadline`` (None: never). ``first``: (conn, cid) to start on."""
+        at ``deadline`` (None: never), each awaited ``margin`` longer."""
         piece = self.counted.options.wait_piece
-        if first is not None:
-            self.free.append(first)
         while True:
             left = None if deadline is None else max(deadline - monotonic(), 0.0)
             last = left is not None and left <= piece

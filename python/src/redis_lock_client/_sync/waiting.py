@@ -37,10 +37,8 @@ class Wait:
     def cids(self) -> list[int | None]:
         return self.broken
 
-    def run(self, deadline: float | None, margin: float, first: Any = None) -> Any:
+    def run(self, deadline: float | None, margin: float) -> Any:
         piece = self.counted.options.wait_piece
-        if first is not None:
-            self.free.append(first)
         while True:
             left = None if deadline is None else max(deadline - monotonic(), 0.0)
             last = left is not None and left <= piece
