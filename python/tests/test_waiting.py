@@ -120,6 +120,8 @@ async def give_up_async(start: Callable[[], Awaitable[Any]], after: float) -> No
     # Bounded: a cancellation that does not end the call fails here rather
     # than hanging the suite (seen once in a full run on 8.2).
     done, _ = await asyncio.wait({task}, timeout=10)
+    if not done:
+        task.print_stack()  # where the call went on
     assert done, "the cancelled call did not end"
     with pytest.raises(asyncio.CancelledError):
         task.result()
