@@ -49,6 +49,21 @@ def owner_suffix() -> str:
     return f"task-{n}"
 
 
+def cancels() -> int:
+    """How many cancels the running task was asked for (0 before 3.11)."""
+    task = asyncio.current_task()
+    return int(getattr(task, "cancelling", lambda: 0)()) if task is not None else 0
+
+
+def raise_lost_cancel(since: int) -> None:
+    """Raises a cancel asked for since ``since`` (:func:`cancels`) that
+    never arrived: ``asyncio.wait_for`` before 3.12 (redis-py sends under
+    one) drops a cancel that comes as its inner call ends, and a wait
+    without end would then go on for ever."""
+    if cancels() > since:
+        raise asyncio.CancelledError
+
+
 async def sleep(seconds: float) -> None:
     await asyncio.sleep(seconds)
 

@@ -70,6 +70,7 @@ class Wait:
         """The reply that ended the wait, or the last piece's (timed out)
         at ``deadline`` (None: never), each awaited ``margin`` longer."""
         piece = self.counted.options.wait_piece
+        cancels = _io.cancels()
         while True:
             left = None if deadline is None else max(deadline - monotonic(), 0.0)
             last = left is not None and left <= piece
@@ -78,6 +79,7 @@ class Wait:
             await _io.send(
                 conn, self.make(_protocol.wait_ms(left if last and left is not None else piece))
             )
+            _io.raise_lost_cancel(cancels)
             if len(self.out) == 2:  # the piece before is answered at once
                 answer = await self.read(margin)
                 if self.final(answer):

@@ -30,6 +30,15 @@ def owner_suffix() -> str:
     return str(_protocol.thread_number())
 
 
+def cancels() -> int:
+    """Threads are not cancelled: nothing to count."""
+    return 0
+
+
+def raise_lost_cancel(since: int) -> None:
+    """Threads lose no cancel."""
+
+
 def sleep(seconds: float) -> None:
     time.sleep(seconds)
 

@@ -39,6 +39,7 @@ class Wait:
 
     def run(self, deadline: float | None, margin: float) -> Any:
         piece = self.counted.options.wait_piece
+        cancels = _io.cancels()
         while True:
             left = None if deadline is None else max(deadline - monotonic(), 0.0)
             last = left is not None and left <= piece
@@ -47,6 +48,7 @@ class Wait:
             _io.send(
                 conn, self.make(_protocol.wait_ms(left if last and left is not None else piece))
             )
+            _io.raise_lost_cancel(cancels)
             if len(self.out) == 2:  # the piece before is answered at once
                 answer = self.read(margin)
                 if self.final(answer):
