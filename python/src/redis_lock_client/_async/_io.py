@@ -107,11 +107,15 @@ class Wakeup:
         self._event.set()
 
     async def wait(self, seconds: float) -> None:
-        if seconds > 0:
+        # Not asyncio.wait_for: before 3.12 it drops a cancel that comes as
+        # the event is set, and the watchdog would run on at asyncio.run's
+        # end (a process that raised while holding never exited).
+        if seconds > 0 and not self._event.is_set():
+            waiter = asyncio.ensure_future(self._event.wait())
             try:
-                await asyncio.wait_for(self._event.wait(), seconds)
-            except asyncio.TimeoutError:
-                pass
+                await asyncio.wait({waiter}, timeout=seconds)
+            finally:
+                waiter.cancel()
         self._event.clear()
 
 
