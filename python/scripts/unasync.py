@@ -54,7 +54,8 @@ def unasync(text: str, source: str) -> str:
         private = name.startswith("_") and not name.endswith("__")
         if isinstance(node, ast.Module) or source in INTERNAL or private:
             first = node.body[0]
-            if ast.get_docstring(node, clean=False) is not None and len(node.body) > 1:
+            alone = len(node.body) == 1 and not isinstance(node, ast.Module)
+            if ast.get_docstring(node, clean=False) is not None and not alone:
                 skip.update(range(first.lineno, (first.end_lineno or 0) + 1))
     lines = []
     for number, line in enumerate(text.splitlines(), 1):
@@ -63,10 +64,7 @@ def unasync(text: str, source: str) -> str:
         for pattern, replacement in RULES:
             line = pattern.sub(replacement, line)
         lines.append(line)
-    header = (
-        f'"""Generated from ``_async/{source}`` (which documents it) by\n'
-        '``python/scripts/unasync.py``: do not edit."""\n'
-    )
+    header = f'"""Generated from ``_async/{source}`` by ``scripts/unasync.py``: do not edit."""\n'
     return header + "\n".join(lines) + "\n"
 
 

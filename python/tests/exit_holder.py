@@ -2,7 +2,7 @@
 and a ``ModuleLock(timeout=None)``, prints ``held``, then ends normally or
 by an uncaught exception, without releasing anything.
 
-    python exit_holder.py PORT sync|async normal|raise
+    python exit_holder.py PORT sync|async normal|raise PREFIX
 """
 
 from __future__ import annotations
@@ -15,8 +15,7 @@ import redis.asyncio as aredis
 
 from redis_lock_client import AsyncLockClient, AsyncModuleLock, LockClient, ModuleLock
 
-port, flavour, ending = int(sys.argv[1]), sys.argv[2], sys.argv[3]
-prefix = f"exit:{flavour}:{ending}:{sys.version_info[0]}{sys.version_info[1]}"
+port, flavour, ending, prefix = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
 kept: list[object] = []  # module globals: collected at interpreter shutdown
 
 

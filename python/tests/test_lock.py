@@ -245,12 +245,10 @@ def test_interrupted_after_the_grant_was_recorded_gives_it_back(
 
     # Interrupted as the guard is made: before this client recorded the
     # grant (the server has it), which the read-back finds and gives back.
-    import redis_lock_client._sync.client as client_module
-
     def no_guard(*_: object) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(client_module, "LockGuard", no_guard)
+    monkeypatch.setattr(LockClient, "_Guard", no_guard)
     with pytest.raises(KeyboardInterrupt):
         locks.lock("t:ki")
     assert not r.exists("t:ki")

@@ -20,15 +20,22 @@ import logging
 import math
 import threading
 import time
-import weakref
 from collections.abc import Callable
 from typing import Any
 
-from ._protocol import Kind, LostReason, retry_after, text, tracking_read
+from ._protocol import Kind, LostReason, release_args, retry_after, text, tracking_read
+from .errors import NotHeld, ProtocolViolation
 
 log = logging.getLogger("redis_lock_client")
 
 LostCallback = Callable[[LostReason], None]
+
+# How long the watchdog, and the tracking listener, stay with nothing to
+# watch before they end (s).
+WATCHDOG_IDLE = 10.0
+# How long after its grant a hold's tracking is armed: a loss is told at
+# most this much (plus a round trip) after it.
+ARM_DELAY = 0.01
 
 # How close to the end of a caller-given lease a hold found gone counts as
 # that lease's end: the server's deadline is a whole millisecond of its
@@ -143,17 +150,31 @@ class Registry:
                 return entry.expires
             return min(entry.expires, entry.next_renewal)
 
-    def released(self, entry: Entry, held: bool) -> int:
-        """Records a release the server answered; ``held``: it still had the
-        hold (else the hold was gone). The holds left."""
+    def releasing(self, entry: Entry) -> tuple[int, list[Any]]:
+        """Before a release: (the holds known, the command to send);
+        :class:`NotHeld`, and nothing to send, when the hold is known lost."""
+        with entry.mutex:
+            known, renew, lost = entry.holds, entry.watchdog, entry.retired
+            if known and lost:
+                entry.holds -= 1
+        if known == 0 or lost:
+            raise NotHeld(entry.name)
+        return known, release_args(entry.kind, entry.name, entry.owner, known, renew)
+
+    def released(self, entry: Entry, seen: bool, reply: Any, command: str) -> None:
+        """Records a release: its reply if ``seen`` (else it ran, its reply
+        lost); :class:`NotHeld` if the server no longer had the hold."""
+        if seen and reply not in (None, 0, 1):
+            raise ProtocolViolation(f"{command} answered {reply!r}")
+        held = not seen or reply is not None
         with entry.mutex:
             entry.holds = entry.holds - 1 if held else 0
             left = entry.holds
         if not held:
             self.mark_lost(entry, LostReason(LostReason.NOT_HELD))
-        elif left == 0:
+            raise NotHeld(entry.name)
+        if left == 0:
             self.retire(entry)
-        return left
 
     def restarted(self, entry: Entry, sent: float, lease: float) -> None:
         """A caller's renewal restarted the lease at ``lease`` s."""
@@ -267,160 +288,126 @@ class Progress:
         # The guard of a recorded grant (made disarmed before the grant is
         # recorded): the caller must not be left without it.
         self.guard: Any = None
+        # A wait's pieces (``waiting.Wait``): given up by LOCK.CANCEL.
+        self.wait: Any = None
 
     def start(self, node: Any, conn: Any, cid: int | None, waiting: bool) -> None:
         self.node, self.conn, self.cid = node, conn, cid
         self.sent, self.waiting, self.sent_at = True, waiting, monotonic()
 
 
-class HoldView:
-    """What a lock guard tells without asking the server (both clients)."""
+class Schedule:
+    """The watchdog's schedule (both clients): one runner per client (a
+    task, or a thread) looks at the registry when the next renewal or
+    tracking arm is due, starting each renewal on its own; it ends once
+    nothing was held for ``WATCHDOG_IDLE`` s (so a client locking in a
+    loop does not start one per lock). The flavour's ``run`` sleeps
+    between rounds on ``wakeup``, which :meth:`due` cuts short."""
 
-    _entry: Entry
-    _registry: Registry
+    def __init__(self, registry: Registry, tracker: Watchlist, io: Any) -> None:
+        self.registry = registry
+        self.tracker = tracker
+        self.io = io
+        self.mutex = threading.Lock()
+        # When its sleep ends; inf while awake (it plans before sleeping).
+        self.wake_at = math.inf
+        self.wakeup = io.Wakeup()
+        self.runner: Any = None
+        self.idle_since: float | None = None
 
-    @property
-    def name(self) -> str:
-        return self._entry.name
+    def run(self) -> Any:
+        raise NotImplementedError
 
-    @property
-    def owner(self) -> str:
-        return self._entry.owner
+    def renew(self, entry: Entry, lease: float) -> Any:
+        raise NotImplementedError
 
-    @property
-    def kind(self) -> str:
-        """``"lock"``, or a read-write lock's ``"read"`` / ``"write"``."""
-        return self._entry.kind.label
+    def due(self, at: float) -> None:
+        """Makes sure the runner runs and looks again by ``at``."""
+        with self.mutex:
+            if self.runner is None:
+                self.runner = self.io.spawn(self.run)
+            if at >= self.wake_at:
+                return
+            self.wake_at = at
+        self.wakeup.set()
 
-    @property
-    def lost_reason(self) -> LostReason | None:
-        """Why the lock was lost, or None while it is not known lost."""
-        self._registry.expire_if_due(self._entry)
-        with self._entry.mutex:
-            return self._entry.lost
-
-    def is_lost(self) -> bool:
-        return self.lost_reason is not None
-
-    def add_lost_callback(self, callback: LostCallback) -> None:
-        """Calls ``callback(reason)`` (a :class:`LostReason`) once when the
-        lock is lost, from the watchdog or the tracking listener (at once
-        if it already is). It must not block; what it raises is logged
-        (logger ``redis_lock_client``) and otherwise ignored."""
-        with self._entry.mutex:
-            why = self._entry.lost
-            if why is None:
-                self._entry.callbacks.append(callback)
-        if why is not None:
-            callback(why)
-
-    def __repr__(self) -> str:
-        return (
-            f"{type(self).__name__}(name={self.name!r}, owner={self.owner!r}, "
-            f"kind={self.kind!r}, token={getattr(self, 'token', None)!r})"
-        )
-
-
-class PermitsView:
-    """What a permits guard tells without asking the server (both clients):
-    which of its permits are known lost, and the callbacks of the first loss."""
-
-    def __init__(
-        self, registry: Registry, name: str, ids: list[str], on_lost: LostCallback | None, lost: Any
-    ) -> None:
-        self._registry = registry
-        self.name = name
-        #: The permits' ids (32 hex characters each).
-        self.ids = tuple(ids)
-        self._entries: list[Entry] = []
-        self._released = False
-        self._reasons: dict[str, LostReason] = {}
-        self._callbacks: list[LostCallback] = [] if on_lost is None else [on_lost]
-        self._mutex = threading.Lock()
-        self._lost = lost
-
-    def _handler(self) -> Callable[[str], LostCallback]:
-        """Per permit, its entry's loss callback, holding this guard weakly:
-        a guard dropped unreleased is collected (and released), not renewed
-        for ever."""
-        ref = weakref.ref(self)
-
-        def for_permit(pid: str) -> LostCallback:
-            def on_lost(why: LostReason) -> None:
-                guard = ref()
-                if guard is not None:
-                    guard._on_lost(pid, why)
-
-            return on_lost
-
-        return for_permit
-
-    def _on_lost(self, pid: str, why: LostReason) -> None:
-        with self._mutex:
-            first = not self._reasons
-            self._reasons.setdefault(pid, why)
-            callbacks = list(self._callbacks) if first else []
-        self._lost.set()
-        call_lost_callbacks(callbacks, why, self.name)
-
-    def _expire_if_due(self) -> None:
-        for entry in self._entries:
-            self._registry.expire_if_due(entry)
-
-    @property
-    def lost_reason(self) -> LostReason | None:
-        """Why the first lost permit was lost, or None."""
-        self._expire_if_due()
-        with self._mutex:
-            return next(iter(self._reasons.values()), None)
-
-    @property
-    def lost_ids(self) -> list[str]:
-        """The ids known lost."""
-        with self._mutex:
-            return [i for i in self.ids if i in self._reasons]
-
-    def is_lost(self) -> bool:
-        return self.lost_reason is not None
-
-    def add_lost_callback(self, callback: LostCallback) -> None:
-        """Calls ``callback(reason)`` at the first loss (at once if one is
-        already known), as a lock guard's ``add_lost_callback`` does."""
-        with self._mutex:
-            why = next(iter(self._reasons.values()), None)
-            if why is None:
-                self._callbacks.append(callback)
-        if why is not None:
-            callback(why)
-
-    def _take_for_release(self) -> tuple[list[str], list[str], dict[str, Entry]]:
-        """(still held, known gone, entries by id), every entry retired
-        first: a renewal racing the release proves nothing."""
-        pending: list[str] = []
-        gone: list[str] = []
-        for e in self._entries:
-            with e.mutex:
-                known_lost = e.lost is not None
-            self._registry.retire(e)
-            (gone if known_lost else pending).append(e.owner)
-        return pending, gone, {e.owner: e for e in self._entries}
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}(name={self.name!r}, ids={list(self.ids)!r})"
+    def round(self, now: float) -> float | None:
+        """Declares what expired, starts the renewals and tracking arms
+        due; when to look again, or None: the runner ends."""
+        with self.mutex:
+            self.wake_at = math.inf
+        renewals, next_at = self.registry.plan(now)
+        for entry, lease in renewals:
+            self.io.spawn(self.renew, entry, lease)
+        next_at = min(next_at, self.tracker.arm_due(now))
+        with self.mutex:
+            if next_at == math.inf:
+                self.idle_since = now if self.idle_since is None else self.idle_since
+                if now - self.idle_since >= WATCHDOG_IDLE:
+                    self.runner = self.idle_since = None
+                    return None
+                next_at = self.idle_since + WATCHDOG_IDLE
+            else:
+                self.idle_since = None
+            self.wake_at = min(next_at, self.wake_at)
+            return self.wake_at
 
 
 class Watchlist:
     """What the tracking listener watches (both clients): holds granted and
-    waiting to be armed, and the armed ones by the key the server reports."""
+    waiting to be armed (``ARM_DELAY`` after their grant: a lock released
+    sooner is never read), and the armed ones by the key the server
+    reports; and when the flavour's listener (``Tracker``) starts and ends."""
 
-    def __init__(self) -> None:
+    def __init__(self, enabled: bool, io: Any) -> None:
+        self.enabled = enabled
+        self.io = io
         self.mutex = threading.Lock()
         self.pending: list[tuple[float, Entry]] = []
         self.watched: dict[str, list[Entry]] = {}
+        self.listener: Any = None
+        self.reader: Any = None
+        self.idle_since: float | None = None
 
-    def add(self, entry: Entry, at: float) -> None:
+    def listen(self) -> Any:
+        raise NotImplementedError
+
+    def check_all(self, entries: list[Entry]) -> Any:
+        raise NotImplementedError
+
+    def watch(self, entry: Entry) -> float | None:
+        """A grant was recorded: when to arm it (None: not tracked)."""
+        if not self.enabled:
+            return None
+        at = monotonic() + ARM_DELAY
         with self.mutex:
             self.pending.append((at, entry))
+        return at
+
+    def arm_due(self, now: float) -> float:
+        """Starts arming the holds whose time has come (the watchdog's
+        round); when the next one is due (inf: none)."""
+        ready, later = self.due(now)
+        if ready:
+            with self.mutex:
+                if self.listener is None and self.enabled:
+                    self.listener = self.io.spawn(self.listen)
+            if self.reader is not None:
+                self.io.spawn(self.check_all, ready)
+        return later
+
+    def idle(self, now: float) -> bool:
+        """After a quiet second: whether the listener ends (nothing was
+        watched for ``WATCHDOG_IDLE`` s)."""
+        if self.prune():
+            self.idle_since = None
+            return False
+        self.idle_since = now if self.idle_since is None else self.idle_since
+        with self.mutex:
+            if now - self.idle_since < WATCHDOG_IDLE or self.watched or self.pending:
+                return False
+            self.listener = None
+            return True
 
     def due(self, now: float) -> tuple[list[Entry], float]:
         """The holds to arm now (moved to the watched ones), and when the
@@ -449,10 +436,14 @@ class Watchlist:
                     del self.watched[key]
             return bool(self.watched or self.pending)
 
-    def clear(self) -> None:
+    def refused(self) -> None:
+        """The server refuses tracking (ACLs, or it cannot): renewals only,
+        for good."""
         with self.mutex:
+            self.enabled = False
             self.watched.clear()
             self.pending.clear()
+            self.listener = None
 
     def named(self, msg: Any) -> list[Entry]:
         """The watched entries an invalidation message names (all of them

@@ -11,7 +11,7 @@ import inspect
 import itertools
 import threading
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import ProtocolViolation
@@ -40,6 +40,10 @@ class Options:
       :class:`~redis_lock_client.NotSynced` (not held). ``(0, 0)`` turns the
       module's ``lock.sync-replicas`` off for this client; None (default)
       leaves it to the module. Reply deadlines grow by ``timeout``.
+    * ``wait_piece``: the longest one command waits in the server (s): a
+      longer wait is sent as pieces of this length that keep their place in
+      the queue (docs/waiting.md). Keep it below the driver's
+      ``socket_timeout`` minus ``wait_margin``.
     * ``track_locks``: the server tells the client at once when a held
       lock's or permit's key changes (``CLIENT TRACKING``, one connection
       pair per client), so a loss is told within milliseconds rather than
@@ -54,6 +58,7 @@ class Options:
     wait_margin: float = 2.0
     sync_replicas: tuple[int, float] | None = None
     track_locks: bool = True
+    wait_piece: float = 2.0
 
     def sync_args(self) -> tuple[int, int] | None:
         """``SYNC``'s arguments, checked: a positive timeout when replicas
@@ -91,8 +96,10 @@ def short_timeout(option: float | None) -> float:
     return DEFAULT_TIMEOUT if option is None else option
 
 
+@dataclass(frozen=True)
 class LostReason:
-    """Why a held lock was lost (``guard.lost_reason``).
+    """Why a held lock was lost (``guard.lost_reason``); reasons compare by
+    ``kind``.
 
     ``kind`` is one of:
 
@@ -108,18 +115,8 @@ class LostReason:
     RENEWAL_FAILED = "renewal_failed"
     LEASE_EXPIRED = "lease_expired"
 
-    def __init__(self, kind: str, detail: str = "") -> None:
-        self.kind = kind
-        self.detail = detail
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, LostReason) and other.kind == self.kind
-
-    def __hash__(self) -> int:
-        return hash(self.kind)
-
-    def __repr__(self) -> str:
-        return f"LostReason({self.kind!r}, {self.detail!r})"
+    kind: str
+    detail: str = field(default="", compare=False)
 
     def __str__(self) -> str:
         text = {
@@ -233,6 +230,11 @@ def release_args(kind: Kind, name: str, owner: str, known: int, renew: float | N
     return args
 
 
+def acquired(reply: Any) -> bool:
+    """Whether an acquire's reply (with or without ``TOKEN``) is a grant."""
+    return reply is None or (isinstance(reply, (list, tuple)) and reply[0] == -1)
+
+
 def parse_acquire(reply: Any, fenced: bool) -> tuple[bool, int | None]:
     """(granted, token) from a ``LOCK.ACQUIRE`` reply: nil / integer, or with
     ``TOKEN`` ``[-1, token]`` / ``[remaining, -1]``."""
@@ -280,15 +282,37 @@ def lease_left(info: Any, field: str) -> tuple[bool, float] | None:
     return True, ttl / 1000.0
 
 
-def waiters_include(info: Any, owner: str) -> bool:
-    waiters = pairs(info).get("waiters")
-    if not isinstance(waiters, (list, tuple)):
-        return False
-    return any(text(pairs(w).get("owner")) == owner for w in waiters)
-
-
 def hold_count(reply: Any) -> int:
     return 0 if reply is None else int(reply)
+
+
+def held(reply: Any) -> bool:
+    """Whether an ``HGET name field`` reply shows a hold."""
+    return hold_count(reply) > 0
+
+
+def own_lease(field: str, info: Any) -> float | None:
+    """The lease left (s) of the hold in hash field ``field``, from a
+    ``LOCK.INFO`` reply; None when it is not held."""
+    left = lease_left(info, field)
+    return left[1] if left is not None and left[0] else None
+
+
+def seconds(ms: Any) -> float | None:
+    """A ``PTTL`` reply in seconds; None for a key missing or without one."""
+    return ms / 1000.0 if isinstance(ms, int) and ms >= 0 else None
+
+
+def is_some(reply: Any) -> bool:
+    return reply is not None
+
+
+def same(reply: Any) -> Any:
+    return reply
+
+
+def is_one(reply: Any) -> bool:
+    return bool(reply == 1)
 
 
 def token_key(name: str) -> str:
@@ -423,9 +447,13 @@ def latch_set_args(name: str, count: int, ttl: Number | None) -> list[Any]:
     return args
 
 
-def await_args(name: str, timeout: Number | None) -> list[Any]:
-    """``LOCK.AWAIT``: None waits forever (0 ms)."""
-    return ["LOCK.AWAIT", name, 0 if timeout is None else wait_ms(timeout)]
+def await_args(name: str, ms: int) -> list[Any]:
+    return ["LOCK.AWAIT", name, ms]
+
+
+def latch_ended(reply: Any) -> bool:
+    """Whether a ``LOCK.AWAIT`` reply ends the wait (opened, or expired)."""
+    return reply in (1, -1)
 
 
 def wait_plan(wait: Number | None) -> tuple[int | None, float | None]:
@@ -441,10 +469,10 @@ def score_args(name: str, ids: list[str]) -> list[Any]:
     return ["ZMSCORE", timeout_key(name), *[bytes.fromhex(i) for i in ids]]
 
 
-def granted(command: str, reply: Any) -> None:
-    """A wait without end answers 1."""
-    if not flag(command, reply):
-        raise ProtocolViolation(f"{command} ... WAIT 0 answered 0")
+def granted_forever(reply: Any) -> None:
+    """A wait without end ends granted."""
+    if reply != 1:
+        raise ProtocolViolation(f"a wait without end answered {reply!r}")
 
 
 def integer(command: str, reply: Any) -> int:

@@ -14,11 +14,9 @@ from redis import exceptions as rex
 class LockError(rex.LockError):
     """Base class of every error this package raises."""
 
-    @property
-    def transient(self) -> bool:
-        """True when retrying later may succeed (unreachable server, unknown
-        outcome), as opposed to a refusal."""
-        return False
+    #: True when retrying later may succeed (unreachable server, unknown
+    #: outcome), as opposed to a refusal.
+    transient = False
 
 
 class ServerError(LockError, rex.ResponseError):
@@ -30,9 +28,7 @@ class ConnectionLost(LockError, rex.ConnectionError):
     """The server could not be reached, and the client made sure that the
     command it could not deliver did not take effect (or sent nothing)."""
 
-    @property
-    def transient(self) -> bool:
-        return True
+    transient = True
 
 
 class Uncertain(LockError, rex.ConnectionError):
@@ -48,9 +44,7 @@ class Uncertain(LockError, rex.ConnectionError):
         )
         self.name = name
 
-    @property
-    def transient(self) -> bool:
-        return True
+    transient = True
 
 
 class NotHeld(LockError, rex.LockNotOwnedError):
@@ -92,9 +86,7 @@ class NotSynced(LockError, rex.ResponseError):
         self.name = name
         self.detail = detail
 
-    @property
-    def transient(self) -> bool:
-        return True
+    transient = True
 
 
 class UpgradeRefused(ServerError):
@@ -120,7 +112,7 @@ class OutcomeUnknown(Uncertain):
     holds (a leased permit frees itself at its lease's end; a plain
     semaphore's permit stays taken until someone releases it)."""
 
-    def __init__(self, name: str, command: str, detail: str) -> None:
+    def __init__(self, name: str, command: str, detail: str, cid: int | None = None) -> None:
         LockError.__init__(
             self,
             f"{command} on {name!r}: the connection failed after the command was sent, "
@@ -128,6 +120,7 @@ class OutcomeUnknown(Uncertain):
         )
         self.name = name
         self.command = command
+        self.cid = cid  # the connection's id (to fence it)
 
 
 class PermitsNotHeld(NotHeld):
@@ -163,11 +156,8 @@ WRONG_ROLE = (
 def wrong_role(e: BaseException) -> bool:
     """Refused by a server that is no master (any more), or for a key that
     moved: nothing ran."""
-    return isinstance(e, WRONG_ROLE) or _said_wrong_role(e)
-
-
-def _said_wrong_role(e: BaseException) -> bool:
-    return str(e).startswith(("READONLY", "MOVED", "ASK ", "UNBLOCKED", "TRYAGAIN", "CLUSTERDOWN"))
+    said = ("READONLY", "MOVED", "ASK ", "UNBLOCKED", "TRYAGAIN", "CLUSTERDOWN")
+    return isinstance(e, WRONG_ROLE) or str(e).startswith(said)
 
 
 def server_error(e: BaseException) -> ServerError:

@@ -49,6 +49,21 @@ def owner_suffix() -> str:
     return f"task-{n}"
 
 
+def cancels() -> int:
+    """How many cancels the running task was asked for (0 before 3.11)."""
+    task = asyncio.current_task()
+    return int(getattr(task, "cancelling", lambda: 0)()) if task is not None else 0
+
+
+def raise_lost_cancel(since: int) -> None:
+    """Raises a cancel asked for since ``since`` (:func:`cancels`) that
+    never arrived: ``asyncio.wait_for`` before 3.12 (redis-py sends under
+    one) drops a cancel that comes as its inner call ends, and a wait
+    without end would then go on for ever."""
+    if cancels() > since:
+        raise asyncio.CancelledError
+
+
 async def sleep(seconds: float) -> None:
     await asyncio.sleep(seconds)
 
@@ -92,11 +107,15 @@ class Wakeup:
         self._event.set()
 
     async def wait(self, seconds: float) -> None:
-        if seconds > 0:
+        # Not asyncio.wait_for: before 3.12 it drops a cancel that comes as
+        # the event is set, and the watchdog would run on at asyncio.run's
+        # end (a process that raised while holding never exited).
+        if seconds > 0 and not self._event.is_set():
+            waiter = asyncio.ensure_future(self._event.wait())
             try:
-                await asyncio.wait_for(self._event.wait(), seconds)
-            except asyncio.TimeoutError:
-                pass
+                await asyncio.wait({waiter}, timeout=seconds)
+            finally:
+                waiter.cancel()
         self._event.clear()
 
 
@@ -161,11 +180,20 @@ async def drop(node: Any, conn: Any) -> None:
 
     async def close() -> None:
         try:
-            await conn.disconnect()
+            await drop_reading(conn)
         finally:
             await put(node, conn)
 
     await asyncio.shield(close())
+
+
+async def drop_reading(conn: Any) -> None:
+    """Closes the connection, and ends the task reading it (if any)."""
+    task = getattr(conn, "_rlc_reading", None)
+    conn._rlc_reading = None
+    await conn.disconnect()
+    if task is not None:
+        task.cancel()
 
 
 async def connect(conn: Any) -> None:
@@ -181,10 +209,28 @@ async def send(conn: Any, args: list[Any]) -> None:
     await conn.send_command(*args)
 
 
+async def arrived(conn: Any, within: float) -> bool:
+    """Whether the reply to what was sent came within ``within`` s, left
+    for :func:`reply`: it is read by a task of its own, which neither this
+    wait's end nor the caller's cancellation cuts (the connection stays
+    readable)."""
+    task = getattr(conn, "_rlc_reading", None)
+    if task is None:
+        task = conn._rlc_reading = spawn(conn.read_response, False, _FOREVER)
+    done, _ = await asyncio.wait({task}, timeout=max(within, 0.0))
+    return bool(done)
+
+
 async def reply(conn: Any, within: float | None) -> Any:
     """The reply to what was sent, awaited ``within`` s (None: forever).
     A reply that does not come in time closes the connection (it may still
     come) and raises redis-py's ``TimeoutError``."""
+    if getattr(conn, "_rlc_reading", None) is not None:
+        if not await arrived(conn, _FOREVER if within is None else within):
+            await drop_reading(conn)
+            raise rex.TimeoutError(f"no reply within {within:.3f} s")
+        task, conn._rlc_reading = conn._rlc_reading, None
+        return task.result()
     if within is None:
         return await conn.read_response(timeout=_FOREVER)
     started = monotonic()

@@ -4,10 +4,13 @@ drop-in). The kind of hold picks the commands and the hash field a
 read-back counts; nothing else differs.
 
 An acquisition tries once on a pooled connection, then, if the lock is
-busy and the caller waits, queues in the server (``waiting.py``). Either
-send may break in transit: the hold count decides whether it ran. A caller
-interrupted at any point (a cancelled task, ``KeyboardInterrupt``) leaves
-no grant behind (``waiting.abandon``).
+busy and the caller waits, queues in the server (``Counted.counted`` with
+a wait). Either send may break in transit: the hold count decides whether
+it ran. A wait goes in pieces that keep their place (``waiting.Wait``).
+A caller that gives up (a cancelled task, ``KeyboardInterrupt``) leaves
+:func:`abandon` to cancel the wait (``LOCK.CANCEL``) and give back a grant
+made at that instant, or one recorded whose guard never reached the
+caller: no grant is left behind.
 """
 
 from __future__ import annotations
@@ -18,16 +21,15 @@ from typing import Any
 from .. import _protocol
 from .._holds import Entry, LostCallback, Progress, monotonic
 from .._protocol import LOCK, Kind, LostReason, Number
-from ..errors import LockError
+from ..errors import LockError, ProtocolViolation
 from . import _io
 from .engine import Engine
-from .waiting import abandon, wait_counted
 
 
 async def acquire(
     engine: Engine,
     name: str,
-    owner: str,
+    whose: Callable[[], str],
     lease: Number | None,
     wait: float | None,
     fenced: bool,
@@ -35,10 +37,10 @@ async def acquire(
     make_guard: Callable[[Engine, Entry, int | None], Any],
     kind: Kind = LOCK,
 ) -> Any:
-    """A guard (``make_guard``'s) for a grant, or None when none came
-    within ``wait`` s (None: as long as it takes; 0: one attempt).
-    Without ``lease`` the watchdog keeps the hold."""
-    o = engine.options
+    """A guard (``make_guard``'s) for a grant to the owner ``whose()``
+    names, or None when none came within ``wait`` s (None: as long as it
+    takes; 0: one attempt). Without ``lease`` the watchdog keeps the hold."""
+    owner, o = whose(), engine.options
     watchdog = lease is None
     lease_s = float(o.watchdog_lease if lease is None else lease)
     ms = _protocol.lease_ms(lease_s)
@@ -47,7 +49,7 @@ async def acquire(
     deadline = None if wait is None else monotonic() + max(0.0, wait)
     sync = o.sync_args() if kind.syncable else None
     within = o.acquire_timeout() if kind.syncable else o.command_timeout
-    extra = o.sync_time() if sync is not None else 0.0
+    margin = o.wait_margin + (o.sync_time() if sync is not None else 0.0)
 
     def ask(wait_ms: int | None) -> list[Any]:
         return _protocol.acquire_args(name, owner, ms, wait_ms, fenced, sync, kind)
@@ -60,21 +62,24 @@ async def acquire(
                 if entry.retired:
                     continue
                 known = entry.holds
-                seen, reply = await engine.counted.counted(
+                counted = engine.counted.counted
+                seen, reply = await counted(
                     name, owner, entry.field, ask(None), known, known + 1, within, progress
                 )
                 got, token = _protocol.parse_acquire(reply, fenced) if seen else (True, None)
                 if not got and (wait is None or wait > 0):
-                    outcome = await wait_counted(
-                        engine, entry, known, ask, deadline, extra, progress
+                    seen, reply = await counted(
+                        name, owner, entry.field, ask, known, known + 1, margin, progress, deadline
                     )
-                    if outcome is not None:
-                        seen, reply = outcome
-                        got, token = (
-                            _protocol.parse_acquire(reply, fenced) if seen else (True, None)
-                        )
+                    got, token = _protocol.parse_acquire(reply, fenced) if seen else (True, None)
+                    if progress.wait is not None and progress.wait.crossed:
+                        # A piece crossed the grant and re-entered: one back.
+                        args = _protocol.release_args(kind, name, owner, known + 2, lease_s)
+                        await counted(name, owner, entry.field, args, known + 2, known + 1, within)
                 if not got:
                     engine.registry.retire_if_empty(entry)
+                    if wait is None:
+                        raise ProtocolViolation(f"{kind.acquire} ... WAIT 0 answered {reply!r}")
                     return None
                 if fenced and not seen:
                     token = await read_token(engine, name)
@@ -139,3 +144,44 @@ async def granted(
         engine.registry.mark_lost(entry, LostReason(LostReason.NOT_HELD))
     guard.release_on_drop = True
     return guard
+
+
+async def abandon(engine: Engine, entry: Entry, progress: Progress) -> None:
+    """After an interrupted acquisition: a command still in flight is cut
+    and fenced, and a grant it made is given back; so is one recorded whose
+    guard never reached the caller. Runs with ``entry.op`` held."""
+    async with entry.op:
+        guard = progress.guard
+        if guard is not None:
+            # Recorded, but the caller has no guard: the hold goes back here
+            # (the guard is disarmed, so its collection does not release it
+            # a second time).
+            guard.release_on_drop = False
+            await engine.quietly(engine.release_locked, entry)
+            return
+        conn, wait = progress.conn, progress.wait
+        if conn is not None or progress.sent:
+            # A command still in flight is cut (and fenced by the read-back);
+            # a wait is cancelled (``LOCK.CANCEL``) until its pieces answered
+            # (those that do not are cut and fenced); either may have granted
+            # what nothing recorded: the count read back says.
+            if conn is not None:
+                progress.conn = None
+                await engine.quietly(_io.drop, progress.node, conn)
+            with entry.mutex:
+                known = entry.holds
+            counted, timeout = engine.counted, engine.options.command_timeout
+            name, owner, field = entry.name, entry.owner, entry.field
+            try:
+                dead = [progress.cid] if conn is not None else []
+                if wait is not None:
+                    await wait.give_up()
+                    dead = wait.cids()
+                found = await counted.read_back(name, owner, field, dead, False)
+                while found > known:
+                    args = [entry.kind.release, name, owner]
+                    await counted.counted(name, owner, field, args, found, found - 1, timeout)
+                    found -= 1
+            except Exception:
+                pass
+        engine.registry.retire_if_empty(entry)

@@ -17,7 +17,13 @@ then reads ``HGET lock field``: the old count + 1 (acquire) or - 1
 means it did not, so it is resent; anything else is
 :class:`HoldCountMismatch`. Commands that change another count (a
 semaphore's, a latch's) cannot be read back: they are sent at most once
-(:meth:`Counted.once`).
+(``once``).
+
+A command that waits server-side (``... WAIT ms``, ``LOCK.AWAIT``) runs on
+a connection of its own, held out of the pool for the wait, its reply
+awaited ``wait_margin`` longer than the server waits. A wait for a hold
+whose connection broke is decided by the read-back: a grant made at that
+instant is adopted, never leaked.
 """
 
 from __future__ import annotations
@@ -34,7 +40,9 @@ from ..errors import (
     TRANSPORT,
     ConnectionLost,
     HoldCountMismatch,
+    LockError,
     OutcomeUnknown,
+    ServerError,
     Uncertain,
     describe,
     refused,
@@ -42,6 +50,7 @@ from ..errors import (
     wrong_role,
 )
 from . import _io
+from .waiting import Wait
 
 
 class Counted:
@@ -51,12 +60,17 @@ class Counted:
         self.redis = redis
         self.options = options
 
-    async def checkout(self, node: Any) -> tuple[Any, int | None]:
-        """A connection out of ``node``'s pool and its server id (asked once
-        per socket; None when ACLs deny it); on failure it goes back closed."""
+    async def checkout(self, node: Any, ident: bool = True) -> tuple[Any, int | None]:
+        """A connection out of ``node``'s pool and, if ``ident``, its server
+        id (asked once per socket, to fence it after a failure; None when
+        ACLs deny it); on failure it goes back closed. A command resent
+        after a failure needs no id: a renewal on a new connection is not
+        delayed by asking for one."""
         conn = await _io.get(node)
         try:
             cached = getattr(conn, "_rlc_id", None)
+            if not ident:
+                return conn, None
             if cached is None or cached[0] is not _io.socket(conn):
                 await _io.connect(conn)
                 try:
@@ -72,9 +86,12 @@ class Counted:
             await _io.drop(node, conn)
             raise
 
-    async def retry_pause(self, attempt: int, failure: BaseException) -> None:
-        """Before attempt ``attempt + 1``; ConnectionLost once retries are spent."""
-        if attempt >= self.options.retries:
+    async def retry_pause(
+        self, attempt: int, failure: BaseException, retries: int | None = None
+    ) -> None:
+        """Before attempt ``attempt + 1``; ConnectionLost once ``retries``
+        (the options' when None) are spent."""
+        if attempt >= (self.options.retries if retries is None else retries):
             raise ConnectionLost(describe(failure)) from failure
         if wrong_role(failure):
             await _io.moved(self.redis)
@@ -88,184 +105,187 @@ class Counted:
         retries: int | None = None,
         *,
         once: bool = False,
-        blocks: bool = False,
+        decode: Callable[[Any], Any] | None = None,
+        progress: Progress | None = None,
     ) -> Any:
-        """One command routed by ``name``, resent after a failure (harmless
-        for a read or a renewal). ``once``: it changes a count (a
-        semaphore's, a latch's), so once it may have run it is never
-        resent: :class:`OutcomeUnknown` if its connection fails after it was
-        sent. ``blocks``: it waits server-side up to ``timeout`` s (None:
-        forever) on a connection held out of the pool, its reply awaited
-        ``wait_margin`` longer; given up, the connection is closed (the
-        server drops a waiter when it reads the close)."""
-        o = self.options
-        retries = o.retries if retries is None else retries
-        within = o.command_timeout if timeout is None else timeout
-        if blocks:
-            within = None if timeout is None else timeout + o.wait_margin
-        failure: BaseException | None = None
-        for attempt in range(retries + 1):
-            if attempt:
-                if wrong_role(failure or Exception()):
-                    await _io.moved(self.redis)
-                await _io.sleep(o.retry_interval)
+        """One command routed by ``name``, its reply (``decode``'s of it),
+        resent after a failure (harmless for a read or a renewal). ``once``:
+        it changes a count, so once it may have run it is never resent:
+        :class:`OutcomeUnknown` (with the connection's id) if its connection
+        fails after it was sent. ``progress``: the connection is left there
+        for ``abandon`` when the caller is interrupted."""
+        within = self.options.command_timeout if timeout is None else timeout
+        attempt = 0
+        while True:
             node = await _io.route(self.redis, name)
+            failure: BaseException
             try:
-                conn = await _io.get(node)
-                if once:
-                    try:
-                        await _io.connect(conn)  # nothing sent yet: a failure is retried
-                    except BaseException:
-                        await _io.drop(node, conn)
-                        raise
+                conn, cid = await self.checkout(node, once)  # a failure here sent nothing
             except TRANSPORT as e:
                 failure = e
-                continue
-            try:
-                if blocks:
-                    await _io.send(conn, args)
-                    answer = await _io.reply(conn, within)
-                else:
-                    answer = await _io.execute(conn, args, within)
-            except rex.ResponseError as e:
-                if not wrong_role(e):
-                    await _io.put(node, conn)
-                    raise server_error(e) from e
-                failure = e
-            except TRANSPORT as e:
-                if once:
-                    await _io.drop(node, conn)
-                    raise OutcomeUnknown(name, str(args[0]), describe(e)) from e
-                failure = e
-            except BaseException:
-                await _io.drop(node, conn)
-                raise
             else:
-                await _io.put(node, conn)
-                return answer
-            await _io.drop(node, conn)
-        raise ConnectionLost(describe(failure)) from failure
+                if progress is not None:
+                    progress.start(node, conn, cid, False)
+                try:
+                    answer = await _io.execute(conn, args, within)
+                except Exception as e:
+                    if progress is not None:
+                        progress.conn = None
+                    if isinstance(e, rex.ResponseError) and not wrong_role(e):
+                        await _io.put(node, conn)
+                        raise refused(name, e) from e
+                    await _io.drop(node, conn)
+                    if once and not isinstance(e, rex.ResponseError):
+                        raise OutcomeUnknown(name, str(args[0]), describe(e), cid) from e
+                    if not isinstance(e, (rex.ResponseError, *TRANSPORT)):
+                        raise
+                    failure = e
+                except BaseException:
+                    if progress is None:
+                        await _io.drop(node, conn)
+                    raise
+                else:
+                    if progress is not None:
+                        progress.conn = None
+                    await _io.put(node, conn)
+                    return answer if decode is None else decode(answer)
+            await self.retry_pause(attempt, failure, retries)
+            attempt += 1
 
-    async def call(
+    async def queued(
         self,
         name: str,
-        args: list[Any],
+        make: Callable[[int], list[Any]],
+        final: Callable[[Any], bool],
+        wait: float | None,
+        granted: Callable[[list[Any]], Any],
+        give_back: Callable[[Any], Any] | None,
         decode: Callable[[Any], Any],
-        once: bool = False,
-        within: float | None = None,
-        blocks: bool = False,
     ) -> Any:
-        """:meth:`simple`'s reply, decoded."""
-        return decode(await self.simple(name, args, within, once=once, blocks=blocks))
+        """A wait of the ownerless kinds (semaphore, permits, latch) for
+        ``wait`` s (None: forever), under a waiter id of its own: the reply
+        that ended it, or the last piece's. Given up or broken in transit,
+        it is cancelled (``Wait.give_up``); a grant made meanwhile (a
+        piece's reply, or ``granted(what the cancel says)``: one at most)
+        is adopted when a connection broke, given to ``give_back`` when the
+        caller was interrupted. The reply is returned ``decode``d."""
+        who = _protocol.new_client_id()
+        deadline = None if wait is None else monotonic() + wait
+        node = await _io.route(self.redis, name)
+
+        def piece(ms: int) -> list[Any]:
+            return [*make(ms), "WAITER", who]
+
+        w = Wait(self, node, name, who, piece, final)
+        try:
+            answer = await w.run(deadline, self.options.wait_margin)
+        except BaseException as e:
+            if not isinstance(e, Exception):  # interrupted: its pieces are read there
+                _io.after_interruption(self.given_up, w, granted, give_back)
+                raise
+            if not isinstance(e, TRANSPORT):
+                await w.close()
+                if isinstance(e, rex.ResponseError):
+                    raise server_error(e) from e
+                raise
+            grant = await self.given_up(w, granted, None)
+            if grant is None:
+                raise ConnectionLost(describe(e)) from e
+            return decode(grant)
+        await w.close()
+        return decode(answer)
+
+    async def given_up(self, w: Wait, granted: Callable[[list[Any]], Any], give_back: Any) -> Any:
+        """Cancels ``w``: the grant it had (None), given back if asked."""
+        replies = await w.give_up()
+        await w.close()
+        for r in replies:
+            said = isinstance(r, list) and _protocol.text(r[0]) == "granted"
+            grant = granted(r[1:]) if said else r
+            if give_back is not None:
+                await give_back(grant)
+            return grant
+        return None
 
     async def counted(
         self,
         name: str,
         owner: str,
         field: str,
-        args: list[Any],
+        command: list[Any] | Callable[[int], list[Any]],
         known: int,
         applied: int,
         within: float | None,
         progress: Progress | None = None,
+        deadline: float | None = None,
     ) -> tuple[bool, Any]:
         """Runs a command that moves ``owner``'s count (hash field ``field``)
         from ``known`` to ``applied``, resent only when the server shows it
         did not run: (True, reply), or (False, None) when it ran but its
-        reply was lost."""
+        reply was lost. A wait is given as ``command(ms)``: it waits until
+        ``deadline`` (None: forever) in pieces (``waiting.Wait``), each
+        reply awaited ``within`` longer than its piece."""
         attempt = 0
         while True:
-            node = await _io.route(self.redis, name)
-            try:
-                conn, cid = await self.checkout(node)
-            except TRANSPORT as e:  # nothing of this command was sent
-                await self.retry_pause(attempt, e)
-                attempt += 1
-                continue
-            if progress is not None:
-                progress.start(node, conn, cid, False)
+            dead: list[int | None] = []
             failure: BaseException
             try:
-                answer = await _io.execute(conn, args, within)
+                if isinstance(command, list):
+                    answer = await self.simple(name, command, within, once=True, progress=progress)
+                else:
+                    node = await _io.route(self.redis, name)
+                    wait = Wait(self, node, name, owner, command, _protocol.acquired)
+                    if progress is not None:
+                        progress.wait, progress.sent = wait, True
+                    try:
+                        answer = await wait.run(deadline, within or 0.0)
+                    except Exception:
+                        await wait.close()  # an interruption leaves it to ``abandon``
+                        dead = wait.cids()
+                        raise
+                    finally:
+                        if progress is not None:
+                            progress.sent_at = wait.sent_at
+                    await wait.close()
+                return True, answer
+            except OutcomeUnknown as e:
+                failure, dead = e, [e.cid]
+            except LockError:
+                raise
             except rex.ResponseError as e:
-                if progress is not None:
-                    progress.conn = None
                 if not wrong_role(e):
-                    await _io.put(node, conn)
                     raise refused(name, e) from e
-                await _io.drop(node, conn)
-                await self.retry_pause(attempt, e)
-                attempt += 1
-                continue
+                failure = e
             except TRANSPORT as e:
                 failure = e
-            else:
-                if progress is not None:
-                    progress.conn = None
-                await _io.put(node, conn)
-                return True, answer
-            if progress is not None:
-                progress.conn = None
-            await _io.drop(node, conn)
-            found = await self.read_back(name, owner, field, cid, False)
-            if found == applied:
-                return False, None
-            if found != known:
-                raise HoldCountMismatch(name, [known, applied], found)
+            if dead:  # broken in transit (while waiting: granted at that instant?)
+                waited = not isinstance(command, list)
+                found = await self.read_back(name, owner, field, dead, waited)
+                if found == applied:
+                    return False, None
+                if found != known:
+                    raise HoldCountMismatch(name, [known, applied], found) from failure
             await self.retry_pause(attempt, failure)
             attempt += 1
 
     async def read_back(
-        self, name: str, owner: str, field: str, dead: int | None, waited: bool
+        self, name: str, owner: str, field: str, dead: list[int | None], waited: bool
     ) -> int:
         """The server's hold count of ``owner`` (hash field ``field``) after
-        a failure in transit on the connection with id ``dead``, fenced
-        first; ``waited``: it was a wait, which without the kill is seen
-        leaving the queue (``LOCK.INFO``) before the count is read."""
-        o = self.options
-        last: BaseException | None = None
-        for attempt in range(o.retries + 1):
-            if attempt:
-                await _io.sleep(o.retry_interval)
-            node = await _io.route(self.redis, name)
-            try:
-                conn = await _io.get(node)
-            except TRANSPORT as e:
-                last = e
-                continue
-            try:
-                fenced = False
-                if dead is not None:
-                    try:
-                        await _io.execute(conn, ["CLIENT", "KILL", "ID", dead], o.command_timeout)
-                        fenced = True
-                    except rex.ResponseError:
-                        pass  # NOPERM
-                if waited and not fenced:
-                    await self.await_dequeued(conn, name, owner)
-                reply = await _io.execute(conn, ["HGET", name, field], o.command_timeout)
-            except TRANSPORT as e:
-                await _io.drop(node, conn)
-                last = e
-                continue
-            except rex.ResponseError as e:
-                await _io.put(node, conn)
-                last = e
-                continue
-            except BaseException:
-                await _io.drop(node, conn)
-                raise
-            await _io.put(node, conn)
-            return _protocol.hold_count(reply)
-        raise Uncertain(name, f"reading the hold count back: {describe(last)}")
-
-    async def await_dequeued(self, conn: Any, name: str, owner: str) -> None:
-        """Without a kill, the dropped waiter leaves the queue when the
-        server reads its close: ``LOCK.INFO`` until then."""
-        timeout = self.options.command_timeout
-        deadline = monotonic() + _protocol.short_timeout(timeout)
-        while monotonic() < deadline:
-            info = await _io.execute(conn, ["LOCK.INFO", name], timeout)
-            if not _protocol.waiters_include(info, owner):
-                return
-            await _io.sleep(0.005)
+        a failure in transit on the connections with ids ``dead``, fenced
+        first; ``waited``: it was a wait, which without the kill is ended
+        by its owner's ``LOCK.CANCEL`` before the count is read."""
+        try:
+            fenced = True
+            for cid in dead:
+                try:
+                    if cid is None:
+                        raise ServerError("no id")
+                    await self.simple(name, ["CLIENT", "KILL", "ID", cid])
+                except ServerError:
+                    fenced = False  # NOPERM, or closed already
+            if waited and not fenced:
+                await self.simple(name, ["LOCK.CANCEL", name, owner])
+            return _protocol.hold_count(await self.simple(name, ["HGET", name, field]))
+        except LockError as e:
+            raise Uncertain(name, f"reading the hold count back: {describe(e)}") from e

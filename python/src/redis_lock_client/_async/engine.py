@@ -5,12 +5,13 @@ makes alike: recording a grant, giving a hold back, restarting a lease."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from .. import _protocol
 from .._holds import Entry, LostCallback, Registry, monotonic
 from .._protocol import Options
-from ..errors import HoldCountMismatch, NotHeld, ProtocolViolation
+from ..errors import HoldCountMismatch
 from . import _io
 from .counted import Counted
 from .tracking import Tracker
@@ -18,6 +19,8 @@ from .watchdog import Watchdog
 
 
 class Engine:
+    io = _io  # the flavour's primitives, for the objects' shared parts (``_api``)
+
     def __init__(self, redis: Any, options: Options) -> None:
         self.id = _protocol.new_client_id()
         self.options = options
@@ -49,13 +52,7 @@ class Engine:
 
     async def release_locked(self, entry: Entry) -> None:
         """:meth:`release`, with ``entry.op`` held."""
-        with entry.mutex:
-            known, renew, lost = entry.holds, entry.watchdog, entry.retired
-            if known and lost:
-                entry.holds -= 1
-        if known == 0 or lost:
-            raise NotHeld(entry.name)
-        args = _protocol.release_args(entry.kind, entry.name, entry.owner, known, renew)
+        known, args = self.registry.releasing(entry)
         try:
             seen, reply = await self.counted.counted(
                 entry.name,
@@ -70,18 +67,14 @@ class Engine:
             if e.found != 0:
                 raise
             seen, reply = True, None
-        if seen and reply not in (None, 0, 1):
-            raise ProtocolViolation(f"{args[0]} answered {reply!r}")
-        held = not seen or reply is not None
-        self.registry.released(entry, held)
-        if not held:
-            raise NotHeld(entry.name)
+        self.registry.released(entry, seen, reply, args[0])
 
-    async def release_quietly(self, entry: Entry) -> None:
-        """For a guard dropped unreleased: failures are ignored (lost
-        already, or unreachable: the lease ends on its own)."""
+    async def quietly(self, fn: Callable[..., Any], *args: Any, **kw: Any) -> None:
+        """A clean-up nobody waits for (a guard dropped unreleased, an
+        interrupted call's): failures are ignored (lost already, or
+        unreachable: the lease ends on its own)."""
         try:
-            await self.release(entry)
+            await fn(*args, **kw)
         except Exception:
             pass
 

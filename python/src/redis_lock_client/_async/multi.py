@@ -20,56 +20,9 @@ from .._holds import monotonic
 from .._protocol import Number
 from ..errors import LockError
 from . import _io
+from ._io import Later
 from .client import AsyncLockClient
 from .guard import AsyncLockGuard
-
-
-class AsyncMultiLock(MultiParts):
-    """All of several locks, or none: taken in the order given within one
-    shared wait budget; if one cannot be had, those already taken are
-    released before the call returns. List the locks in the same order
-    everywhere (opposite orders can each hold one and wait for the other).
-
-    ::
-
-        both = AsyncMultiLock([(east, "account:1"), (west, "account:2")])
-        guard = await both.try_lock(wait=1.0)  # None if not had in time
-    """
-
-    async def lock(self) -> AsyncMultiGuard:
-        """Takes every lock, waiting as long as it takes; watchdogs keep them."""
-        guard = await self._acquire(None, None)
-        assert guard is not None
-        return guard
-
-    async def try_lock(
-        self, wait: Number = 0, lease: Number | None = None
-    ) -> AsyncMultiGuard | None:
-        """Every lock within ``wait`` seconds (shared), or None. With a
-        ``lease``, every lease restarts together once all are held."""
-        return await self._acquire(float(wait), lease)
-
-    async def _acquire(self, wait: float | None, lease: Number | None) -> AsyncMultiGuard | None:
-        deadline = None if wait is None else monotonic() + wait
-        held: list[AsyncLockGuard] = []
-        try:
-            for client, name in self._parts:
-                part_wait = None if deadline is None else max(0.0, deadline - monotonic())
-                guard = await client.try_lock(name, part_wait, lease)
-                if guard is None:
-                    await _roll_back(held)
-                    return None
-                held.append(guard)
-            if lease is not None and len(held) > 1:
-                # The first lease started long before the last: restart all.
-                for guard in held:
-                    if not await guard.renew(lease):
-                        await _roll_back(held)
-                        return None
-        except BaseException:
-            await _roll_back(held)
-            raise
-        return AsyncMultiGuard(held)
 
 
 async def _roll_back(held: list[AsyncLockGuard]) -> None:
@@ -107,19 +60,31 @@ class AsyncMultiGuard(MultiHeld):
                 raise
 
 
+class AsyncMultiLock(MultiParts[Later[AsyncMultiGuard], Later[AsyncMultiGuard | None]]):
+    async def _acquire(self, wait: float | None, lease: Number | None) -> AsyncMultiGuard | None:
+        deadline = None if wait is None else monotonic() + wait
+        held: list[AsyncLockGuard] = []
+        try:
+            for client, name in self._parts:
+                part_wait = None if deadline is None else max(0.0, deadline - monotonic())
+                guard = await client.try_lock(name, part_wait, lease)
+                if guard is None:
+                    await _roll_back(held)
+                    return None
+                held.append(guard)
+            if lease is not None and len(held) > 1:
+                # The first lease started long before the last: restart all.
+                for guard in held:
+                    if not await guard.renew(lease):
+                        await _roll_back(held)
+                        return None
+        except BaseException:
+            await _roll_back(held)
+            raise
+        return AsyncMultiGuard(held)
+
+
 class AsyncRedLock(RedLockPlan):
-    """One lock on a majority (N/2 + 1) of N independent masters.
-
-    Each round sends one ``LOCK.ACQUIRE`` (no waiting) to every master at
-    once, each bounded by a short timeout; it wins when a quorum granted it
-    and time is left: validity = lease - elapsed - drift (1% of the lease +
-    2 ms). A lost round is released on every master, and the next starts
-    after a short random pause until ``wait`` is spent. Each round uses a
-    fresh owner id and never resends, so releasing it everywhere never
-    frees another holder's lock: no re-entry, no watchdog (pick a lease
-    longer than the work), no fencing token.
-    """
-
     async def try_lock(self, wait: Number, lease: Number) -> AsyncRedLockGuard | None:
         """The lock on a quorum within ``wait`` s for ``lease`` s, or None."""
         ms = _protocol.lease_ms(lease)
@@ -149,10 +114,6 @@ class AsyncRedLock(RedLockPlan):
 
 
 class AsyncRedLockGuard(RedLockView):
-    """An :class:`AsyncRedLock` held on a quorum, valid for :meth:`validity`
-    more seconds; released on every master by :meth:`unlock` or the end of
-    the ``async with`` block."""
-
     async def unlock(self) -> None:
         """Releases it on every master, reachable or not (errors ignored: an
         unreachable master's hold ends with its lease)."""

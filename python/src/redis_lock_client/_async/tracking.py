@@ -24,60 +24,30 @@ told then.
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 from redis import exceptions as rex
 
 from .. import _protocol
-from .._holds import Entry, Registry, Watchlist, monotonic
+from .._holds import ARM_DELAY, Entry, Registry, Watchlist, monotonic
 from .._protocol import Options
 from . import _io
 
-# How long after its grant a hold is armed: a lock released sooner is never
-# read. A loss is told at most this much (plus a round trip) after it.
-ARM_DELAY = 0.01
 # The longest pause between attempts to connect the pair again.
 MAX_BACKOFF = 0.02
-# How long the listener stays with nothing to watch before it ends.
-IDLE = 10.0
 CHANNEL = "__redis__:invalidate"
 
 
-class Tracker:
-    """One client's tracking pair and what it watches."""
+class Tracker(Watchlist):
+    """One client's tracking pair; what it watches is ``Watchlist``'s."""
 
     def __init__(self, redis: Any, registry: Registry, options: Options) -> None:
+        super().__init__(options.track_locks and not _io.is_cluster(redis), _io)
         self.redis = redis
         self.registry = registry
         self.timeout = options.command_timeout
-        self.enabled = options.track_locks and not _io.is_cluster(redis)
-        self.watchlist = Watchlist()
         self.subscriber: Any = None
-        self.reader: Any = None
         self.reading = _io.Lock()  # one command at a time on the reader
-        self.listener: Any = None
-        self.mutex = threading.Lock()
-
-    def watch(self, entry: Entry) -> float | None:
-        """A grant was recorded: when to arm it (None: not tracked)."""
-        if not self.enabled:
-            return None
-        at = monotonic() + ARM_DELAY
-        self.watchlist.add(entry, at)
-        return at
-
-    def arm_due(self, now: float) -> float:
-        """Starts arming the holds whose time has come (the watchdog's
-        round); when the next one is due (inf: none)."""
-        ready, later = self.watchlist.due(now)
-        if ready:
-            with self.mutex:
-                if self.listener is None and self.enabled:
-                    self.listener = _io.spawn(self.listen)
-            if self.reader is not None:
-                _io.spawn(self.check_all, ready)
-        return later
 
     async def connect(self) -> None:
         """The pair: the subscriber (RESP2, so invalidations come as
@@ -110,22 +80,17 @@ class Tracker:
 
     async def listen(self) -> None:
         """Connects the pair, then checks what each invalidation names;
-        ends once nothing was watched for ``IDLE`` s or tracking is refused."""
+        ends once nothing was watched for a while or tracking is refused."""
         backoff = ARM_DELAY
-        idle_since: float | None = None
         while True:
             if self.subscriber is None:
                 try:
                     await self.connect()
                     backoff = ARM_DELAY
                     # Arm (and check) everything: a change in the gap was not told.
-                    await self.check_all(self.watchlist.all())
+                    await self.check_all(self.all())
                 except rex.ResponseError:
-                    # ACLs deny it, or the server cannot: renewals only, for good.
-                    self.enabled = False
-                    self.watchlist.clear()
-                    with self.mutex:
-                        self.listener = None
+                    self.refused()
                     return
                 except Exception:
                     await self.disconnect()
@@ -138,17 +103,10 @@ class Tracker:
                 await self.disconnect()
                 continue
             if msg is None:
-                if self.watchlist.prune():
-                    idle_since = None
-                    continue
-                now = monotonic()
-                idle_since = now if idle_since is None else idle_since
-                with self.mutex:
-                    if now - idle_since >= IDLE and not self.watchlist.prune():
-                        self.listener = None
-                        break
+                if self.idle(monotonic()):
+                    break
                 continue
-            await self.check_all(self.watchlist.named(msg))
+            await self.check_all(self.named(msg))
         await self.disconnect()
 
     async def check_all(self, entries: list[Entry]) -> None:

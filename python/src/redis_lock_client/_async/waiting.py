@@ -1,15 +1,21 @@
-"""Waiting in the server's queue, and giving up: the one place where a
-command blocks server-side (``... WAIT ms``, ``LOCK.AWAIT``) and where an
-interrupted call is cleaned up.
+"""A wait in the server's queue, cut into pieces that keep their place,
+and given up by ``LOCK.CANCEL`` (the protocol is docs/waiting.md's).
 
-A wait runs on a connection of its own, held out of the pool for the wait,
-its reply awaited ``wait_margin`` longer than the server waits. A wait for
-a hold (a lock, a read or write hold) whose connection broke is decided by
-the read-back (``counted.py``): a grant made at that instant is adopted,
-never leaked. A caller that gives up (a cancelled task, an interrupted
-thread) cuts the connection; the server drops a waiter when it reads the
-close, and :func:`abandon` fences it and gives back a grant made at that
-instant, or one recorded whose guard never reached the caller.
+A driver does not let a connection wait long (redis-py's
+``socket_timeout``, a proxy's idle timeout), so a wait longer than
+``Options.wait_piece`` is sent as pieces of that length, each but the
+last sent on the other of two connections a quarter of a piece before
+the one before it ends: the new piece takes its identity's place in the
+queue (the one before is answered at once, as timed out), so the waiter
+is never absent from the queue and no newcomer overtakes it. A piece may
+cross its predecessor's grant: the lock kinds then hold once more (the
+caller gives one back), the ownerless kinds are answered the same grant.
+
+A given-up wait (a cancelled task, ``KeyboardInterrupt``, a reply that
+did not come in time) is cancelled by identity from a pooled connection,
+until every piece sent has answered; what was granted meanwhile (the
+cancel's ``granted``, a piece's grant) is told to the caller, which
+gives it back: no grant is left that nobody holds.
 """
 
 from __future__ import annotations
@@ -19,124 +25,122 @@ from typing import Any
 
 from redis import exceptions as rex
 
-from .._holds import Entry, Progress, monotonic
-from .._protocol import wait_ms
-from ..errors import TRANSPORT, HoldCountMismatch, refused, wrong_role
+from .. import _protocol
+from .._holds import monotonic
+from ..errors import TRANSPORT
 from . import _io
-from .engine import Engine
+
+# How often a given-up wait is cancelled again while a piece sent is
+# still unanswered (it was on its way when the cancel ran), and how many
+# times: after that its connection is closed, and fenced by the caller.
+_RECANCEL = 0.05
+_ROUNDS = 20
 
 
-async def wait_counted(
-    engine: Engine,
-    entry: Entry,
-    known: int,
-    ask: Callable[[int], list[Any]],
-    deadline: float | None,
-    extra: float,
-    progress: Progress,
-) -> tuple[bool, Any] | None:
-    """Queues ``ask(wait ms)`` (0: forever) for ``entry``'s hold until
-    ``deadline`` (None: forever): (True, reply), (False, None) when granted
-    but the reply was lost, None when the deadline passed."""
-    counted, o = engine.counted, engine.options
-    attempt = 0
-    while True:
-        remaining: float | None = None
-        if deadline is not None:
-            remaining = deadline - monotonic()
-            if remaining <= 0:
-                return None
-        args = ask(0 if remaining is None else wait_ms(remaining))
-        node = await _io.route(counted.redis, entry.name)
-        try:
-            conn, cid = await counted.checkout(node)
-        except TRANSPORT as e:
-            await counted.retry_pause(attempt, e)
-            attempt += 1
-            continue
-        progress.start(node, conn, cid, True)
-        failure: BaseException
-        try:
-            await _io.send(conn, args)
-            answer = await _io.reply(
-                conn, None if remaining is None else remaining + o.wait_margin + extra
+class Wait:
+    """One identity's (a lock owner's, a waiter id's) wait on ``name``:
+    ``make(ms)`` is a piece's command, ``final(reply)`` whether a reply
+    ends the wait (a grant, a latch's end)."""
+
+    def __init__(
+        self,
+        counted: Any,
+        node: Any,
+        name: str,
+        who: str,
+        make: Callable[[int], list[Any]],
+        final: Callable[[Any], bool],
+    ) -> None:
+        self.counted, self.node, self.name, self.who = counted, node, name, who
+        self.make, self.final = make, final
+        # (connection, its id, when its piece was sent): pieces unanswered,
+        # oldest first; connections read clean; ids of those that broke.
+        self.out: list[tuple[Any, int | None, float]] = []
+        self.free: list[tuple[Any, int | None]] = []
+        self.broken: list[int | None] = []
+        self.crossed = False  # a piece crossed its predecessor's grant
+        self.sent_at = 0.0  # when the piece last answered was sent
+
+    def cids(self) -> list[int | None]:
+        """The ids of the connections closed with a piece unanswered: to
+        fence (``CLIENT KILL``) before the count is read."""
+        return self.broken
+
+    async def run(self, deadline: float | None, margin: float) -> Any:
+        """The reply that ended the wait, or the last piece's (timed out)
+        at ``deadline`` (None: never), each awaited ``margin`` longer."""
+        piece = self.counted.options.wait_piece
+        cancels = _io.cancels()
+        while True:
+            left = None if deadline is None else max(deadline - monotonic(), 0.0)
+            last = left is not None and left <= piece
+            conn, cid = self.free.pop() if self.free else await self.counted.checkout(self.node)
+            self.out.append((conn, cid, monotonic()))
+            await _io.send(
+                conn, self.make(_protocol.wait_ms(left if last and left is not None else piece))
             )
-        except rex.ResponseError as e:
-            if not wrong_role(e):
-                progress.conn = None
-                await _io.put(node, conn)
-                raise refused(entry.name, e) from e
-            failure = e
-        except TRANSPORT as e:
-            failure = e
-        else:
-            progress.conn = None
-            await _io.put(node, conn)
-            return True, answer
-        # Broken while waiting: was it granted at that instant?
-        progress.conn = None
-        await _io.drop(node, conn)
-        found = await counted.read_back(entry.name, entry.owner, entry.field, cid, True)
-        if found == known + 1:
-            return False, None
-        if found != known:
-            raise HoldCountMismatch(entry.name, [known, known + 1], found)
-        await counted.retry_pause(attempt, failure)
-        attempt += 1
+            _io.raise_lost_cancel(cancels)
+            if len(self.out) == 2:  # the piece before is answered at once
+                answer = await self.read(margin)
+                if self.final(answer):
+                    self.crossed = True
+                    await self.read(margin)
+                    return answer
+            if last:
+                return await self.read((left or 0.0) + margin)
+            if await _io.arrived(conn, piece * 0.75):
+                answer = await self.read(margin)
+                if self.final(answer):
+                    return answer
 
+    async def read(self, within: float) -> Any:
+        """The oldest unanswered piece's reply; its connection is then free
+        again (dropped when it failed in transit)."""
+        conn, cid, self.sent_at = self.out.pop(0)
+        try:
+            answer = await _io.reply(conn, within)
+        except rex.ResponseError:
+            self.free.append((conn, cid))
+            raise
+        except BaseException:
+            self.broken.append(cid)
+            await _io.drop(self.node, conn)
+            raise
+        self.free.append((conn, cid))
+        return answer
 
-async def wait_once(engine: Engine, name: str, args: list[Any], within: float | None) -> Any:
-    """A command that waits server-side up to ``within`` s (None: forever)
-    and changes a count (a semaphore's, a latch's): sent at most once."""
-    return await engine.counted.simple(name, args, within, once=True, blocks=True)
-
-
-async def abandon(engine: Engine, entry: Entry, progress: Progress) -> None:
-    """After an interrupted acquisition: a command still in flight is cut
-    and fenced, and a grant it made is given back; so is one recorded whose
-    guard never reached the caller. Runs with ``entry.op`` held."""
-    async with entry.op:
-        guard = progress.guard
-        if guard is not None:
-            # Recorded, but the caller has no guard: the hold goes back here
-            # (the guard is disarmed, so its collection does not release it
-            # a second time).
-            guard.release_on_drop = False
-            try:
-                await engine.release_locked(entry)
-            except Exception:
-                pass  # lost already, or unreachable: the lease ends on its own
-            return
-        conn = progress.conn
-        if conn is not None or progress.sent:
-            # A command still in flight is cut (and fenced by the read-back);
-            # one that completed may have granted what nothing recorded.
-            if conn is not None:
-                progress.conn = None
+    async def give_up(self) -> list[Any]:
+        """Cancels the wait until every piece sent has answered: what the
+        cancel and the pieces say was granted (their replies). A
+        connection that fails meanwhile is dropped (see ``abandon``)."""
+        grants: list[Any] = []
+        margin = self.counted.options.wait_margin
+        for _ in range(_ROUNDS):
+            said = await self.counted.simple(self.name, ["LOCK.CANCEL", self.name, self.who])
+            if _protocol.text(said[0]) == "granted":
+                grants.append(said)
+            while self.out:
                 try:
-                    await _io.drop(progress.node, conn)
-                except Exception:
+                    if not await _io.arrived(self.out[0][0], _RECANCEL):
+                        break
+                    answer = await self.read(margin)
+                    if self.final(answer):
+                        grants.append(answer)
+                except rex.ResponseError:
+                    pass  # CANCELLED
+                except TRANSPORT:
                     pass
-            with entry.mutex:
-                known = entry.holds
-            try:
-                found = await engine.counted.read_back(
-                    entry.name,
-                    entry.owner,
-                    entry.field,
-                    progress.cid if conn is not None else None,
-                    progress.waiting and conn is not None,
-                )
-                if found == known + 1:
-                    await engine.counted.counted(
-                        entry.name,
-                        entry.owner,
-                        entry.field,
-                        [entry.kind.release, entry.name, entry.owner],
-                        known + 1,
-                        known,
-                        engine.options.command_timeout,
-                    )
-            except Exception:
-                pass
-        engine.registry.retire_if_empty(entry)
+            if not self.out:
+                return grants
+        await self.close()
+        return grants
+
+    async def close(self) -> None:
+        """The connections back to the pool; those with a piece unanswered
+        closed (their ids kept in ``broken``: to fence)."""
+        while self.free:
+            await _io.put(self.node, self.free.pop()[0])
+        while self.out:
+            conn, cid, _ = self.out.pop()
+            self.broken.append(cid)
+            await _io.drop(self.node, conn)

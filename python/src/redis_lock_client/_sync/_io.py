@@ -30,6 +30,15 @@ def owner_suffix() -> str:
     return str(_protocol.thread_number())
 
 
+def cancels() -> int:
+    """Threads are not cancelled: nothing to count."""
+    return 0
+
+
+def raise_lost_cancel(since: int) -> None:
+    """Threads lose no cancel."""
+
+
 def sleep(seconds: float) -> None:
     time.sleep(seconds)
 
@@ -134,6 +143,16 @@ def socket(conn: Any) -> Any:
 
 def send(conn: Any, args: list[Any]) -> None:
     conn.send_command(*args)
+
+
+def arrived(conn: Any, within: float) -> bool:
+    """Whether the reply to what was sent came within ``within`` s, left
+    for :func:`reply` (polled a second at a time: interruptible)."""
+    limit = monotonic() + within
+    while not conn.can_read(max(0.0, min(1.0, limit - monotonic()))):
+        if monotonic() >= limit:
+            return False
+    return True
 
 
 def reply(conn: Any, within: float | None) -> Any:

@@ -1,5 +1,4 @@
-"""Generated from ``_async/acquire.py`` (which documents it) by
-``python/scripts/unasync.py``: do not edit."""
+"""Generated from ``_async/acquire.py`` by ``scripts/unasync.py``: do not edit."""
 
 from __future__ import annotations
 
@@ -9,16 +8,15 @@ from typing import Any
 from .. import _protocol
 from .._holds import Entry, LostCallback, Progress, monotonic
 from .._protocol import LOCK, Kind, LostReason, Number
-from ..errors import LockError
+from ..errors import LockError, ProtocolViolation
 from . import _io
 from .engine import Engine
-from .waiting import abandon, wait_counted
 
 
 def acquire(
     engine: Engine,
     name: str,
-    owner: str,
+    whose: Callable[[], str],
     lease: Number | None,
     wait: float | None,
     fenced: bool,
@@ -26,7 +24,7 @@ def acquire(
     make_guard: Callable[[Engine, Entry, int | None], Any],
     kind: Kind = LOCK,
 ) -> Any:
-    o = engine.options
+    owner, o = whose(), engine.options
     watchdog = lease is None
     lease_s = float(o.watchdog_lease if lease is None else lease)
     ms = _protocol.lease_ms(lease_s)
@@ -35,7 +33,7 @@ def acquire(
     deadline = None if wait is None else monotonic() + max(0.0, wait)
     sync = o.sync_args() if kind.syncable else None
     within = o.acquire_timeout() if kind.syncable else o.command_timeout
-    extra = o.sync_time() if sync is not None else 0.0
+    margin = o.wait_margin + (o.sync_time() if sync is not None else 0.0)
 
     def ask(wait_ms: int | None) -> list[Any]:
         return _protocol.acquire_args(name, owner, ms, wait_ms, fenced, sync, kind)
@@ -48,19 +46,23 @@ def acquire(
                 if entry.retired:
                     continue
                 known = entry.holds
-                seen, reply = engine.counted.counted(
+                counted = engine.counted.counted
+                seen, reply = counted(
                     name, owner, entry.field, ask(None), known, known + 1, within, progress
                 )
                 got, token = _protocol.parse_acquire(reply, fenced) if seen else (True, None)
                 if not got and (wait is None or wait > 0):
-                    outcome = wait_counted(engine, entry, known, ask, deadline, extra, progress)
-                    if outcome is not None:
-                        seen, reply = outcome
-                        got, token = (
-                            _protocol.parse_acquire(reply, fenced) if seen else (True, None)
-                        )
+                    seen, reply = counted(
+                        name, owner, entry.field, ask, known, known + 1, margin, progress, deadline
+                    )
+                    got, token = _protocol.parse_acquire(reply, fenced) if seen else (True, None)
+                    if progress.wait is not None and progress.wait.crossed:
+                        args = _protocol.release_args(kind, name, owner, known + 2, lease_s)
+                        counted(name, owner, entry.field, args, known + 2, known + 1, within)
                 if not got:
                     engine.registry.retire_if_empty(entry)
+                    if wait is None:
+                        raise ProtocolViolation(f"{kind.acquire} ... WAIT 0 answered {reply!r}")
                     return None
                 if fenced and not seen:
                     token = read_token(engine, name)
@@ -119,3 +121,34 @@ def granted(
         engine.registry.mark_lost(entry, LostReason(LostReason.NOT_HELD))
     guard.release_on_drop = True
     return guard
+
+
+def abandon(engine: Engine, entry: Entry, progress: Progress) -> None:
+    with entry.op:
+        guard = progress.guard
+        if guard is not None:
+            guard.release_on_drop = False
+            engine.quietly(engine.release_locked, entry)
+            return
+        conn, wait = progress.conn, progress.wait
+        if conn is not None or progress.sent:
+            if conn is not None:
+                progress.conn = None
+                engine.quietly(_io.drop, progress.node, conn)
+            with entry.mutex:
+                known = entry.holds
+            counted, timeout = engine.counted, engine.options.command_timeout
+            name, owner, field = entry.name, entry.owner, entry.field
+            try:
+                dead = [progress.cid] if conn is not None else []
+                if wait is not None:
+                    wait.give_up()
+                    dead = wait.cids()
+                found = counted.read_back(name, owner, field, dead, False)
+                while found > known:
+                    args = [entry.kind.release, name, owner]
+                    counted.counted(name, owner, field, args, found, found - 1, timeout)
+                    found -= 1
+            except Exception:
+                pass
+        engine.registry.retire_if_empty(entry)

@@ -1,13 +1,10 @@
-"""Generated from ``_async/client.py`` (which documents it) by
-``python/scripts/unasync.py``: do not edit."""
+"""Generated from ``_async/client.py`` by ``scripts/unasync.py``: do not edit."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from .. import _protocol
-from .._api import LockApi, Lost
-from .._protocol import Kind, Number, Options
+from .._api import LockApi
 from . import _io
 from ._io import Later
 from .acquire import acquire
@@ -17,7 +14,15 @@ from .latch import CountDownLatch
 from .semaphore import PermitExpirableSemaphore, Semaphore
 
 
-class LockClient(LockApi[Later[LockGuard], Later[LockGuard | None]]):
+class LockClient(
+    LockApi[
+        Later[LockGuard],
+        Later[LockGuard | None],
+        Later[bool],
+        Later[float | None],
+        Later[dict[str, Any]],
+    ]
+):
     """Locks on the redis-lock module.
 
     ``LockClient(redis.Redis(...))``, a cluster client (every
@@ -30,88 +35,15 @@ class LockClient(LockApi[Later[LockGuard], Later[LockGuard | None]]):
 
     Owner ids are ``<client id>:<n>``, ``n`` the calling thread's number
     (``task-<n>`` for an asyncio task: re-entry per thread or task, as in
-    Redisson), or explicit with :meth:`as_owner`. Settings: see
-    :class:`~redis_lock_client.Options` (``watchdog_lease`` 30 s...).
+    Redisson), or explicit with :meth:`as_owner`. Settings (keyword
+    arguments): see :class:`~redis_lock_client.Options` (``watchdog_lease``
+    30 s...).
     """
 
-    def __init__(
-        self,
-        client: Any,
-        *,
-        watchdog_lease: Number = 30.0,
-        command_timeout: Number | None = None,
-        retries: int = 3,
-        retry_interval: Number = 0.1,
-        wait_margin: Number = 2.0,
-        sync_replicas: tuple[int, Number] | None = None,
-        track_locks: bool = True,
-    ) -> None:
-        _protocol.lease_ms(watchdog_lease)
-        options = Options(
-            float(watchdog_lease),
-            None if command_timeout is None else float(command_timeout),
-            retries,
-            float(retry_interval),
-            float(wait_margin),
-            None if sync_replicas is None else (int(sync_replicas[0]), float(sync_replicas[1])),
-            track_locks,
-        )
-        options.sync_args()
-        self._engine = Engine(client, options)
-        self._owner: str | None = None
-
+    _Engine = Engine
+    _Guard = LockGuard
+    _acquire = staticmethod(acquire)
     _suffix = staticmethod(_io.owner_suffix)
-
-    def _take(
-        self,
-        name: str,
-        lease: Number | None,
-        wait: Number | None,
-        fenced: bool,
-        on_lost: Lost,
-        kind: Kind,
-    ) -> LockGuard | None:
-        w = None if wait is None else float(wait)
-        guard: LockGuard | None = acquire(
-            self._engine, name, self.owner, lease, w, fenced, on_lost, LockGuard, kind
-        )
-        return guard
-
-    def _must(self, name: str, fenced: bool, on_lost: Lost, kind: Kind) -> LockGuard:
-        guard = self._take(name, None, None, fenced, on_lost, kind)
-        assert guard is not None  # a wait without end ends with the lock
-        return guard
-
-    def as_owner(self, owner: str) -> LockClient:
-        view: LockClient = super().as_owner(owner)
-        return view
-
-    def is_locked(self, name: str) -> bool:
-        """Whether anyone holds the lock."""
-        return bool(self._engine.counted.simple(name, ["EXISTS", name]))
-
-    def remaining_lease(self, name: str) -> float | None:
-        """The lock's remaining lease in seconds, whoever holds it; None if free."""
-        ms = self._engine.counted.simple(name, ["PTTL", name])
-        return ms / 1000.0 if isinstance(ms, int) and ms >= 0 else None
-
-    def force_unlock(self, name: str) -> bool:
-        """Deletes the lock whoever holds it (``LOCK.FORCE``): an operator's
-        tool; the holder is told within milliseconds (tracking) or at its
-        next renewal. True if a lock existed."""
-        return bool(self._engine.counted.simple(name, ["LOCK.FORCE", name]) == 1)
-
-    def info(self, name: str) -> dict[str, Any]:
-        """``LOCK.INFO``: state, owners, ttl_ms, deadline_ms, waiters, token."""
-        return _protocol.pairs(self._engine.counted.simple(name, ["LOCK.INFO", name]))
-
-    def send(
-        self, name: str, args: list[Any], timeout: Number | None = None, retries: int | None = None
-    ) -> Any:
-        """Sends a command that is safe to resend, routed by ``name``, with
-        this client's retries (``retries=0``: one attempt) and reply timeout."""
-        t = None if timeout is None else float(timeout)
-        return self._engine.counted.simple(name, args, t, retries)
 
     def semaphore(self, name: str) -> Semaphore:
         """The semaphore ``name`` (Redisson's ``RSemaphore``, ``LOCK.SEM*``)."""

@@ -1,5 +1,4 @@
-"""Generated from ``_async/counted.py`` (which documents it) by
-``python/scripts/unasync.py``: do not edit."""
+"""Generated from ``_async/counted.py`` by ``scripts/unasync.py``: do not edit."""
 
 from __future__ import annotations
 
@@ -15,7 +14,9 @@ from ..errors import (
     TRANSPORT,
     ConnectionLost,
     HoldCountMismatch,
+    LockError,
     OutcomeUnknown,
+    ServerError,
     Uncertain,
     describe,
     refused,
@@ -23,6 +24,7 @@ from ..errors import (
     wrong_role,
 )
 from . import _io
+from .waiting import Wait
 
 
 class Counted:
@@ -30,10 +32,12 @@ class Counted:
         self.redis = redis
         self.options = options
 
-    def checkout(self, node: Any) -> tuple[Any, int | None]:
+    def checkout(self, node: Any, ident: bool = True) -> tuple[Any, int | None]:
         conn = _io.get(node)
         try:
             cached = getattr(conn, "_rlc_id", None)
+            if not ident:
+                return conn, None
             if cached is None or cached[0] is not _io.socket(conn):
                 _io.connect(conn)
                 try:
@@ -47,8 +51,8 @@ class Counted:
             _io.drop(node, conn)
             raise
 
-    def retry_pause(self, attempt: int, failure: BaseException) -> None:
-        if attempt >= self.options.retries:
+    def retry_pause(self, attempt: int, failure: BaseException, retries: int | None = None) -> None:
+        if attempt >= (self.options.retries if retries is None else retries):
             raise ConnectionLost(describe(failure)) from failure
         if wrong_role(failure):
             _io.moved(self.redis)
@@ -62,163 +66,163 @@ class Counted:
         retries: int | None = None,
         *,
         once: bool = False,
-        blocks: bool = False,
+        decode: Callable[[Any], Any] | None = None,
+        progress: Progress | None = None,
     ) -> Any:
-        o = self.options
-        retries = o.retries if retries is None else retries
-        within = o.command_timeout if timeout is None else timeout
-        if blocks:
-            within = None if timeout is None else timeout + o.wait_margin
-        failure: BaseException | None = None
-        for attempt in range(retries + 1):
-            if attempt:
-                if wrong_role(failure or Exception()):
-                    _io.moved(self.redis)
-                _io.sleep(o.retry_interval)
+        within = self.options.command_timeout if timeout is None else timeout
+        attempt = 0
+        while True:
             node = _io.route(self.redis, name)
+            failure: BaseException
             try:
-                conn = _io.get(node)
-                if once:
-                    try:
-                        _io.connect(conn)  # nothing sent yet: a failure is retried
-                    except BaseException:
-                        _io.drop(node, conn)
-                        raise
+                conn, cid = self.checkout(node, once)  # a failure here sent nothing
             except TRANSPORT as e:
                 failure = e
-                continue
-            try:
-                if blocks:
-                    _io.send(conn, args)
-                    answer = _io.reply(conn, within)
-                else:
-                    answer = _io.execute(conn, args, within)
-            except rex.ResponseError as e:
-                if not wrong_role(e):
-                    _io.put(node, conn)
-                    raise server_error(e) from e
-                failure = e
-            except TRANSPORT as e:
-                if once:
-                    _io.drop(node, conn)
-                    raise OutcomeUnknown(name, str(args[0]), describe(e)) from e
-                failure = e
-            except BaseException:
-                _io.drop(node, conn)
-                raise
             else:
-                _io.put(node, conn)
-                return answer
-            _io.drop(node, conn)
-        raise ConnectionLost(describe(failure)) from failure
+                if progress is not None:
+                    progress.start(node, conn, cid, False)
+                try:
+                    answer = _io.execute(conn, args, within)
+                except Exception as e:
+                    if progress is not None:
+                        progress.conn = None
+                    if isinstance(e, rex.ResponseError) and not wrong_role(e):
+                        _io.put(node, conn)
+                        raise refused(name, e) from e
+                    _io.drop(node, conn)
+                    if once and not isinstance(e, rex.ResponseError):
+                        raise OutcomeUnknown(name, str(args[0]), describe(e), cid) from e
+                    if not isinstance(e, (rex.ResponseError, *TRANSPORT)):
+                        raise
+                    failure = e
+                except BaseException:
+                    if progress is None:
+                        _io.drop(node, conn)
+                    raise
+                else:
+                    if progress is not None:
+                        progress.conn = None
+                    _io.put(node, conn)
+                    return answer if decode is None else decode(answer)
+            self.retry_pause(attempt, failure, retries)
+            attempt += 1
 
-    def call(
+    def queued(
         self,
         name: str,
-        args: list[Any],
+        make: Callable[[int], list[Any]],
+        final: Callable[[Any], bool],
+        wait: float | None,
+        granted: Callable[[list[Any]], Any],
+        give_back: Callable[[Any], Any] | None,
         decode: Callable[[Any], Any],
-        once: bool = False,
-        within: float | None = None,
-        blocks: bool = False,
     ) -> Any:
-        return decode(self.simple(name, args, within, once=once, blocks=blocks))
+        who = _protocol.new_client_id()
+        deadline = None if wait is None else monotonic() + wait
+        node = _io.route(self.redis, name)
+
+        def piece(ms: int) -> list[Any]:
+            return [*make(ms), "WAITER", who]
+
+        w = Wait(self, node, name, who, piece, final)
+        try:
+            answer = w.run(deadline, self.options.wait_margin)
+        except BaseException as e:
+            if not isinstance(e, Exception):  # interrupted: its pieces are read there
+                _io.after_interruption(self.given_up, w, granted, give_back)
+                raise
+            if not isinstance(e, TRANSPORT):
+                w.close()
+                if isinstance(e, rex.ResponseError):
+                    raise server_error(e) from e
+                raise
+            grant = self.given_up(w, granted, None)
+            if grant is None:
+                raise ConnectionLost(describe(e)) from e
+            return decode(grant)
+        w.close()
+        return decode(answer)
+
+    def given_up(self, w: Wait, granted: Callable[[list[Any]], Any], give_back: Any) -> Any:
+        replies = w.give_up()
+        w.close()
+        for r in replies:
+            said = isinstance(r, list) and _protocol.text(r[0]) == "granted"
+            grant = granted(r[1:]) if said else r
+            if give_back is not None:
+                give_back(grant)
+            return grant
+        return None
 
     def counted(
         self,
         name: str,
         owner: str,
         field: str,
-        args: list[Any],
+        command: list[Any] | Callable[[int], list[Any]],
         known: int,
         applied: int,
         within: float | None,
         progress: Progress | None = None,
+        deadline: float | None = None,
     ) -> tuple[bool, Any]:
         attempt = 0
         while True:
-            node = _io.route(self.redis, name)
-            try:
-                conn, cid = self.checkout(node)
-            except TRANSPORT as e:  # nothing of this command was sent
-                self.retry_pause(attempt, e)
-                attempt += 1
-                continue
-            if progress is not None:
-                progress.start(node, conn, cid, False)
+            dead: list[int | None] = []
             failure: BaseException
             try:
-                answer = _io.execute(conn, args, within)
+                if isinstance(command, list):
+                    answer = self.simple(name, command, within, once=True, progress=progress)
+                else:
+                    node = _io.route(self.redis, name)
+                    wait = Wait(self, node, name, owner, command, _protocol.acquired)
+                    if progress is not None:
+                        progress.wait, progress.sent = wait, True
+                    try:
+                        answer = wait.run(deadline, within or 0.0)
+                    except Exception:
+                        wait.close()  # an interruption leaves it to ``abandon``
+                        dead = wait.cids()
+                        raise
+                    finally:
+                        if progress is not None:
+                            progress.sent_at = wait.sent_at
+                    wait.close()
+                return True, answer
+            except OutcomeUnknown as e:
+                failure, dead = e, [e.cid]
+            except LockError:
+                raise
             except rex.ResponseError as e:
-                if progress is not None:
-                    progress.conn = None
                 if not wrong_role(e):
-                    _io.put(node, conn)
                     raise refused(name, e) from e
-                _io.drop(node, conn)
-                self.retry_pause(attempt, e)
-                attempt += 1
-                continue
+                failure = e
             except TRANSPORT as e:
                 failure = e
-            else:
-                if progress is not None:
-                    progress.conn = None
-                _io.put(node, conn)
-                return True, answer
-            if progress is not None:
-                progress.conn = None
-            _io.drop(node, conn)
-            found = self.read_back(name, owner, field, cid, False)
-            if found == applied:
-                return False, None
-            if found != known:
-                raise HoldCountMismatch(name, [known, applied], found)
+            if dead:  # broken in transit (while waiting: granted at that instant?)
+                waited = not isinstance(command, list)
+                found = self.read_back(name, owner, field, dead, waited)
+                if found == applied:
+                    return False, None
+                if found != known:
+                    raise HoldCountMismatch(name, [known, applied], found) from failure
             self.retry_pause(attempt, failure)
             attempt += 1
 
-    def read_back(self, name: str, owner: str, field: str, dead: int | None, waited: bool) -> int:
-        o = self.options
-        last: BaseException | None = None
-        for attempt in range(o.retries + 1):
-            if attempt:
-                _io.sleep(o.retry_interval)
-            node = _io.route(self.redis, name)
-            try:
-                conn = _io.get(node)
-            except TRANSPORT as e:
-                last = e
-                continue
-            try:
-                fenced = False
-                if dead is not None:
-                    try:
-                        _io.execute(conn, ["CLIENT", "KILL", "ID", dead], o.command_timeout)
-                        fenced = True
-                    except rex.ResponseError:
-                        pass  # NOPERM
-                if waited and not fenced:
-                    self.await_dequeued(conn, name, owner)
-                reply = _io.execute(conn, ["HGET", name, field], o.command_timeout)
-            except TRANSPORT as e:
-                _io.drop(node, conn)
-                last = e
-                continue
-            except rex.ResponseError as e:
-                _io.put(node, conn)
-                last = e
-                continue
-            except BaseException:
-                _io.drop(node, conn)
-                raise
-            _io.put(node, conn)
-            return _protocol.hold_count(reply)
-        raise Uncertain(name, f"reading the hold count back: {describe(last)}")
-
-    def await_dequeued(self, conn: Any, name: str, owner: str) -> None:
-        timeout = self.options.command_timeout
-        deadline = monotonic() + _protocol.short_timeout(timeout)
-        while monotonic() < deadline:
-            info = _io.execute(conn, ["LOCK.INFO", name], timeout)
-            if not _protocol.waiters_include(info, owner):
-                return
-            _io.sleep(0.005)
+    def read_back(
+        self, name: str, owner: str, field: str, dead: list[int | None], waited: bool
+    ) -> int:
+        try:
+            fenced = True
+            for cid in dead:
+                try:
+                    if cid is None:
+                        raise ServerError("no id")
+                    self.simple(name, ["CLIENT", "KILL", "ID", cid])
+                except ServerError:
+                    fenced = False  # NOPERM, or closed already
+            if waited and not fenced:
+                self.simple(name, ["LOCK.CANCEL", name, owner])
+            return _protocol.hold_count(self.simple(name, ["HGET", name, field]))
+        except LockError as e:
+            raise Uncertain(name, f"reading the hold count back: {describe(e)}") from e

@@ -1,14 +1,14 @@
-"""Generated from ``_async/engine.py`` (which documents it) by
-``python/scripts/unasync.py``: do not edit."""
+"""Generated from ``_async/engine.py`` by ``scripts/unasync.py``: do not edit."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from .. import _protocol
 from .._holds import Entry, LostCallback, Registry, monotonic
 from .._protocol import Options
-from ..errors import HoldCountMismatch, NotHeld, ProtocolViolation
+from ..errors import HoldCountMismatch
 from . import _io
 from .counted import Counted
 from .tracking import Tracker
@@ -16,6 +16,8 @@ from .watchdog import Watchdog
 
 
 class Engine:
+    io = _io  # the flavour's primitives, for the objects' shared parts (``_api``)
+
     def __init__(self, redis: Any, options: Options) -> None:
         self.id = _protocol.new_client_id()
         self.options = options
@@ -42,13 +44,7 @@ class Engine:
             self.release_locked(entry)
 
     def release_locked(self, entry: Entry) -> None:
-        with entry.mutex:
-            known, renew, lost = entry.holds, entry.watchdog, entry.retired
-            if known and lost:
-                entry.holds -= 1
-        if known == 0 or lost:
-            raise NotHeld(entry.name)
-        args = _protocol.release_args(entry.kind, entry.name, entry.owner, known, renew)
+        known, args = self.registry.releasing(entry)
         try:
             seen, reply = self.counted.counted(
                 entry.name,
@@ -63,16 +59,11 @@ class Engine:
             if e.found != 0:
                 raise
             seen, reply = True, None
-        if seen and reply not in (None, 0, 1):
-            raise ProtocolViolation(f"{args[0]} answered {reply!r}")
-        held = not seen or reply is not None
-        self.registry.released(entry, held)
-        if not held:
-            raise NotHeld(entry.name)
+        self.registry.released(entry, seen, reply, args[0])
 
-    def release_quietly(self, entry: Entry) -> None:
+    def quietly(self, fn: Callable[..., Any], *args: Any, **kw: Any) -> None:
         try:
-            self.release(entry)
+            fn(*args, **kw)
         except Exception:
             pass
 

@@ -1,5 +1,4 @@
-"""Generated from ``_async/latch.py`` (which documents it) by
-``python/scripts/unasync.py``: do not edit."""
+"""Generated from ``_async/latch.py`` by ``scripts/unasync.py``: do not edit."""
 
 from __future__ import annotations
 

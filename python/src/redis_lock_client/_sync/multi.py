@@ -1,5 +1,4 @@
-"""Generated from ``_async/multi.py`` (which documents it) by
-``python/scripts/unasync.py``: do not edit."""
+"""Generated from ``_async/multi.py`` by ``scripts/unasync.py``: do not edit."""
 
 from __future__ import annotations
 
@@ -13,53 +12,9 @@ from .._holds import monotonic
 from .._protocol import Number
 from ..errors import LockError
 from . import _io
+from ._io import Later
 from .client import LockClient
 from .guard import LockGuard
-
-
-class MultiLock(MultiParts):
-    """All of several locks, or none: taken in the order given within one
-    shared wait budget; if one cannot be had, those already taken are
-    released before the call returns. List the locks in the same order
-    everywhere (opposite orders can each hold one and wait for the other).
-
-    ::
-
-        both = MultiLock([(east, "account:1"), (west, "account:2")])
-        guard = both.try_lock(wait=1.0)  # None if not had in time
-    """
-
-    def lock(self) -> MultiGuard:
-        """Takes every lock, waiting as long as it takes; watchdogs keep them."""
-        guard = self._acquire(None, None)
-        assert guard is not None
-        return guard
-
-    def try_lock(self, wait: Number = 0, lease: Number | None = None) -> MultiGuard | None:
-        """Every lock within ``wait`` seconds (shared), or None. With a
-        ``lease``, every lease restarts together once all are held."""
-        return self._acquire(float(wait), lease)
-
-    def _acquire(self, wait: float | None, lease: Number | None) -> MultiGuard | None:
-        deadline = None if wait is None else monotonic() + wait
-        held: list[LockGuard] = []
-        try:
-            for client, name in self._parts:
-                part_wait = None if deadline is None else max(0.0, deadline - monotonic())
-                guard = client.try_lock(name, part_wait, lease)
-                if guard is None:
-                    _roll_back(held)
-                    return None
-                held.append(guard)
-            if lease is not None and len(held) > 1:
-                for guard in held:
-                    if not guard.renew(lease):
-                        _roll_back(held)
-                        return None
-        except BaseException:
-            _roll_back(held)
-            raise
-        return MultiGuard(held)
 
 
 def _roll_back(held: list[LockGuard]) -> None:
@@ -97,19 +52,30 @@ class MultiGuard(MultiHeld):
                 raise
 
 
+class MultiLock(MultiParts[Later[MultiGuard], Later[MultiGuard | None]]):
+    def _acquire(self, wait: float | None, lease: Number | None) -> MultiGuard | None:
+        deadline = None if wait is None else monotonic() + wait
+        held: list[LockGuard] = []
+        try:
+            for client, name in self._parts:
+                part_wait = None if deadline is None else max(0.0, deadline - monotonic())
+                guard = client.try_lock(name, part_wait, lease)
+                if guard is None:
+                    _roll_back(held)
+                    return None
+                held.append(guard)
+            if lease is not None and len(held) > 1:
+                for guard in held:
+                    if not guard.renew(lease):
+                        _roll_back(held)
+                        return None
+        except BaseException:
+            _roll_back(held)
+            raise
+        return MultiGuard(held)
+
+
 class RedLock(RedLockPlan):
-    """One lock on a majority (N/2 + 1) of N independent masters.
-
-    Each round sends one ``LOCK.ACQUIRE`` (no waiting) to every master at
-    once, each bounded by a short timeout; it wins when a quorum granted it
-    and time is left: validity = lease - elapsed - drift (1% of the lease +
-    2 ms). A lost round is released on every master, and the next starts
-    after a short random pause until ``wait`` is spent. Each round uses a
-    fresh owner id and never resends, so releasing it everywhere never
-    frees another holder's lock: no re-entry, no watchdog (pick a lease
-    longer than the work), no fencing token.
-    """
-
     def try_lock(self, wait: Number, lease: Number) -> RedLockGuard | None:
         """The lock on a quorum within ``wait`` s for ``lease`` s, or None."""
         ms = _protocol.lease_ms(lease)
@@ -139,10 +105,6 @@ class RedLock(RedLockPlan):
 
 
 class RedLockGuard(RedLockView):
-    """An :class:`RedLock` held on a quorum, valid for :meth:`validity`
-    more seconds; released on every master by :meth:`unlock` or the end of
-    the ``with`` block."""
-
     def unlock(self) -> None:
         """Releases it on every master, reachable or not (errors ignored: an
         unreachable master's hold ends with its lease)."""

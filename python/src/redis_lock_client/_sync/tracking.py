@@ -1,53 +1,28 @@
-"""Generated from ``_async/tracking.py`` (which documents it) by
-``python/scripts/unasync.py``: do not edit."""
+"""Generated from ``_async/tracking.py`` by ``scripts/unasync.py``: do not edit."""
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 from redis import exceptions as rex
 
 from .. import _protocol
-from .._holds import Entry, Registry, Watchlist, monotonic
+from .._holds import ARM_DELAY, Entry, Registry, Watchlist, monotonic
 from .._protocol import Options
 from . import _io
 
-ARM_DELAY = 0.01
 MAX_BACKOFF = 0.02
-IDLE = 10.0
 CHANNEL = "__redis__:invalidate"
 
 
-class Tracker:
+class Tracker(Watchlist):
     def __init__(self, redis: Any, registry: Registry, options: Options) -> None:
+        super().__init__(options.track_locks and not _io.is_cluster(redis), _io)
         self.redis = redis
         self.registry = registry
         self.timeout = options.command_timeout
-        self.enabled = options.track_locks and not _io.is_cluster(redis)
-        self.watchlist = Watchlist()
         self.subscriber: Any = None
-        self.reader: Any = None
         self.reading = _io.Lock()  # one command at a time on the reader
-        self.listener: Any = None
-        self.mutex = threading.Lock()
-
-    def watch(self, entry: Entry) -> float | None:
-        if not self.enabled:
-            return None
-        at = monotonic() + ARM_DELAY
-        self.watchlist.add(entry, at)
-        return at
-
-    def arm_due(self, now: float) -> float:
-        ready, later = self.watchlist.due(now)
-        if ready:
-            with self.mutex:
-                if self.listener is None and self.enabled:
-                    self.listener = _io.spawn(self.listen)
-            if self.reader is not None:
-                _io.spawn(self.check_all, ready)
-        return later
 
     def connect(self) -> None:
         sub = _io.new_connection(self.redis, protocol=2)
@@ -78,18 +53,14 @@ class Tracker:
 
     def listen(self) -> None:
         backoff = ARM_DELAY
-        idle_since: float | None = None
         while True:
             if self.subscriber is None:
                 try:
                     self.connect()
                     backoff = ARM_DELAY
-                    self.check_all(self.watchlist.all())
+                    self.check_all(self.all())
                 except rex.ResponseError:
-                    self.enabled = False
-                    self.watchlist.clear()
-                    with self.mutex:
-                        self.listener = None
+                    self.refused()
                     return
                 except Exception:
                     self.disconnect()
@@ -102,17 +73,10 @@ class Tracker:
                 self.disconnect()
                 continue
             if msg is None:
-                if self.watchlist.prune():
-                    idle_since = None
-                    continue
-                now = monotonic()
-                idle_since = now if idle_since is None else idle_since
-                with self.mutex:
-                    if now - idle_since >= IDLE and not self.watchlist.prune():
-                        self.listener = None
-                        break
+                if self.idle(monotonic()):
+                    break
                 continue
-            self.check_all(self.watchlist.named(msg))
+            self.check_all(self.named(msg))
         self.disconnect()
 
     def check_all(self, entries: list[Entry]) -> None:

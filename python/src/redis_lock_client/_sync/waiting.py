@@ -1,5 +1,4 @@
-"""Generated from ``_async/waiting.py`` (which documents it) by
-``python/scripts/unasync.py``: do not edit."""
+"""Generated from ``_async/waiting.py`` by ``scripts/unasync.py``: do not edit."""
 
 from __future__ import annotations
 
@@ -8,110 +7,102 @@ from typing import Any
 
 from redis import exceptions as rex
 
-from .._holds import Entry, Progress, monotonic
-from .._protocol import wait_ms
-from ..errors import TRANSPORT, HoldCountMismatch, refused, wrong_role
+from .. import _protocol
+from .._holds import monotonic
+from ..errors import TRANSPORT
 from . import _io
-from .engine import Engine
+
+_RECANCEL = 0.05
+_ROUNDS = 20
 
 
-def wait_counted(
-    engine: Engine,
-    entry: Entry,
-    known: int,
-    ask: Callable[[int], list[Any]],
-    deadline: float | None,
-    extra: float,
-    progress: Progress,
-) -> tuple[bool, Any] | None:
-    counted, o = engine.counted, engine.options
-    attempt = 0
-    while True:
-        remaining: float | None = None
-        if deadline is not None:
-            remaining = deadline - monotonic()
-            if remaining <= 0:
-                return None
-        args = ask(0 if remaining is None else wait_ms(remaining))
-        node = _io.route(counted.redis, entry.name)
-        try:
-            conn, cid = counted.checkout(node)
-        except TRANSPORT as e:
-            counted.retry_pause(attempt, e)
-            attempt += 1
-            continue
-        progress.start(node, conn, cid, True)
-        failure: BaseException
-        try:
-            _io.send(conn, args)
-            answer = _io.reply(
-                conn, None if remaining is None else remaining + o.wait_margin + extra
+class Wait:
+    def __init__(
+        self,
+        counted: Any,
+        node: Any,
+        name: str,
+        who: str,
+        make: Callable[[int], list[Any]],
+        final: Callable[[Any], bool],
+    ) -> None:
+        self.counted, self.node, self.name, self.who = counted, node, name, who
+        self.make, self.final = make, final
+        self.out: list[tuple[Any, int | None, float]] = []
+        self.free: list[tuple[Any, int | None]] = []
+        self.broken: list[int | None] = []
+        self.crossed = False  # a piece crossed its predecessor's grant
+        self.sent_at = 0.0  # when the piece last answered was sent
+
+    def cids(self) -> list[int | None]:
+        return self.broken
+
+    def run(self, deadline: float | None, margin: float) -> Any:
+        piece = self.counted.options.wait_piece
+        cancels = _io.cancels()
+        while True:
+            left = None if deadline is None else max(deadline - monotonic(), 0.0)
+            last = left is not None and left <= piece
+            conn, cid = self.free.pop() if self.free else self.counted.checkout(self.node)
+            self.out.append((conn, cid, monotonic()))
+            _io.send(
+                conn, self.make(_protocol.wait_ms(left if last and left is not None else piece))
             )
-        except rex.ResponseError as e:
-            if not wrong_role(e):
-                progress.conn = None
-                _io.put(node, conn)
-                raise refused(entry.name, e) from e
-            failure = e
-        except TRANSPORT as e:
-            failure = e
-        else:
-            progress.conn = None
-            _io.put(node, conn)
-            return True, answer
-        progress.conn = None
-        _io.drop(node, conn)
-        found = counted.read_back(entry.name, entry.owner, entry.field, cid, True)
-        if found == known + 1:
-            return False, None
-        if found != known:
-            raise HoldCountMismatch(entry.name, [known, known + 1], found)
-        counted.retry_pause(attempt, failure)
-        attempt += 1
+            _io.raise_lost_cancel(cancels)
+            if len(self.out) == 2:  # the piece before is answered at once
+                answer = self.read(margin)
+                if self.final(answer):
+                    self.crossed = True
+                    self.read(margin)
+                    return answer
+            if last:
+                return self.read((left or 0.0) + margin)
+            if _io.arrived(conn, piece * 0.75):
+                answer = self.read(margin)
+                if self.final(answer):
+                    return answer
 
+    def read(self, within: float) -> Any:
+        conn, cid, self.sent_at = self.out.pop(0)
+        try:
+            answer = _io.reply(conn, within)
+        except rex.ResponseError:
+            self.free.append((conn, cid))
+            raise
+        except BaseException:
+            self.broken.append(cid)
+            _io.drop(self.node, conn)
+            raise
+        self.free.append((conn, cid))
+        return answer
 
-def wait_once(engine: Engine, name: str, args: list[Any], within: float | None) -> Any:
-    return engine.counted.simple(name, args, within, once=True, blocks=True)
-
-
-def abandon(engine: Engine, entry: Entry, progress: Progress) -> None:
-    with entry.op:
-        guard = progress.guard
-        if guard is not None:
-            guard.release_on_drop = False
-            try:
-                engine.release_locked(entry)
-            except Exception:
-                pass  # lost already, or unreachable: the lease ends on its own
-            return
-        conn = progress.conn
-        if conn is not None or progress.sent:
-            if conn is not None:
-                progress.conn = None
+    def give_up(self) -> list[Any]:
+        grants: list[Any] = []
+        margin = self.counted.options.wait_margin
+        for _ in range(_ROUNDS):
+            said = self.counted.simple(self.name, ["LOCK.CANCEL", self.name, self.who])
+            if _protocol.text(said[0]) == "granted":
+                grants.append(said)
+            while self.out:
                 try:
-                    _io.drop(progress.node, conn)
-                except Exception:
+                    if not _io.arrived(self.out[0][0], _RECANCEL):
+                        break
+                    answer = self.read(margin)
+                    if self.final(answer):
+                        grants.append(answer)
+                except rex.ResponseError:
+                    pass  # CANCELLED
+                except TRANSPORT:
                     pass
-            with entry.mutex:
-                known = entry.holds
-            try:
-                found = engine.counted.read_back(
-                    entry.name,
-                    entry.owner,
-                    entry.field,
-                    progress.cid if conn is not None else None,
-                    progress.waiting and conn is not None,
-                )
-                if found == known + 1:
-                    engine.counted.counted(
-                        entry.name,
-                        entry.owner,
-                        entry.field,
-                        [entry.kind.release, entry.name, entry.owner],
-                        known + 1,
-                        known,
-                        engine.options.command_timeout,
-                    )
-            except Exception:
-                pass
-        engine.registry.retire_if_empty(entry)
+            if not self.out:
+                return grants
+        self.close()
+        return grants
+
+    def close(self) -> None:
+        while self.free:
+            _io.put(self.node, self.free.pop()[0])
+        while self.out:
+            conn, cid, _ = self.out.pop()
+            self.broken.append(cid)
+            _io.drop(self.node, conn)

@@ -1,74 +1,35 @@
-"""Generated from ``_async/watchdog.py`` (which documents it) by
-``python/scripts/unasync.py``: do not edit."""
+"""Generated from ``_async/watchdog.py`` by ``scripts/unasync.py``: do not edit."""
 
 from __future__ import annotations
 
-import math
-import threading
-from typing import Any
-
 from .. import _protocol
-from .._holds import Entry, Registry, monotonic
+from .._holds import Entry, Registry, Schedule, monotonic
 from ..errors import ProtocolViolation, describe
 from . import _io
 from .counted import Counted
 from .tracking import Tracker
 
-IDLE = 10.0
 
-
-class Watchdog:
+class Watchdog(Schedule):
     def __init__(self, counted: Counted, registry: Registry, tracker: Tracker) -> None:
+        super().__init__(registry, tracker, _io)
         self.counted = counted
-        self.registry = registry
-        self.tracker = tracker
-        self.mutex = threading.Lock()
-        self.wake_at = math.inf
-        self.wakeup = _io.Wakeup()
-        self.runner: Any = None
-
-    def due(self, at: float) -> None:
-        with self.mutex:
-            if self.runner is None:
-                self.runner = _io.spawn(self.run)
-            if at >= self.wake_at:
-                return
-            self.wake_at = at
-        self.wakeup.set()
 
     def run(self) -> None:
-        idle_since: float | None = None
-        while True:
-            now = monotonic()
-            renewals, next_at = self.registry.plan(now)
-            for entry, lease in renewals:
-                _io.spawn(self.renew, entry, lease)
-            next_at = min(next_at, self.tracker.arm_due(now))
-            with self.mutex:
-                if next_at == math.inf:
-                    idle_since = now if idle_since is None else idle_since
-                    if now - idle_since >= IDLE:
-                        self.runner = None
-                        return
-                    next_at = idle_since + IDLE
-                else:
-                    idle_since = None
-                until = min(next_at, self.wake_at)
-                self.wake_at = until
+        while (until := self.round(monotonic())) is not None:
             self.wakeup.wait(until - monotonic())
-            with self.mutex:
-                self.wake_at = math.inf
 
     def renew(self, entry: Entry, lease: float) -> None:
         sent = monotonic()
         result: bool | None = None
         error = ""
         o = self.counted.options
+        left = max(entry.expires - sent, _protocol.retry_after(lease))
         try:
             reply = self.counted.simple(
                 entry.name,
                 [entry.kind.renew, entry.name, entry.owner, _protocol.lease_ms(lease)],
-                timeout=min(_protocol.short_timeout(o.command_timeout), lease / 3),
+                timeout=min(_protocol.short_timeout(o.command_timeout), left),
                 retries=0,
             )
             if reply not in (0, 1):
