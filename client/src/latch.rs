@@ -3,9 +3,12 @@
 
 use std::time::{Duration, Instant};
 
+use redis::Value;
+use tokio::sync::watch;
+
 use crate::client::LockClient;
-use crate::counted::Sent;
 use crate::error::{refused, LockError, Result};
+use crate::pieces::{self, Outcome, Waiting};
 use crate::protocol::{self, Awaited};
 
 /// A count-down latch (Redisson's `RCountDownLatch`): set a count once,
@@ -87,33 +90,66 @@ impl CountDownLatch {
     /// or when it is deleted), [`Awaited::TimedOut`], or
     /// [`Awaited::Expired`] when the latch's time-to-live ended first.
     ///
-    /// The wait blocks a connection of its own (`LOCK.AWAIT`). Dropping the
-    /// future closes it, which ends the wait on the server. A connection
-    /// that fails while waiting is replaced and the wait resumed for the
-    /// time left (a wait changes nothing, so it is safe to repeat).
+    /// The wait blocks connections of its own (`LOCK.AWAIT`), in pieces
+    /// that keep the waiter's place (`pieces.rs`) under a waiter id of its
+    /// own. Dropping the future closes them and cancels the wait
+    /// (`LOCK.CANCEL`, in the background). A connection that fails while
+    /// waiting is replaced and the wait goes on (a wait changes nothing,
+    /// so it is safe to repeat).
     pub async fn await_zero(&self, timeout: Option<Duration>) -> Result<Awaited> {
-        let counted = &self.client.inner.counted;
-        let options = &counted.options;
         let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
-        let mut attempts = 0;
-        loop {
-            let (timeout_ms, within) = match deadline {
-                Some(deadline) => {
-                    let left = deadline.saturating_duration_since(Instant::now());
-                    (protocol::wait_ms(left), Some(left + options.wait_margin))
-                }
-                None => (0, None),
-            };
-            let cmd = protocol::await_zero(&self.name, timeout_ms);
-            let failure = match counted
-                .wait_own(&cmd, within, &mut attempts, &|_| {})
-                .await?
-            {
-                Sent::Reply(v) => return protocol::parse_await(&v),
-                Sent::Refused(e) => return Err(refused(&self.name, e)),
-                Sent::WrongRole(e) | Sent::Broken(e) => e,
-            };
-            counted.retry(&mut attempts, failure).await?;
+        let waiter = protocol::new_waiter_id();
+        let command = |wait_ms| {
+            protocol::with_waiter(protocol::await_zero(&self.name, wait_ms), &waiter)
+        };
+        let ends = |reply: &Value| Ok(protocol::parse_await(reply)? != Awaited::TimedOut);
+        let waiting = Waiting {
+            name: &self.name,
+            identity: &waiter,
+            command: &command,
+            grants: &ends,
+            extra: Duration::ZERO,
+        };
+        // Never told to give up: a dropped future cancels on drop.
+        let (_keep, mut never) = watch::channel(false);
+        let mut cancel = CancelOnDrop {
+            client: Some(self.client.clone()),
+            name: &self.name,
+            waiter: &waiter,
+        };
+        let ended = pieces::wait(&self.client.inner, &waiting, deadline, &mut never).await;
+        cancel.client = None;
+        match ended?.outcome {
+            Outcome::Granted { reply, .. } => protocol::parse_await(&reply),
+            Outcome::NotGranted => Ok(Awaited::TimedOut),
+            Outcome::Refused(e) if protocol::is_unknown(&e) => {
+                Err(protocol::module_too_old("WAITER", &e))
+            }
+            Outcome::Refused(e) => Err(refused(&self.name, e)),
+            Outcome::Failed(e) => Err(LockError::Connection(e)),
+            Outcome::GaveUp { .. } => Ok(Awaited::TimedOut),
         }
+    }
+}
+
+/// Cancels a latch's wait (`LOCK.CANCEL`) in the background if the future
+/// that waits is dropped: its pieces' connections close, and the place they
+/// keep on the server goes too.
+struct CancelOnDrop<'a> {
+    client: Option<LockClient>,
+    name: &'a str,
+    waiter: &'a str,
+}
+
+impl Drop for CancelOnDrop<'_> {
+    fn drop(&mut self) {
+        let Some(client) = self.client.take() else {
+            return;
+        };
+        let cancel = protocol::cancel(self.name, self.waiter);
+        let runtime = client.inner.runtime.clone();
+        runtime.spawn(async move {
+            let _ = client.simple_parsed(&cancel, |_, _| Ok(())).await;
+        });
     }
 }
