@@ -22,7 +22,8 @@ piece was written, more than 1 ms later: a later arrival served first) and
 how many slicing acquisitions were overtaken at least once; Jain's fairness
 index over the 16 clients' grant counts (1.0: all equal); the slicing and
 the long-waiting clients' mean and p99 waits; the module's counters of
-places taken back and pieces continued.
+places taken back and pieces continued. Then the memory of 10,000 kept
+places (the default cap, lock.keep-places-max).
 
 Usage (make bench runs it through bench/run.sh):
     python bench/fair_bench.py [--seconds 15] [--slicers 8] [--arrivals 8]
@@ -174,6 +175,41 @@ def run_mode(args, mode):
     }
 
 
+def kept_memory(args, places=10000):
+    """used_memory per kept place: `places` waiters (the default cap,
+    lock.keep-places-max) each leave with WAIT 1 KEEP 600000, on 10
+    connections; bytes measured once all are kept and once all are
+    cancelled (LOCK.CANCEL)."""
+    server = Server(args.server, os.path.abspath(args.module))
+    admin = server.start()
+    admin.execute_command("LOCK.ACQUIRE", KEY, "holder", 600000)
+    before = admin.info("memory")["used_memory"]
+
+    def leave(first):
+        r = redis.Redis(port=server.port, **CONN)
+        pipe = r.pipeline(transaction=False)
+        for i in range(first, places, 10):
+            pipe.execute_command("LOCK.ACQUIRE", KEY, "w%d" % i, 600000,
+                                 "WAIT", 1, "KEEP", 600000)
+        pipe.execute()
+
+    threads = [threading.Thread(target=leave, args=(i,)) for i in range(10)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    kept = int(admin.info("lock")["lock_kept_places"])
+    during = admin.info("memory")["used_memory"]
+    for i in range(places):
+        admin.execute_command("LOCK.CANCEL", KEY, "w%d" % i)
+    after = admin.info("memory")["used_memory"]
+    server.cleanup()
+    print()
+    print("kept places: %d kept, used_memory %+d bytes (%.0f bytes each); "
+          "%+d bytes once all were cancelled" % (
+              kept, during - before, (during - before) / max(1, kept), after - before))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seconds", type=float, default=15.0)
@@ -195,6 +231,7 @@ def main():
     print("|---|" + "---|" * len(MODES))
     for key in cells[MODES[0]]:
         print("| %s | %s |" % (key, " | ".join(str(cells[m][key]) for m in MODES)))
+    kept_memory(args)
 
 
 if __name__ == "__main__":
