@@ -330,7 +330,8 @@ impl LockClient {
                         _ => Ok(None),
                     },
                     gained => {
-                        self.give_back_holds(who, request.known + gained, gained - 1).await?;
+                        self.give_back_holds(who, request.known + gained, gained - 1)
+                            .await?;
                         let token = match request.fenced {
                             true => self.inner.counted.read_token(who.name).await?,
                             false => None,
@@ -359,7 +360,8 @@ impl LockClient {
                     let mut dead = broken;
                     dead.extend(unanswered);
                     let gained = self.gained(request, &dead).await?;
-                    self.give_back_holds(who, request.known + gained, gained).await?;
+                    self.give_back_holds(who, request.known + gained, gained)
+                        .await?;
                 }
                 Ok(None)
             }
@@ -382,7 +384,9 @@ impl LockClient {
         let found = counted.read_back(first, !dead.is_empty(), who).await;
         let found = found.map_err(|why| LockError::Uncertain {
             name: who.name.to_string(),
-            detail: format!("a wait ended without a clear outcome; reading the hold count back: {why}"),
+            detail: format!(
+                "a wait ended without a clear outcome; reading the hold count back: {why}"
+            ),
             source: redis::RedisError::from(std::io::Error::other(why)),
         })?;
         Ok(found.saturating_sub(request.known))

@@ -10,6 +10,7 @@ use crate::client::LockClient;
 use crate::error::{refused, LockError, Result};
 use crate::pieces::{self, Outcome, Waiting};
 use crate::protocol::{self, Awaited};
+use crate::request::detached;
 
 /// A count-down latch (Redisson's `RCountDownLatch`): set a count once,
 /// count it down from anywhere, and wait until it reaches zero. At zero
@@ -92,16 +93,39 @@ impl CountDownLatch {
     ///
     /// The wait blocks connections of its own (`LOCK.AWAIT`), in pieces
     /// that keep the waiter's place (`pieces.rs`) under a waiter id of its
-    /// own. Dropping the future closes them and cancels the wait
-    /// (`LOCK.CANCEL`, in the background). A connection that fails while
-    /// waiting is replaced and the wait goes on (a wait changes nothing,
-    /// so it is safe to repeat).
+    /// own, in a task of its own: dropping the future cancels the wait
+    /// (`LOCK.CANCEL`, in the background), so nothing is left queued or
+    /// kept. A connection that fails while waiting is replaced and the wait
+    /// goes on (a wait changes nothing, so it is safe to repeat).
     pub async fn await_zero(&self, timeout: Option<Duration>) -> Result<Awaited> {
         let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
+        let this = self.clone();
+        let runtime = self.client.inner.runtime.clone();
+        detached(&runtime, move |mut caller| async move {
+            let (give_up, mut gave_up) = watch::channel(false);
+            let waiting = this.wait_in_pieces(deadline, &mut gave_up);
+            tokio::pin!(waiting);
+            let result = tokio::select! {
+                biased;
+                result = &mut waiting => result,
+                () = caller.left() => {
+                    let _ = give_up.send(true);
+                    waiting.await
+                }
+            };
+            caller.answer(result);
+        })
+        .await
+    }
+
+    async fn wait_in_pieces(
+        &self,
+        deadline: Option<Instant>,
+        give_up: &mut watch::Receiver<bool>,
+    ) -> Result<Awaited> {
         let waiter = protocol::new_waiter_id();
-        let command = |wait_ms| {
-            protocol::with_waiter(protocol::await_zero(&self.name, wait_ms), &waiter)
-        };
+        let command =
+            |wait_ms| protocol::with_waiter(protocol::await_zero(&self.name, wait_ms), &waiter);
         let ends = |reply: &Value| Ok(protocol::parse_await(reply)? != Awaited::TimedOut);
         let waiting = Waiting {
             name: &self.name,
@@ -110,15 +134,7 @@ impl CountDownLatch {
             grants: &ends,
             extra: Duration::ZERO,
         };
-        // Never told to give up: a dropped future cancels on drop.
-        let (_keep, mut never) = watch::channel(false);
-        let mut cancel = CancelOnDrop {
-            client: Some(self.client.clone()),
-            name: &self.name,
-            waiter: &waiter,
-        };
-        let ended = pieces::wait(&self.client.inner, &waiting, deadline, &mut never).await;
-        cancel.client = None;
+        let ended = pieces::wait(&self.client.inner, &waiting, deadline, give_up).await;
         match ended?.outcome {
             Outcome::Granted { reply, .. } => protocol::parse_await(&reply),
             Outcome::NotGranted => Ok(Awaited::TimedOut),
@@ -127,29 +143,8 @@ impl CountDownLatch {
             }
             Outcome::Refused(e) => Err(refused(&self.name, e)),
             Outcome::Failed(e) => Err(LockError::Connection(e)),
+            // Nobody reads it: the caller left.
             Outcome::GaveUp { .. } => Ok(Awaited::TimedOut),
         }
-    }
-}
-
-/// Cancels a latch's wait (`LOCK.CANCEL`) in the background if the future
-/// that waits is dropped: its pieces' connections close, and the place they
-/// keep on the server goes too.
-struct CancelOnDrop<'a> {
-    client: Option<LockClient>,
-    name: &'a str,
-    waiter: &'a str,
-}
-
-impl Drop for CancelOnDrop<'_> {
-    fn drop(&mut self) {
-        let Some(client) = self.client.take() else {
-            return;
-        };
-        let cancel = protocol::cancel(self.name, self.waiter);
-        let runtime = client.inner.runtime.clone();
-        runtime.spawn(async move {
-            let _ = client.simple_parsed(&cancel, |_, _| Ok(())).await;
-        });
     }
 }

@@ -230,13 +230,21 @@ impl LockClient {
     /// waiter id's pieces are told the one grant, and refused once it is
     /// cancelled), as the cancel (`["granted", n]`, `["granted", id...]`)
     /// or a piece's reply says.
-    async fn give_back_permits(&self, take: &Take, cancels: &[std::result::Result<Cancelled, redis::RedisError>], replies: &[Value]) {
+    async fn give_back_permits(
+        &self,
+        take: &Take,
+        cancels: &[std::result::Result<Cancelled, redis::RedisError>],
+        replies: &[Value],
+    ) {
         let mut ids: Vec<String> = Vec::new();
         let mut granted = false;
         for told in cancels {
             if let Ok(Cancelled::Granted(what)) = told {
                 granted = true;
-                ids.extend(what.iter().filter_map(|id| redis::from_redis_value::<String>(id.clone()).ok()));
+                ids.extend(
+                    what.iter()
+                        .filter_map(|id| redis::from_redis_value::<String>(id.clone()).ok()),
+                );
             }
         }
         for reply in replies {

@@ -73,9 +73,9 @@ pub(crate) fn module_too_old(what: &str, e: &redis::RedisError) -> LockError {
 /// Whether `e` says the server does not know a command or an option of it:
 /// an older module.
 pub(crate) fn is_unknown(e: &redis::RedisError) -> bool {
-    e.detail().is_some_and(|d| {
-        d.starts_with("unknown command") || d.starts_with("syntax error")
-    }) || e.to_string().contains("unknown command")
+    e.detail()
+        .is_some_and(|d| d.starts_with("unknown command") || d.starts_with("syntax error"))
+        || e.to_string().contains("unknown command")
 }
 
 #[cfg(test)]
