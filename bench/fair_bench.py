@@ -54,6 +54,10 @@ TOLERANCE_S = 0.001
 MODES = ("kept, overlap", "kept, no overlap", "KEEP 0")
 
 
+class Unanswered(Exception):
+    """A waiting command that the server never answered."""
+
+
 class Run:
     """One mode's run: the clients' acquisitions, numbered as granted."""
 
@@ -65,6 +69,18 @@ class Run:
         self.order = itertools.count()
         self.acquisitions = []  # (client, slicing, began, written, granted_at, number)
         self.lock = threading.Lock()
+        self.unanswered = 0  # pieces never answered (see read)
+
+    def read(self, conn, owner):
+        """A piece's reply, awaited its WAIT and 2 s more: a piece the
+        server never answers is counted, its connection closed, and what
+        the owner holds given back (the acquisition starts over)."""
+        if conn.can_read(self.piece_ms / 1000 + 2.0):
+            return conn.read_response()
+        with self.lock:
+            self.unanswered += 1
+        conn.disconnect()
+        raise Unanswered()
 
     def acquire_cmd(self, owner, wait_ms):
         cmd = ["LOCK.ACQUIRE", KEY, owner, LEASE_MS, "WAIT", wait_ms]
@@ -77,13 +93,13 @@ class Run:
         written = sent = time.monotonic()
         while True:
             if self.mode != "kept, overlap":
-                if cur.read_response() is None:
+                if self.read(cur, owner) is None:
                     return written, 1
                 cur.send_command(*self.acquire_cmd(owner, self.piece_ms))
                 continue
             overlap_at = sent + self.piece_ms * 0.75 / 1000
             if cur.can_read(max(0.0, overlap_at - time.monotonic())):
-                if cur.read_response() is None:
+                if self.read(cur, owner) is None:
                     return written, 1
                 # Timed out before the next piece went out: its place is
                 # kept, and the next piece takes it back.
@@ -92,9 +108,9 @@ class Run:
                 continue
             other.send_command(*self.acquire_cmd(owner, self.piece_ms))
             sent = time.monotonic()
-            if cur.read_response() is None:
+            if self.read(cur, owner) is None:
                 # Granted just before the next piece: that one re-entered.
-                return written, 1 + (other.read_response() is None)
+                return written, 1 + (self.read(other, owner) is None)
             cur, other = other, cur
 
     def client(self, index, slicing):
@@ -104,7 +120,16 @@ class Run:
             while time.monotonic() < self.until:
                 began = time.monotonic()
                 if slicing:
-                    written, holds = self.sliced(conns, owner)
+                    try:
+                        written, holds = self.sliced(conns, owner)
+                    except Unanswered:
+                        for c in conns:
+                            c.disconnect()
+                        conns[0].send_command("HGET", KEY, owner)
+                        for _ in range(int(conns[0].read_response() or 0)):
+                            conns[0].send_command("LOCK.RELEASE", KEY, owner)
+                            conns[0].read_response()
+                        continue
                 else:
                     conns[0].send_command(*self.acquire_cmd(owner, 60000))
                     written, holds = time.monotonic(), 1
@@ -172,6 +197,7 @@ def run_mode(args, mode):
             sum(waits[False]) / max(1, len(waits[False])), percentile(waits[False], 0.99)),
         "places taken back / pieces continued": "%s / %s" % (
             info.get("lock_places_rejoined", 0), info.get("lock_waits_continued", 0)),
+        "pieces never answered (a bug if not 0)": run.unanswered,
     }
 
 
