@@ -96,8 +96,9 @@ impl LockClient {
         detached(&self.inner.runtime, move |mut caller| async move {
             let tracker: Tracker = Arc::default();
             let (give_up, gave_up) = watch::channel(false);
-            let work = this.acquire_inner(&ask, &tracker, gave_up);
-            tokio::pin!(work);
+            // Boxed, so that `drop(work)` below really drops it (and the
+            // entry's operation lock it holds) before the clean-up.
+            let mut work = Box::pin(this.acquire_inner(&ask, &tracker, gave_up));
             let finished = tokio::select! {
                 biased;
                 result = &mut work => Some(result),
@@ -111,7 +112,7 @@ impl LockClient {
                 // was granted (a guard it returns is dropped: released).
                 None if progress(&tracker).waiting => {
                     let _ = give_up.send(true);
-                    drop(work.await);
+                    drop(work.as_mut().await);
                 }
                 None => {
                     drop(work);
