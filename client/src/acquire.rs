@@ -27,7 +27,7 @@ use crate::error::{refused, LockError, Result};
 use crate::guard::LockGuard;
 use crate::holds::{later, lease_end, Entry, Lost};
 use crate::pieces::{self, Ended, Outcome as Waited, Waiting};
-use crate::protocol::{self, Acquired, Cancelled, Holder, LockKind};
+use crate::protocol::{self, Acquired, CancelAnswer, Holder, LockKind};
 use crate::request::{detached, Ask, Wait};
 
 /// When a grant's lease ends on the server, as far as the client can tell
@@ -355,7 +355,7 @@ impl LockClient {
                 // server does not know (an older module) needs the count.
                 let told_granted = cancels
                     .iter()
-                    .any(|c| matches!(c, Ok(Cancelled::Granted(_)) | Err(_)));
+                    .any(|c| matches!(c, Ok(CancelAnswer::Granted(_)) | Err(_)));
                 let seen = replies.iter().any(|r| grants(r).unwrap_or(false));
                 if told_granted || seen || uncertain || !unanswered.is_empty() {
                     let mut dead = broken;

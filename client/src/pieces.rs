@@ -34,7 +34,7 @@ use crate::conn::{timeout_error, ClientId};
 use crate::counted::Sent;
 use crate::error::{LockError, Result};
 use crate::inner::Inner;
-use crate::protocol::{self, Cancelled};
+use crate::protocol::{self, CancelAnswer};
 
 /// How many times a give-up cancels, for pieces still on their way.
 const CANCEL_ROUNDS: usize = 3;
@@ -80,7 +80,7 @@ pub(crate) enum Outcome {
     /// it, an older module), the pieces' replies, and the pieces never
     /// answered (their connections dropped).
     GaveUp {
-        cancels: Vec<std::result::Result<Cancelled, RedisError>>,
+        cancels: Vec<std::result::Result<CancelAnswer, RedisError>>,
         replies: Vec<Value>,
         unanswered: Vec<Option<ClientId>>,
     },
@@ -312,13 +312,13 @@ impl Run<'_, '_> {
             }
             // Refused (a cancel from elsewhere, a key that changed type):
             // `next` ends the same way, or granted.
-            Some(refused) => match {
+            Some(refused) => {
                 let told = next.reply().await;
-                self.answered(&next, told)?
-            } {
-                Some(granted @ Outcome::Granted { .. }) => Ok(Err(granted)),
-                _ => Ok(Err(refused)),
-            },
+                match self.answered(&next, told)? {
+                    Some(granted @ Outcome::Granted { .. }) => Ok(Err(granted)),
+                    _ => Ok(Err(refused)),
+                }
+            }
         }
     }
 

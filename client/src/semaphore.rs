@@ -33,7 +33,7 @@ use crate::error::{refused, LockError, Result};
 use crate::guard::Held;
 use crate::holds::{later, lease_end, Entry, Lost};
 use crate::pieces::{self, Outcome, Waiting};
-use crate::protocol::{self, Cancelled};
+use crate::protocol::{self, CancelAnswer};
 use crate::request::{detached, Wait};
 
 /// A semaphore (Redisson's `RSemaphore`): a count of permits, taken and
@@ -233,13 +233,13 @@ impl LockClient {
     async fn give_back_permits(
         &self,
         take: &Take,
-        cancels: &[std::result::Result<Cancelled, redis::RedisError>],
+        cancels: &[std::result::Result<CancelAnswer, redis::RedisError>],
         replies: &[Value],
     ) {
         let mut ids: Vec<String> = Vec::new();
         let mut granted = false;
         for told in cancels {
-            if let Ok(Cancelled::Granted(what)) = told {
+            if let Ok(CancelAnswer::Granted(what)) = told {
                 granted = true;
                 ids.extend(
                     what.iter()

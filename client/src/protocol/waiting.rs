@@ -27,7 +27,7 @@ pub(crate) fn cancel(name: &str, identity: &str) -> Cmd {
 
 /// What `LOCK.CANCEL` answered.
 #[derive(Clone, Debug, PartialEq)]
-pub(crate) enum Cancelled {
+pub(crate) enum CancelAnswer {
     /// A waiting request was ended, or a kept place dropped.
     Cancelled,
     /// The identity was granted first: with what (a semaphore's number of
@@ -38,7 +38,7 @@ pub(crate) enum Cancelled {
 }
 
 /// Decodes `LOCK.CANCEL`: `["cancelled"]`, `["granted", ...]`, `["none"]`.
-pub(crate) fn parse_cancel(reply: &Value) -> Result<Cancelled> {
+pub(crate) fn parse_cancel(reply: &Value) -> Result<CancelAnswer> {
     let command = "LOCK.CANCEL";
     let Value::Array(items) = reply else {
         return Err(unexpected(command, reply));
@@ -49,9 +49,9 @@ pub(crate) fn parse_cancel(reply: &Value) -> Result<Cancelled> {
         _ => "",
     };
     match word {
-        "cancelled" => Ok(Cancelled::Cancelled),
-        "none" => Ok(Cancelled::Nothing),
-        "granted" => Ok(Cancelled::Granted(items[1..].to_vec())),
+        "cancelled" => Ok(CancelAnswer::Cancelled),
+        "none" => Ok(CancelAnswer::Nothing),
+        "granted" => Ok(CancelAnswer::Granted(items[1..].to_vec())),
         _ => Err(unexpected(command, reply)),
     }
 }
@@ -100,16 +100,16 @@ mod tests {
         let simple = |w: &str| Value::SimpleString(w.into());
         assert_eq!(
             parse_cancel(&Value::Array(vec![simple("cancelled")])).ok(),
-            Some(Cancelled::Cancelled)
+            Some(CancelAnswer::Cancelled)
         );
         assert_eq!(
             parse_cancel(&Value::Array(vec![simple("none")])).ok(),
-            Some(Cancelled::Nothing)
+            Some(CancelAnswer::Nothing)
         );
         let ids = vec![simple("granted"), text("ab"), text("cd")];
         assert_eq!(
             parse_cancel(&Value::Array(ids)).ok(),
-            Some(Cancelled::Granted(vec![text("ab"), text("cd")]))
+            Some(CancelAnswer::Granted(vec![text("ab"), text("cd")]))
         );
         assert!(parse_cancel(&Value::Int(1)).is_err());
         assert!(parse_cancel(&Value::Array(vec![simple("maybe")])).is_err());
