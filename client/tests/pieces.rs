@@ -193,7 +193,16 @@ async fn semaphore_race(server: &Server, locks: &LockClient, round: u64) {
         pool.release(1).await.expect("give it back");
     }
     all_gone(server).await;
-    assert_eq!(pool.available_permits().await.expect("available"), 1);
+    // A grant to a caller that left is given back in the background.
+    let mut available = 0;
+    for _ in 0..100 {
+        available = pool.available_permits().await.expect("available");
+        if available == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(available, 1, "the permit is back, once (round {round})");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
