@@ -2,7 +2,8 @@
 # Runs the lock contention benchmark in its own virtualenv (.cache/bench-venv),
 # creating it and installing bench/requirements.txt when needed, then the
 # read-write lock's mixed-load benchmark (bench/rw_bench.py), the semaphore
-# benchmark (bench/sem_bench.py) and the client
+# benchmark (bench/sem_bench.py), the latch's (bench/latch_bench.py), the
+# fairness to sliced waits (bench/fair_bench.py) and the client
 # library's overhead benchmark (client/examples/overhead.rs). Arguments
 # go to bench/lock_bench.py, e.g.:
 #   bench/run.sh --contenders redisson,redis-py --clients 8 --seconds 3
@@ -67,6 +68,13 @@ mkdir -p .cache/bench
 # protocol (bench/latch_bench.py; LATCH_BENCH_ARGS passes options).
 # shellcheck disable=SC2086
 "$venv/bin/python" bench/latch_bench.py ${LATCH_BENCH_ARGS:-} | tee .cache/bench/latch.md
+
+# Fairness to waiters that slice their wait (docs/waiting.md): 8 clients
+# waiting in 200 ms pieces against 8 with single long waits on one lock, with
+# kept places (pieces overlapping, and not) and with KEEP 0, in one run
+# (bench/fair_bench.py; FAIR_BENCH_ARGS passes options, e.g. "--seconds 5").
+# shellcheck disable=SC2086
+"$venv/bin/python" bench/fair_bench.py ${FAIR_BENCH_ARGS:-} | tee .cache/bench/fairness.md
 
 # The Rust client library's overhead over raw LOCK.* commands, measured side
 # by side in one run against a server of its own (client/examples/overhead.rs).

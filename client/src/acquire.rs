@@ -7,22 +7,27 @@
 //!
 //! An acquisition first tries once on the shared connection, then, if the
 //! lock is busy and the caller waits, queues on the server with
-//! `LOCK.ACQUIRE ... WAIT` on a connection of its own (a blocked connection
-//! cannot carry other commands). Either send may break in transit: the
-//! hold count decides whether it ran (`counted.rs`). It runs in a task of
-//! its own (`request.rs`), so a caller that stops waiting cannot leave a
-//! lock behind ([`LockClient::abandon`]).
+//! `LOCK.ACQUIRE ... WAIT`, in pieces on connections of their own that
+//! keep its place (`pieces.rs`). A send may break in transit: the hold
+//! count decides whether it ran (`counted.rs`). It runs in a task of its
+//! own (`request.rs`), so a caller that stops waiting cannot leave a lock
+//! behind: a wait is cancelled (`LOCK.CANCEL`) and a grant that came first
+//! given back; a first try is read back ([`LockClient::abandon`]).
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use redis::Value;
+use tokio::sync::watch;
+
 use crate::client::LockClient;
 use crate::conn::{ClientId, Handle};
-use crate::counted::{Outcome, Ran, Sent};
+use crate::counted::Outcome;
 use crate::error::{refused, LockError, Result};
 use crate::guard::LockGuard;
 use crate::holds::{later, lease_end, Entry, Lost};
-use crate::protocol::{self, Acquired, Holder, LockKind};
+use crate::pieces::{self, Ended, Outcome as Waited, Waiting};
+use crate::protocol::{self, Acquired, CancelAnswer, Holder, LockKind};
 use crate::request::{detached, Ask, Wait};
 
 /// When a grant's lease ends on the server, as far as the client can tell
@@ -43,9 +48,9 @@ struct Progress {
     /// The entry whose operation lock it took, and the count it found.
     entry: Option<Arc<Entry>>,
     known: u64,
-    /// Set once a `WAIT` went out on a connection of its own: that
-    /// connection's `CLIENT ID`, if known.
-    waiting: Option<Option<ClientId>>,
+    /// Set once the wait in pieces began: a caller leaving then is seen by
+    /// the wait itself, which cancels and gives back.
+    waiting: bool,
     /// The shared connection the last acquire without `WAIT` went out on.
     /// A clean-up reads behind it there, or fences it: the shared slot may
     /// hold another connection by then, one not ordered after the acquire.
@@ -90,29 +95,43 @@ impl LockClient {
         let this = self.clone();
         detached(&self.inner.runtime, move |mut caller| async move {
             let tracker: Tracker = Arc::default();
+            let (give_up, gave_up) = watch::channel(false);
+            // Boxed, so that `drop(work)` below really drops it (and the
+            // entry's operation lock it holds) before the clean-up.
+            let mut work = Box::pin(this.acquire_inner(&ask, &tracker, gave_up));
             let finished = tokio::select! {
                 biased;
-                result = this.acquire_inner(&ask, &tracker) => Some(result),
+                result = &mut work => Some(result),
                 () = caller.left() => None,
             };
             match finished {
                 // If the caller left meanwhile, the guard comes back here
                 // and its drop releases the lock.
                 Some(result) => caller.answer(result),
-                None => this.abandon(&tracker).await,
+                // Waiting: the wait cancels itself and gives back what it
+                // was granted (a guard it returns is dropped: released).
+                None if progress(&tracker).waiting => {
+                    let _ = give_up.send(true);
+                    drop(work.as_mut().await);
+                }
+                None => {
+                    drop(work);
+                    this.abandon(&tracker).await;
+                }
             }
         })
         .await
     }
 
-    /// Cleans up after a caller that stopped waiting for an acquisition:
-    /// the acquisition's future has been dropped (releasing the entry's
-    /// operation lock) at any point. A grant it made but did not record
-    /// shows as `known + 1` on the server, and is released.
+    /// Cleans up after a caller that stopped waiting for an acquisition
+    /// before it began to wait: the acquisition's future has been dropped
+    /// (releasing the entry's operation lock) during its first try. A grant
+    /// it made but did not record shows as `known + 1` on the server, and
+    /// is released.
     async fn abandon(&self, tracker: &Tracker) {
-        let (entry, known, waiting, sent_on) = {
+        let (entry, known, sent_on) = {
             let p = progress(tracker);
-            (p.entry.clone(), p.known, p.waiting, p.sent_on.clone())
+            (p.entry.clone(), p.known, p.sent_on.clone())
         };
         let Some(entry) = entry else {
             return; // nothing was sent
@@ -122,16 +141,13 @@ impl LockClient {
             return; // the grant was recorded: its guard releases it
         }
         let counted = &self.inner.counted;
-        let found = match (waiting, sent_on) {
-            // A WAIT was in flight on its own connection: kill it (or wait
-            // for the server to drop it), then look.
-            (Some(dead), _) => counted.read_back(dead, true, entry.holder()).await,
+        let found = match sent_on {
             // Read on the connection the acquire went out on, after it,
             // even if the shared slot moved on to another connection: a
             // read elsewhere could come before an acquire still delayed in
             // the network, which would then take the lock for nobody.
-            (None, Some(h)) => counted.read_behind(&h, entry.holder()).await,
-            (None, None) => Ok(known), // nothing was sent
+            Some(h) => counted.read_behind(&h, entry.holder()).await,
+            None => Ok(known), // nothing was sent
         };
         if found == Ok(known + 1) {
             let release = protocol::release(entry.holder(), None);
@@ -151,7 +167,12 @@ impl LockClient {
         }
     }
 
-    async fn acquire_inner(&self, ask: &Ask, tracker: &Tracker) -> Result<Option<LockGuard>> {
+    async fn acquire_inner(
+        &self,
+        ask: &Ask,
+        tracker: &Tracker,
+        mut give_up: watch::Receiver<bool>,
+    ) -> Result<Option<LockGuard>> {
         let started = Instant::now();
         let (name, owner) = (ask.name.as_str(), ask.owner.as_str());
         let (lease, wait, fenced) = (ask.lease, ask.wait, ask.fenced);
@@ -246,93 +267,144 @@ impl LockClient {
                 sync_time,
                 deadline,
             };
-            return self.wait_for(&request, tracker).await;
+            progress(tracker).waiting = true;
+            return self.wait_for(&request, &mut give_up).await;
         }
     }
 
-    /// The waiting half of an acquisition: `LOCK.ACQUIRE ... WAIT` on a
-    /// connection of its own, with the reply awaited a margin longer than
-    /// the wait. Called with the entry's operation lock held.
+    /// The waiting half of an acquisition: `LOCK.ACQUIRE ... WAIT` in
+    /// pieces that keep the owner's place (`pieces.rs`). Called with the
+    /// entry's operation lock held.
+    ///
+    /// The replies alone tell the outcome, unless a piece crossed a grant
+    /// (a re-entry: two holds), a piece's connection failed (it may have
+    /// been granted unseen), or the caller gave up: then the hold count,
+    /// read after the failed connections are fenced, says how many holds
+    /// this acquisition gained. One is kept (a grant), the others given
+    /// back; all of them when the caller gave up.
     async fn wait_for(
         &self,
         request: &Request<'_>,
-        tracker: &Tracker,
+        give_up: &mut watch::Receiver<bool>,
     ) -> Result<Option<LockGuard>> {
-        let counted = &self.inner.counted;
-        let options = &counted.options;
         let entry = request.entry;
-        let name = entry.name.as_str();
-        let mut attempts = 0;
-        loop {
-            let remaining = match request.deadline {
-                Some(d) => {
-                    let left = d.saturating_duration_since(Instant::now());
-                    if left.is_zero() {
-                        return Ok(None);
+        let who = entry.holder();
+        let command = |wait_ms| {
+            let (lease_ms, fenced) = (request.lease_ms, request.fenced);
+            protocol::acquire(who, lease_ms, Some(wait_ms), fenced, request.sync)
+        };
+        let grants = |reply: &Value| granted(reply, request.fenced);
+        let waiting = Waiting {
+            name: who.name,
+            identity: who.owner,
+            command: &command,
+            grants: &grants,
+            extra: request.sync_time,
+        };
+        let Ended { outcome, broken } =
+            pieces::wait(&self.inner, &waiting, request.deadline, give_up).await?;
+        let uncertain = !broken.is_empty();
+        match outcome {
+            Waited::Granted {
+                reply,
+                sent,
+                crossed,
+            } => {
+                let mut token = token_of(reply, request.fenced)?;
+                let reentered = crossed.iter().any(|r| grants(r).unwrap_or(false));
+                if reentered || uncertain {
+                    let gained = self.gained(request, &broken).await?;
+                    self.give_back_holds(who, request.known + gained, gained.saturating_sub(1))
+                        .await?;
+                    if uncertain && request.fenced {
+                        token = self.inner.counted.read_token(who.name).await?;
                     }
-                    Some(left)
                 }
-                None => None,
-            };
-            // WAIT 0 waits forever, as BLPOP.
-            let cmd = protocol::acquire(
-                entry.holder(),
-                request.lease_ms,
-                Some(remaining.map_or(0, protocol::wait_ms)),
-                request.fenced,
-                request.sync,
-            );
-            let h = match counted.conns.dedicated().await {
-                Ok(h) => h,
-                Err(e) => {
-                    counted.retry(&mut attempts, e).await?;
-                    continue;
+                Ok(Some(self.grant(request, sent, token).await))
+            }
+            Waited::NotGranted | Waited::Failed(_) if uncertain => {
+                // A failed piece may have been granted: the count says.
+                let sent = Instant::now();
+                match self.gained(request, &broken).await? {
+                    0 => match outcome {
+                        Waited::Failed(e) => Err(LockError::Connection(e)),
+                        _ => Ok(None),
+                    },
+                    gained => {
+                        self.give_back_holds(who, request.known + gained, gained - 1)
+                            .await?;
+                        let token = match request.fenced {
+                            true => self.inner.counted.read_token(who.name).await?,
+                            false => None,
+                        };
+                        Ok(Some(self.grant(request, sent, token).await))
+                    }
                 }
-            };
-            progress(tracker).waiting = Some(h.id);
-            let sent = Instant::now();
-            // A grant at the wait's end may still wait for replicas.
-            let within = remaining.map(|left| left + options.wait_margin + request.sync_time);
-            let failure = match counted.send(&h, &cmd, within).await {
-                Sent::Reply(v) => {
-                    counted.conns.give_back(h);
-                    return match protocol::parse_acquire(v, request.fenced)? {
-                        Acquired::Granted(token) => {
-                            Ok(Some(self.grant(request, sent, token).await))
-                        }
-                        Acquired::Busy => Ok(None),
-                    };
+            }
+            Waited::NotGranted => Ok(None),
+            Waited::Failed(e) => Err(LockError::Connection(e)),
+            Waited::Refused(e) if protocol::is_cancelled(&e) => Err(LockError::Server(e)),
+            Waited::Refused(e) => Err(refused(who.name, e)),
+            Waited::GaveUp {
+                cancels,
+                replies,
+                unanswered,
+            } => {
+                // The caller left: whatever was granted goes back. Only a
+                // grant seen, a piece unanswered or failed, or a cancel the
+                // server does not know (an older module) needs the count.
+                let told_granted = cancels
+                    .iter()
+                    .any(|c| matches!(c, Ok(CancelAnswer::Granted(_)) | Err(_)));
+                let seen = replies.iter().any(|r| grants(r).unwrap_or(false));
+                if told_granted || seen || uncertain || !unanswered.is_empty() {
+                    let mut dead = broken;
+                    dead.extend(unanswered);
+                    let gained = self.gained(request, &dead).await?;
+                    self.give_back_holds(who, request.known + gained, gained)
+                        .await?;
                 }
-                Sent::Refused(e) => {
-                    // An error reply: the connection is still in order.
-                    counted.conns.give_back(h);
-                    return Err(refused(name, e));
-                }
-                // Broken, or the server stopped being the master (a wait
-                // ended by a failover): look, as for a break, and queue
-                // again (through Sentinel, on the new master).
-                Sent::WrongRole(e) | Sent::Broken(e) => e,
-            };
-            // The connection broke while waiting: was the lock granted at
-            // that instant? Close and kill the waiter's connection, then look.
-            let dead = h.id;
-            drop(h);
-            let counts = (request.known, request.known + 1);
-            match counted
-                .ran(failure, dead, true, entry.holder(), counts)
-                .await?
-            {
-                Ran::Yes => {
-                    let token = if request.fenced {
-                        counted.read_token(name).await?
-                    } else {
-                        None
-                    };
-                    return Ok(Some(self.grant(request, sent, token).await));
-                }
-                Ran::No(failure) => counted.retry(&mut attempts, failure).await?,
+                Ok(None)
             }
         }
+    }
+
+    /// How many holds the acquisition `request` gained, by the server's
+    /// hold count, read once the connections `dead` (dropped: pieces that
+    /// failed or were never answered) are fenced (`counted.rs`).
+    async fn gained(&self, request: &Request<'_>, dead: &[Option<ClientId>]) -> Result<u64> {
+        let counted = &self.inner.counted;
+        let who = request.entry.holder();
+        if let Ok(shared) = counted.conns.shared().await {
+            let within = counted.options.command_timeout;
+            for id in dead.iter().skip(1) {
+                counted.conns.fence(*id, &shared, within).await;
+            }
+        }
+        let first = dead.first().copied().flatten();
+        let found = counted.read_back(first, !dead.is_empty(), who).await;
+        let found = found.map_err(|why| LockError::Uncertain {
+            name: who.name.to_string(),
+            detail: format!(
+                "a wait ended without a clear outcome; reading the hold count back: {why}"
+            ),
+            source: redis::RedisError::from(std::io::Error::other(why)),
+        })?;
+        Ok(found.saturating_sub(request.known))
+    }
+
+    /// Gives back `holds` of `who`'s holds, counted `from` down.
+    async fn give_back_holds(&self, who: Holder<'_>, from: u64, holds: u64) -> Result<()> {
+        let counted = &self.inner.counted;
+        let release = protocol::release(who, None);
+        for given in 0..holds {
+            let count = from - given;
+            let within = counted.options.command_timeout;
+            counted
+                .run(&release, who, (count, count - 1), &|_| {}, within)
+                .await?;
+        }
+        Ok(())
     }
 
     /// Records the grant of a wait sent at `sent`, and makes its guard.
@@ -415,5 +487,19 @@ impl LockClient {
             tracking.watch(entry);
         }
         guard
+    }
+}
+
+/// Whether an acquire's reply grants (with `TOKEN`, the pair's shape).
+fn granted(reply: &Value, fenced: bool) -> Result<bool> {
+    let acquired = protocol::parse_acquire(reply.clone(), fenced)?;
+    Ok(matches!(acquired, Acquired::Granted(_)))
+}
+
+/// The fencing token of a granting reply.
+fn token_of(reply: Value, fenced: bool) -> Result<Option<i64>> {
+    match protocol::parse_acquire(reply, fenced)? {
+        Acquired::Granted(token) => Ok(token),
+        Acquired::Busy => Err(LockError::Protocol("a grant that was no grant".into())),
     }
 }

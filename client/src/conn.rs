@@ -276,26 +276,6 @@ async fn client_command(
     Some(reply.unwrap_or_else(|_| Err(timeout_error("the reply"))))
 }
 
-impl Connections {
-    /// Ends the blocked command of the connection whose `CLIENT ID` is
-    /// `blocked` as if its timeout had passed (`CLIENT UNBLOCK id`),
-    /// through `through`: its reply (a timeout, or a grant that came
-    /// first) then arrives on that connection. False when that cannot be
-    /// done (a cluster, no id, another server, `NOPERM`) or the server had
-    /// nothing blocked for it.
-    pub(crate) async fn unblock(
-        &self,
-        blocked: Option<ClientId>,
-        through: &Handle,
-        within: Duration,
-    ) -> bool {
-        matches!(
-            client_command(&["UNBLOCK"], blocked, through, within).await,
-            Some(Ok(Value::Int(1)))
-        )
-    }
-}
-
 /// Whether a refusal says the server is not (or no longer) the master:
 /// `READONLY` (a write on a replica: nothing ran), Redis's `UNBLOCKED`
 /// (a wait ended by a demotion) or the module's own word for that. After a

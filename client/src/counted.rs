@@ -233,30 +233,6 @@ impl Counted {
         }
     }
 
-    /// A blocking command (`... WAIT`, `LOCK.AWAIT`) on a connection of its
-    /// own, whose reply is awaited at most `within` (None: as long as it
-    /// takes). `on_conn` hears of the connection before the command goes
-    /// out (a caller that may leave records it, to end the wait). A
-    /// connection that answered is kept for the next wait; one that failed
-    /// is dropped (the caller decides what a [`Sent::Broken`] means).
-    /// Failed connects count in the caller's `attempts`, which its own
-    /// retries of a broken wait share, so one budget bounds both.
-    pub(crate) async fn wait_own(
-        &self,
-        cmd: &Cmd,
-        within: Option<Duration>,
-        attempts: &mut u32,
-        on_conn: &(dyn Fn(&Handle) + Sync),
-    ) -> Result<Sent> {
-        let h = self.connected(attempts, || self.conns.dedicated()).await?;
-        on_conn(&h);
-        let sent = self.send(&h, cmd, within).await;
-        if matches!(sent, Sent::Reply(_) | Sent::Refused(_)) {
-            self.conns.give_back(h);
-        }
-        Ok(sent)
-    }
-
     /// `LOCK.PERMITRENEW` of every permit of one grant, for the watchdog,
     /// one attempt: true all renewed, false when one is not held any more,
     /// Err on failure (the caller decides when that means lost).

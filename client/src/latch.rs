@@ -3,10 +3,14 @@
 
 use std::time::{Duration, Instant};
 
+use redis::Value;
+use tokio::sync::watch;
+
 use crate::client::LockClient;
-use crate::counted::Sent;
 use crate::error::{refused, LockError, Result};
+use crate::pieces::{self, Outcome, Waiting};
 use crate::protocol::{self, Awaited};
+use crate::request::detached;
 
 /// A count-down latch (Redisson's `RCountDownLatch`): set a count once,
 /// count it down from anywhere, and wait until it reaches zero. At zero
@@ -87,33 +91,60 @@ impl CountDownLatch {
     /// or when it is deleted), [`Awaited::TimedOut`], or
     /// [`Awaited::Expired`] when the latch's time-to-live ended first.
     ///
-    /// The wait blocks a connection of its own (`LOCK.AWAIT`). Dropping the
-    /// future closes it, which ends the wait on the server. A connection
-    /// that fails while waiting is replaced and the wait resumed for the
-    /// time left (a wait changes nothing, so it is safe to repeat).
+    /// The wait blocks connections of its own (`LOCK.AWAIT`), in pieces
+    /// that keep the waiter's place (`pieces.rs`) under a waiter id of its
+    /// own, in a task of its own: dropping the future cancels the wait
+    /// (`LOCK.CANCEL`, in the background), so nothing is left queued or
+    /// kept. A connection that fails while waiting is replaced and the wait
+    /// goes on (a wait changes nothing, so it is safe to repeat).
     pub async fn await_zero(&self, timeout: Option<Duration>) -> Result<Awaited> {
-        let counted = &self.client.inner.counted;
-        let options = &counted.options;
         let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
-        let mut attempts = 0;
-        loop {
-            let (timeout_ms, within) = match deadline {
-                Some(deadline) => {
-                    let left = deadline.saturating_duration_since(Instant::now());
-                    (protocol::wait_ms(left), Some(left + options.wait_margin))
+        let this = self.clone();
+        let runtime = self.client.inner.runtime.clone();
+        detached(&runtime, move |mut caller| async move {
+            let (give_up, mut gave_up) = watch::channel(false);
+            let waiting = this.wait_in_pieces(deadline, &mut gave_up);
+            tokio::pin!(waiting);
+            let result = tokio::select! {
+                biased;
+                result = &mut waiting => result,
+                () = caller.left() => {
+                    let _ = give_up.send(true);
+                    waiting.await
                 }
-                None => (0, None),
             };
-            let cmd = protocol::await_zero(&self.name, timeout_ms);
-            let failure = match counted
-                .wait_own(&cmd, within, &mut attempts, &|_| {})
-                .await?
-            {
-                Sent::Reply(v) => return protocol::parse_await(&v),
-                Sent::Refused(e) => return Err(refused(&self.name, e)),
-                Sent::WrongRole(e) | Sent::Broken(e) => e,
-            };
-            counted.retry(&mut attempts, failure).await?;
+            caller.answer(result);
+        })
+        .await
+    }
+
+    async fn wait_in_pieces(
+        &self,
+        deadline: Option<Instant>,
+        give_up: &mut watch::Receiver<bool>,
+    ) -> Result<Awaited> {
+        let waiter = protocol::new_waiter_id();
+        let command =
+            |wait_ms| protocol::with_waiter(protocol::await_zero(&self.name, wait_ms), &waiter);
+        let ends = |reply: &Value| Ok(protocol::parse_await(reply)? != Awaited::TimedOut);
+        let waiting = Waiting {
+            name: &self.name,
+            identity: &waiter,
+            command: &command,
+            grants: &ends,
+            extra: Duration::ZERO,
+        };
+        let ended = pieces::wait(&self.client.inner, &waiting, deadline, give_up).await;
+        match ended?.outcome {
+            Outcome::Granted { reply, .. } => protocol::parse_await(&reply),
+            Outcome::NotGranted => Ok(Awaited::TimedOut),
+            Outcome::Refused(e) if protocol::is_unknown(&e) => {
+                Err(protocol::module_too_old("WAITER", &e))
+            }
+            Outcome::Refused(e) => Err(refused(&self.name, e)),
+            Outcome::Failed(e) => Err(LockError::Connection(e)),
+            // Nobody reads it: the caller left.
+            Outcome::GaveUp { .. } => Ok(Awaited::TimedOut),
         }
     }
 }

@@ -228,6 +228,7 @@ mod lock;
 mod multi;
 mod options;
 mod owner;
+mod pieces;
 mod protocol;
 mod request;
 mod semaphore;

@@ -30,6 +30,7 @@ pub struct Options {
     pub(crate) retries: u32,
     pub(crate) retry_interval: Duration,
     pub(crate) wait_margin: Duration,
+    pub(crate) wait_piece: Duration,
     pub(crate) sync: Option<(u32, Duration)>,
     pub(crate) track_locks: bool,
 }
@@ -42,6 +43,7 @@ impl Default for Options {
             retries: 3,
             retry_interval: Duration::from_millis(100),
             wait_margin: Duration::from_secs(2),
+            wait_piece: Duration::from_secs(2),
             sync: None,
             track_locks: true,
         }
@@ -89,6 +91,18 @@ impl Options {
         self
     }
 
+    /// The longest one waiting command stays unanswered (2 s by default,
+    /// below the common drivers' and proxies' timeouts). A longer wait is
+    /// cut into pieces that keep the waiter's place in the server's queue:
+    /// half a piece after each piece went out, the next goes out on a
+    /// second connection and takes its place, and the first is answered at
+    /// once (`docs/waiting.md`), so the waiter is never absent from the
+    /// queue and nobody who arrived later overtakes it. At least 10 ms.
+    pub fn wait_piece(mut self, piece: Duration) -> Self {
+        self.wait_piece = piece;
+        self
+    }
+
     /// Synced grants: every acquire sends `SYNC replicas timeout-ms`, so a
     /// grant is answered only once `replicas` replicas acknowledged it
     /// within `timeout`; otherwise the module undoes it and the call fails
@@ -123,6 +137,12 @@ impl Options {
     /// rather than at its first lock.
     pub(crate) fn check(&self) -> Result<()> {
         protocol::lease_ms(self.watchdog_lease)?;
+        if self.wait_piece < Duration::from_millis(10) {
+            return Err(LockError::InvalidArgument(format!(
+                "a wait piece must be at least 10 ms: {:?}",
+                self.wait_piece
+            )));
+        }
         self.sync_args()?;
         Ok(())
     }

@@ -9,31 +9,31 @@
 //! one watchdog renews them (`LOCK.PERMITRENEW`), and the guard says when
 //! they are lost, as a [`LockGuard`](crate::LockGuard) does.
 //!
-//! Waiting (`... WAIT`) happens in the server's FIFO queue, on a connection
-//! of its own (a blocked connection cannot carry other commands), in a
-//! task of its own: a caller that stops waiting (its future dropped) has
-//! the server end the wait (`CLIENT UNBLOCK`), and permits granted just
-//! then are given back, not leaked.
+//! Waiting (`... WAIT`) happens in the server's FIFO queue, in pieces on
+//! connections of their own that keep the waiter's place (`pieces.rs`; the
+//! acquisition names itself by a waiter id, `WAITER`), in a task of its
+//! own: a caller that stops waiting (its future dropped) has the wait
+//! cancelled (`LOCK.CANCEL`), and permits granted just then are given back,
+//! not leaked.
 //!
 //! None of these commands can be resent safely after a failure in transit
 //! (nothing counts them per owner, as a lock's hold count does): such a
 //! failure is [`LockError::Unconfirmed`], except for giving permits back by
 //! id, which is safe to repeat.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use redis::{Cmd, Value};
 use tokio::sync::watch;
 
 use crate::client::LockClient;
-use crate::conn::Handle;
-use crate::counted::{unconfirmed, Sent};
+use crate::counted::unconfirmed;
 use crate::error::{refused, LockError, Result};
 use crate::guard::Held;
 use crate::holds::{later, lease_end, Entry, Lost};
-use crate::protocol;
+use crate::pieces::{self, Outcome, Waiting};
+use crate::protocol::{self, CancelAnswer};
 use crate::request::{detached, Wait};
 
 /// A semaphore (Redisson's `RSemaphore`): a count of permits, taken and
@@ -130,90 +130,28 @@ impl LockClient {
 
     /// Takes permits, in a task of its own: one try on the shared
     /// connection, then, if none are free and the caller waits, a wait in
-    /// the server's queue on a connection of its own (`WAIT 0`: forever).
-    /// Returns the reply that granted them and when its command was sent;
-    /// None when none were had within the wait.
+    /// the server's queue in pieces (`pieces.rs`) under a waiter id of its
+    /// own. Returns the reply that granted them and when its command was
+    /// sent; None when none were had within the wait.
     ///
     /// A caller that stops waiting (its future dropped) cannot leave
-    /// permits behind: the task asks the server to end the wait (`CLIENT
-    /// UNBLOCK`), reads the reply, and gives back permits granted
-    /// meanwhile; a grant whose caller left as it came is given back too.
-    /// If the wait cannot be ended so (a cluster, no `CLIENT ID`), its
-    /// connection is closed, which takes it out of the server's queue; a
-    /// grant made in that very instant is lost to the semaphore (a leased
-    /// permit's comes back when its lease ends).
+    /// permits behind: the wait is cancelled (`LOCK.CANCEL`), and permits
+    /// the cancel or a piece's reply says were granted are given back; a
+    /// grant whose caller left as it came is given back too.
     async fn take(&self, take: Take, wait: Wait) -> Result<Option<(Value, Instant)>> {
         let this = self.clone();
         let got = detached(&self.inner.runtime, move |mut caller| async move {
-            let counted = &this.inner.counted;
-            let started = Instant::now();
-            let conn: Mutex<Option<Handle>> = Mutex::new(None);
-            let left = AtomicBool::new(false);
-            let record = |h: &Handle| {
-                *conn.lock().unwrap_or_else(|p| p.into_inner()) = Some(h.clone());
-            };
-            let attempt = async {
-                let sent = Instant::now();
-                let first = this.once(&take.command(None), &take.name).await?;
-                if take.granted(&first)?.is_some() {
-                    return Ok(Some((first, sent)));
-                }
-                if left.load(Ordering::Relaxed) {
-                    return Ok(None); // nobody to wait for
-                }
-                let (wait_ms, within) = match wait {
-                    Wait::No => return Ok(None),
-                    Wait::For(wait) => {
-                        let left = wait.saturating_sub(started.elapsed());
-                        if left.is_zero() {
-                            return Ok(None);
-                        }
-                        let margin = counted.options.wait_margin;
-                        (protocol::wait_ms(left), Some(left + margin))
-                    }
-                    Wait::Forever => (0, None),
-                };
-                let cmd = take.command(Some(wait_ms));
-                let sent = Instant::now();
-                let v = match counted.wait_own(&cmd, within, &mut 0, &record).await? {
-                    Sent::Reply(v) => v,
-                    Sent::Refused(e) => return Err(refused(&take.name, e)),
-                    // A wait ended by a demotion (`UNBLOCKED`, `READONLY`):
-                    // nothing was granted; the caller may ask again.
-                    Sent::WrongRole(e) => return Err(LockError::Connection(e)),
-                    Sent::Broken(e) => return Err(unconfirmed(&take.name, &cmd, e)),
-                };
-                Ok(take.granted(&v)?.map(|_| (v, sent)))
-            };
+            let (give_up, mut gave_up) = watch::channel(false);
+            let attempt = this.take_or_wait(&take, wait, &mut gave_up);
             tokio::pin!(attempt);
             let result = tokio::select! {
                 biased;
                 result = &mut attempt => result,
                 () = caller.left() => {
-                    // The caller left. A wait in progress is ended, and
-                    // the reply awaited; a first try is let finish, and
-                    // no wait follows it.
-                    left.store(true, Ordering::Relaxed);
-                    let h = conn.lock().unwrap_or_else(|p| p.into_inner()).take();
-                    let timeout = counted.options.command_timeout;
-                    let mut fence = None;
-                    if let (Some(h), Ok(shared)) = (h, counted.conns.shared().await) {
-                        // False: nothing blocked (its reply is on the way),
-                        // or no unblocking here: the reply, if it comes.
-                        let _ = counted.conns.unblock(h.id, &shared, timeout).await;
-                        fence = Some((h.id, shared));
-                    }
-                    match tokio::time::timeout(timeout, &mut attempt).await {
-                        Ok(result) => result,
-                        Err(_) => {
-                            // No reply: close it for good, so the server
-                            // cannot grant it anything more.
-                            if let Some((id, shared)) = fence {
-                                counted.conns.fence(id, &shared, timeout).await;
-                            }
-                            return;
-                        }
-                    }
+                    // A first try is let finish (no wait follows it); a
+                    // wait cancels itself and gives back.
+                    let _ = give_up.send(true);
+                    attempt.await
                 }
             };
             // A grant travels as a `Grant`: if the caller left (now, or
@@ -231,6 +169,104 @@ impl LockClient {
         })
         .await?;
         Ok(got.map(Grant::keep))
+    }
+
+    /// One try, then (unless the caller already left) the wait in pieces.
+    async fn take_or_wait(
+        &self,
+        take: &Take,
+        wait: Wait,
+        give_up: &mut watch::Receiver<bool>,
+    ) -> Result<Option<(Value, Instant)>> {
+        let started = Instant::now();
+        let sent = Instant::now();
+        let first = self.once(&take.command(None, None), &take.name).await?;
+        if take.granted(&first)?.is_some() {
+            return Ok(Some((first, sent)));
+        }
+        let deadline = match wait {
+            Wait::No => return Ok(None),
+            Wait::For(wait) => match started.checked_add(wait) {
+                Some(deadline) if deadline > Instant::now() => Some(deadline),
+                Some(_) => return Ok(None),
+                None => None,
+            },
+            Wait::Forever => None,
+        };
+        if *give_up.borrow() {
+            return Ok(None); // nobody to wait for
+        }
+        let waiter = protocol::new_waiter_id();
+        let command = |wait_ms| take.command(Some(wait_ms), Some(&waiter));
+        let grants = |reply: &Value| Ok(take.granted(reply)?.is_some());
+        let waiting = Waiting {
+            name: &take.name,
+            identity: &waiter,
+            command: &command,
+            grants: &grants,
+            extra: Duration::ZERO,
+        };
+        let ended = pieces::wait(&self.inner, &waiting, deadline, give_up).await?;
+        match ended.outcome {
+            // A piece that crossed the grant was told the same grant (the
+            // module remembers it for the waiter id).
+            Outcome::Granted { reply, sent, .. } => Ok(Some((reply, sent))),
+            Outcome::NotGranted => Ok(None),
+            Outcome::Refused(e) if protocol::is_unknown(&e) => {
+                Err(protocol::module_too_old("WAITER", &e))
+            }
+            Outcome::Refused(e) => Err(refused(&take.name, e)),
+            Outcome::Failed(e) => Err(unconfirmed(&take.name, &command(1), e)),
+            Outcome::GaveUp {
+                cancels, replies, ..
+            } => {
+                self.give_back_permits(take, &cancels, &replies).await;
+                Ok(None)
+            }
+        }
+    }
+
+    /// Gives back what a wait given up was granted: one grant at most (a
+    /// waiter id's pieces are told the one grant, and refused once it is
+    /// cancelled), as the cancel (`["granted", n]`, `["granted", id...]`)
+    /// or a piece's reply says.
+    async fn give_back_permits(
+        &self,
+        take: &Take,
+        cancels: &[std::result::Result<CancelAnswer, redis::RedisError>],
+        replies: &[Value],
+    ) {
+        let mut ids: Vec<String> = Vec::new();
+        let mut granted = false;
+        for told in cancels {
+            if let Ok(CancelAnswer::Granted(what)) = told {
+                granted = true;
+                ids.extend(
+                    what.iter()
+                        .filter_map(|id| redis::from_redis_value::<String>(id.clone()).ok()),
+                );
+            }
+        }
+        for reply in replies {
+            if let Ok(Some(_)) = take.granted(reply) {
+                granted = true;
+                if let Ok(Some(got)) = protocol::parse_permit_ids(reply, take.permits) {
+                    ids.extend(got);
+                }
+            }
+        }
+        if !granted {
+            return;
+        }
+        let back = match take.lease_ms {
+            None => protocol::sem_release(&take.name, take.permits),
+            Some(_) => {
+                ids.sort();
+                ids.dedup();
+                protocol::permit_release(&take.name, &ids)
+            }
+        };
+        let _ = self.once(&back, &take.name).await;
     }
 }
 
@@ -278,11 +314,16 @@ struct Take {
 }
 
 impl Take {
-    /// `LOCK.SEMACQUIRE` or `LOCK.PERMITACQUIRE`, with `WAIT wait-ms`.
-    fn command(&self, wait_ms: Option<u64>) -> Cmd {
-        match self.lease_ms {
+    /// `LOCK.SEMACQUIRE` or `LOCK.PERMITACQUIRE`, with `WAIT wait-ms` and
+    /// `WAITER waiter-id`.
+    fn command(&self, wait_ms: Option<u64>, waiter: Option<&str>) -> Cmd {
+        let cmd = match self.lease_ms {
             None => protocol::sem_acquire(&self.name, self.permits, wait_ms),
             Some(lease) => protocol::permit_acquire(&self.name, self.permits, Some(lease), wait_ms),
+        };
+        match waiter {
+            Some(waiter) => protocol::with_waiter(cmd, waiter),
+            None => cmd,
         }
     }
 

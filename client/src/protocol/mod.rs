@@ -469,9 +469,11 @@ fn counter_elsewhere(name: &str, why: &str) -> LockError {
 }
 
 mod counting;
+mod waiting;
 
 pub use counting::Awaited;
 pub(crate) use counting::*;
+pub(crate) use waiting::*;
 
 #[cfg(test)]
 pub(super) mod tests {
