@@ -128,6 +128,9 @@ mod module {
         match server_version::admit(&probe, env!("CARGO_PKG_VERSION"), crate::GIT_COMMIT) {
             Ok(line) => {
                 ctx.log_notice(&line);
+                crate::ffi::blocking::defer_wakes_near_timeouts(
+                    server_version::loses_wakes_at_timeouts(&probe),
+                );
                 Status::Ok
             }
             Err(refusal) => {

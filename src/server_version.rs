@@ -88,14 +88,36 @@ pub struct Probe {
     pub valkey_version: Option<String>,
 }
 
+/// The first server measured not to lose a wake at a timeout
+/// ([`loses_wakes_at_timeouts`]).
+const KEEPS_WAKES_AT_TIMEOUTS: Version = Version {
+    major: 8,
+    minor: 0,
+    patch: 0,
+};
+
+/// The server's version: the API's number, else `redis_version`.
+fn version_of(probe: &Probe) -> Option<Version> {
+    probe
+        .api_version
+        .map(Version::from_number)
+        .or_else(|| probe.redis_version.as_deref().and_then(Version::parse))
+}
+
+/// Whether the server may lose the reply of a waiter the module wakes in the
+/// event-loop turn in which the waiter's own timeout fires
+/// (`ffi/blocking.rs` says how, and how the module avoids it). Measured on
+/// Redis 7.0.15 (it does), Redis 8.2.3 and Valkey 9.1.2 (they do not);
+/// Redis 7.2 and 7.4 were not measured, so everything before 8.0 is treated
+/// as 7.0 (the cure only delays a few replies).
+pub fn loses_wakes_at_timeouts(probe: &Probe) -> bool {
+    version_of(probe).is_none_or(|version| version < KEEPS_WAKES_AT_TIMEOUTS)
+}
+
 /// The load decision: `Ok` with the line to log, or `Err` with the reason to
 /// refuse (one line, naming the minimum).
 pub fn admit(probe: &Probe, module_version: &str, commit: &str) -> Result<String, String> {
-    let version = probe
-        .api_version
-        .map(Version::from_number)
-        .or_else(|| probe.redis_version.as_deref().and_then(Version::parse));
-    let Some(version) = version else {
+    let Some(version) = version_of(probe) else {
         return Err(format!(
             "lock module: not loaded: this server does not say its version (it has neither \
              RedisModule_GetServerVersion nor RedisModule_GetServerInfo), so it is older than \
@@ -174,6 +196,22 @@ mod tests {
         );
         assert!(admit(&redis(0x0007_0000, "7.0.0"), "0.2.0", "x").is_ok());
         assert!(admit(&redis(0x0008_0203, "8.2.3"), "0.2.0", "x").is_ok());
+    }
+
+    #[test]
+    fn servers_before_8_0_are_taken_to_lose_wakes_at_timeouts() {
+        assert!(loses_wakes_at_timeouts(&redis(0x0007_000f, "7.0.15")));
+        assert!(loses_wakes_at_timeouts(&redis(0x0007_0409, "7.4.9")));
+        assert!(!loses_wakes_at_timeouts(&redis(0x0008_0000, "8.0.0")));
+        assert!(!loses_wakes_at_timeouts(&redis(0x0008_0203, "8.2.3")));
+        let valkey = Probe {
+            api_version: Some(0x0009_0102),
+            redis_version: Some("7.2.4".into()),
+            server_name: Some("valkey".into()),
+            valkey_version: Some("9.1.2".into()),
+        };
+        assert!(!loses_wakes_at_timeouts(&valkey));
+        assert!(loses_wakes_at_timeouts(&Probe::default()));
     }
 
     #[test]
