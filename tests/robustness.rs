@@ -288,9 +288,13 @@ fn is_counter_command(name: &[u8]) -> bool {
 fn reply_is_plausible(args: &[Vec<u8>], reply: &Value) -> bool {
     let name = String::from_utf8_lossy(&args[0]).to_ascii_uppercase();
     if let Value::ServerError(e) = reply {
+        // A waiter id named by an earlier LOCK.CANCEL on a semaphore,
+        // permits or latch is refused for the grace (`docs/waiting.md`).
+        let waiter_id = args.iter().any(|a| a.eq_ignore_ascii_case(b"WAITER"));
         return e.code() == "ERR"
             || e.code() == "WRONGTYPE"
-            || (name == "LOCK.FENCE" && e.code() == "STALE");
+            || (name == "LOCK.FENCE" && e.code() == "STALE")
+            || (waiter_id && e.code() == "CANCELLED");
     }
     match name.as_str() {
         "LOCK.ACQUIRE" | "LOCK.RACQUIRE" | "LOCK.WACQUIRE" => match reply {
