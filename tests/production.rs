@@ -101,11 +101,11 @@ fn command_docs_describe_every_command() {
             "{name} complexity"
         );
         // The first release brought the plain lock's commands; 0.2.0 the
-        // fence and the other objects, 0.3.0 the cancel (src/commands/mod.rs
-        // has every command's).
+        // fence, the other objects, the cancel and the listing
+        // (src/commands/mod.rs has every command's).
         let since = match name {
-            "lock.cancel" => "0.3.0",
-            "lock.fence" | "lock.racquire" | "lock.semacquire" | "lock.await" => "0.2.0",
+            "lock.fence" | "lock.racquire" | "lock.semacquire" | "lock.await" | "lock.cancel"
+            | "lock.scan" => "0.2.0",
             _ => "0.1.0",
         };
         assert_eq!(as_string(&field("since")).as_deref(), Some(since), "{name}");

@@ -32,7 +32,6 @@ use crate::ffi::Ctx;
 /// the release that will bring it, and is named under "Unreleased" there.
 const V0_1: &CStr = c"0.1.0";
 const V0_2: &CStr = c"0.2.0";
-const V0_3: &CStr = c"0.3.0";
 
 /// Every command, registered in this order, with the release that brought it.
 const COMMANDS: [Registration; 28] = [
@@ -62,8 +61,8 @@ const COMMANDS: [Registration; 28] = [
     Registration::of::<latch::LatchCount>(V0_2),
     Registration::of::<latch::Await>(V0_2),
     Registration::of::<latch::LatchInfo>(V0_2),
-    Registration::of::<scan::LockScan>(V0_3),
-    Registration::of::<cancel::LockCancel>(V0_3),
+    Registration::of::<scan::LockScan>(V0_2),
+    Registration::of::<cancel::LockCancel>(V0_2),
 ];
 
 /// Registers every command with Redis, with its docs, key spec and ACL
