@@ -4,11 +4,13 @@
    (each on a lock of its own), raw ``LOCK.ACQUIRE`` + ``LOCK.RELEASE``
    through redis-py's ``execute_command`` against the package's two paths
    (``try_lock(name, 0, lease)`` + ``unlock()``, and ``lock(name)`` with the
-   watchdog + ``unlock()``), interleaved in rounds against one server;
-   each path's ratio to raw is taken within the same round, the median
-   reported; so is the client process's CPU time per cycle (all its
-   threads; the server is another process), which is what the package
-   adds and moves far less with other load on the machine than the rate.
+   watchdog + ``unlock()``), interleaved in rounds against one server,
+   each round in another order (whichever runs first or last in a round
+   is not always the same path); each path's ratio to raw is taken within
+   the same round, the median and the range over the rounds reported; so
+   is the client process's CPU time per cycle (all its threads; the
+   server is another process), which is what the package adds and moves
+   far less with other load on the machine than the rate.
 2. Contention: 8 and 32 threads on one lock, each looping acquire, a
    critical section of one round trip (INCR), release: this package's
    ``LockClient.lock``, redis-py's ``Lock`` (``blocking_timeout=10``) and
@@ -70,6 +72,11 @@ def run_threads(n: int, seconds: float, make: Cycle) -> list[int]:
     return counts
 
 
+def spread(ratios: list[float]) -> str:
+    """A ratio's median over the rounds, and its range."""
+    return f"{statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f})"
+
+
 def overhead(server: Server, seconds: float, rounds: int) -> list[str]:
     r = server.client(protocol=2, max_connections=64)
     locks = LockClient(r)
@@ -107,8 +114,8 @@ def overhead(server: Server, seconds: float, rounds: int) -> list[str]:
         ("`lock(name)` (watchdog) + `unlock()`", with_watchdog),
     ]
     rows = [
-        "| threads | path | lock+unlock/s (median) | vs raw, same round (median) "
-        "| client CPU us/cycle (median) | raw CPU / path CPU, same round (median) |",
+        "| threads | path | lock+unlock/s (median) | vs raw, same round: median (range) "
+        "| client CPU us/cycle (median) | raw CPU / path CPU, same round: median (range) |",
         "|---:|---|---:|---:|---:|---:|",
     ]
     for n in (1, 8):
@@ -116,10 +123,11 @@ def overhead(server: Server, seconds: float, rounds: int) -> list[str]:
         ratios: dict[str, list[float]] = {p: [] for p, _ in paths}
         cpus: dict[str, list[float]] = {p: [] for p, _ in paths}
         cpu_ratios: dict[str, list[float]] = {p: [] for p, _ in paths}
-        for _ in range(rounds):
+        for round_no in range(rounds):
             this_round = {}
             this_cpu = {}
-            for label, make in paths:
+            turn = round_no % len(paths)
+            for label, make in paths[turn:] + paths[:turn]:
                 cpu = time.process_time()
                 cycles = sum(run_threads(n, seconds, make))
                 this_cpu[label] = (time.process_time() - cpu) / max(cycles, 1) * 1e6
@@ -133,11 +141,10 @@ def overhead(server: Server, seconds: float, rounds: int) -> list[str]:
                 cpu_ratios[label].append(base_cpu / this_cpu[label])
         for label, _ in paths:
             rate = statistics.median(rates[label])
-            ratio = statistics.median(ratios[label])
             cpu = statistics.median(cpus[label])
-            cpu_ratio = statistics.median(cpu_ratios[label])
             rows.append(
-                f"| {n} | {label} | {rate:.0f} | {ratio:.2f}x | {cpu:.0f} | {cpu_ratio:.2f}x |"
+                f"| {n} | {label} | {rate:.0f} | {spread(ratios[label])} | {cpu:.0f} "
+                f"| {spread(cpu_ratios[label])} |"
             )
             print(rows[-1], flush=True)
     return rows
@@ -214,6 +221,7 @@ def main() -> None:
     p.add_argument("--seconds", type=float, default=1.0, help="per cell (default 1)")
     p.add_argument("--rounds", type=int, default=5, help="overhead rounds (default 5)")
     p.add_argument("--out", default=str(ROOT / ".cache/bench/python-client.md"))
+    p.add_argument("--overhead-only", action="store_true", help="skip the contention table")
     args = p.parse_args()
     server = Server()
     try:
@@ -221,8 +229,10 @@ def main() -> None:
         print(f"python client bench on {SERVER} {version}", flush=True)
         print("overhead over raw commands (uncontended):", flush=True)
         over = overhead(server, args.seconds, args.rounds)
-        print("contention on one lock:", flush=True)
-        cont = contention(server, args.seconds * 3)
+        cont: list[str] = []
+        if not args.overhead_only:
+            print("contention on one lock:", flush=True)
+            cont = contention(server, args.seconds * 3)
     finally:
         server.close()
     out = Path(args.out)
