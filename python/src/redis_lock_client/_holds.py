@@ -43,8 +43,7 @@ ARM_DELAY = 0.01
 LEASE_END_SLACK = 0.02
 
 
-def monotonic() -> float:
-    return time.monotonic()
+monotonic = time.monotonic
 
 
 class Entry:
