@@ -136,13 +136,12 @@ _thread_numbers = itertools.count(1)
 _thread_local = threading.local()
 
 
-def thread_number() -> int:
+def thread_number() -> str:
     """This thread's number in owner ids: threads are numbered from 1 per
     process, never reused (a thread ident can be, after a thread exits)."""
-    n: int | None = getattr(_thread_local, "number", None)
+    n: str | None = getattr(_thread_local, "number", None)
     if n is None:
-        n = next(_thread_numbers)
-        _thread_local.number = n
+        n = _thread_local.number = str(next(_thread_numbers))
     return n
 
 
