@@ -285,7 +285,8 @@ class HoldView(Generic[E, B, F]):
     def is_held(self) -> B:
         """Asks the server whether this owner still holds the lock."""
         args = ["HGET", self.name, self._entry.field]
-        return cast(B, self._engine.counted.simple(self.name, args, decode=p.held))
+        decode = partial(p.still_held, self._entry.kind)
+        return cast(B, self._engine.counted.simple(self.name, args, decode=decode))
 
     def remaining_lease(self) -> F:
         """The lease left on the server (s), None if not held by this owner."""
