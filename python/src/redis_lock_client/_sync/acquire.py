@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import partial
 from typing import Any
 
 from .. import _protocol
@@ -34,7 +33,10 @@ def acquire(
     deadline = None if wait is None else monotonic() + max(0.0, wait)
     sync = o.sync_args() if kind.syncable else None
     within = o.acquire_timeout() if kind.syncable else o.command_timeout
-    ask = partial(_protocol.acquire_args, name, owner, ms, fenced=fenced, sync=sync, kind=kind)
+
+    def ask(wait_ms: int | None) -> list[Any]:
+        return _protocol.acquire_args(name, owner, ms, wait_ms, fenced, sync, kind)
+
     while True:
         entry = engine.registry.entry(name, owner, kind)
         progress = Progress()
