@@ -4,10 +4,13 @@
    (each on a lock of its own), raw ``LOCK.ACQUIRE`` + ``LOCK.RELEASE``
    through redis-py's ``execute_command`` against the package's two paths
    (``try_lock(name, 0, lease)`` + ``unlock()``, and ``lock(name)`` with the
-   watchdog + ``unlock()``), interleaved in rounds against one server;
-   each path's ratio to raw is taken within the same round, the median
-   reported; so is the client process's CPU time per cycle (all its
-   threads; the server is another process), which is what the package
+   watchdog + ``unlock()``), interleaved against one server: each round
+   gives every path ``seconds`` in ``slices`` turns, the paths taking
+   turns in an order that rotates (so the paths compared in a round ran
+   under the same load, none always first or last); each path's ratio to
+   raw is taken within the same round, the median and the range over the
+   rounds reported; so is the client process's CPU time per cycle (all
+   its threads; the server is another process), which is what the package
    adds and moves far less with other load on the machine than the rate.
 2. Contention: 8 and 32 threads on one lock, each looping acquire, a
    critical section of one round trip (INCR), release: this package's
@@ -19,7 +22,7 @@
 All threads live in one process (the GIL is shared by every contender
 alike). Writes a Markdown table to .cache/bench/python-client.md.
 
-    .cache/py-venv/bin/python python/bench/bench.py [--seconds 1] [--rounds 5]
+    .cache/py-venv/bin/python python/bench/bench.py [--seconds 1] [--rounds 5] [--slices 5]
 """
 
 from __future__ import annotations
@@ -70,7 +73,12 @@ def run_threads(n: int, seconds: float, make: Cycle) -> list[int]:
     return counts
 
 
-def overhead(server: Server, seconds: float, rounds: int) -> list[str]:
+def spread(ratios: list[float]) -> str:
+    """A ratio's median over the rounds, and its range."""
+    return f"{statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f})"
+
+
+def overhead(server: Server, seconds: float, rounds: int, slices: int) -> list[str]:
     r = server.client(protocol=2, max_connections=64)
     locks = LockClient(r)
 
@@ -107,8 +115,8 @@ def overhead(server: Server, seconds: float, rounds: int) -> list[str]:
         ("`lock(name)` (watchdog) + `unlock()`", with_watchdog),
     ]
     rows = [
-        "| threads | path | lock+unlock/s (median) | vs raw, same round (median) "
-        "| client CPU us/cycle (median) | raw CPU / path CPU, same round (median) |",
+        "| threads | path | lock+unlock/s (median) | vs raw, same round: median (range) "
+        "| client CPU us/cycle (median) | raw CPU / path CPU, same round: median (range) |",
         "|---:|---|---:|---:|---:|---:|",
     ]
     for n in (1, 8):
@@ -116,14 +124,20 @@ def overhead(server: Server, seconds: float, rounds: int) -> list[str]:
         ratios: dict[str, list[float]] = {p: [] for p, _ in paths}
         cpus: dict[str, list[float]] = {p: [] for p, _ in paths}
         cpu_ratios: dict[str, list[float]] = {p: [] for p, _ in paths}
-        for _ in range(rounds):
+        for round_no in range(rounds):
+            cycles = {label: 0 for label, _ in paths}
+            used = {label: 0.0 for label, _ in paths}
+            for slice_no in range(slices):
+                turn = (round_no + slice_no) % len(paths)
+                for label, make in paths[turn:] + paths[:turn]:
+                    cpu = time.process_time()
+                    cycles[label] += sum(run_threads(n, seconds / slices, make))
+                    used[label] += time.process_time() - cpu
             this_round = {}
             this_cpu = {}
-            for label, make in paths:
-                cpu = time.process_time()
-                cycles = sum(run_threads(n, seconds, make))
-                this_cpu[label] = (time.process_time() - cpu) / max(cycles, 1) * 1e6
-                this_round[label] = cycles / seconds
+            for label, _ in paths:
+                this_cpu[label] = used[label] / max(cycles[label], 1) * 1e6
+                this_round[label] = cycles[label] / seconds
                 rates[label].append(this_round[label])
                 cpus[label].append(this_cpu[label])
             base = this_round[paths[0][0]]
@@ -133,11 +147,10 @@ def overhead(server: Server, seconds: float, rounds: int) -> list[str]:
                 cpu_ratios[label].append(base_cpu / this_cpu[label])
         for label, _ in paths:
             rate = statistics.median(rates[label])
-            ratio = statistics.median(ratios[label])
             cpu = statistics.median(cpus[label])
-            cpu_ratio = statistics.median(cpu_ratios[label])
             rows.append(
-                f"| {n} | {label} | {rate:.0f} | {ratio:.2f}x | {cpu:.0f} | {cpu_ratio:.2f}x |"
+                f"| {n} | {label} | {rate:.0f} | {spread(ratios[label])} | {cpu:.0f} "
+                f"| {spread(cpu_ratios[label])} |"
             )
             print(rows[-1], flush=True)
     return rows
@@ -213,16 +226,20 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--seconds", type=float, default=1.0, help="per cell (default 1)")
     p.add_argument("--rounds", type=int, default=5, help="overhead rounds (default 5)")
+    p.add_argument("--slices", type=int, default=5, help="turns per path and round (default 5)")
     p.add_argument("--out", default=str(ROOT / ".cache/bench/python-client.md"))
+    p.add_argument("--overhead-only", action="store_true", help="skip the contention table")
     args = p.parse_args()
     server = Server()
     try:
         version = server.client().info("server").get("redis_version")
         print(f"python client bench on {SERVER} {version}", flush=True)
         print("overhead over raw commands (uncontended):", flush=True)
-        over = overhead(server, args.seconds, args.rounds)
-        print("contention on one lock:", flush=True)
-        cont = contention(server, args.seconds * 3)
+        over = overhead(server, args.seconds, args.rounds, args.slices)
+        cont: list[str] = []
+        if not args.overhead_only:
+            print("contention on one lock:", flush=True)
+            cont = contention(server, args.seconds * 3)
     finally:
         server.close()
     out = Path(args.out)
@@ -230,7 +247,7 @@ def main() -> None:
     out.write_text(
         f"# Python client (redis-lock-client): overhead and contention\n\n"
         f"Server: {SERVER} {version}; redis-py {redis.__version__}; "
-        f"{args.rounds} rounds of {args.seconds:g} s (overhead), "
+        f"{args.rounds} rounds of {args.seconds:g} s in {args.slices} slices (overhead), "
         f"{args.seconds * 3:g} s per cell (contention).\n\n"
         + "\n".join(over)
         + "\n\n"

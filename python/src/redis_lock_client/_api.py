@@ -36,6 +36,7 @@ P = TypeVar("P")
 OP = TypeVar("OP")
 C = TypeVar("C", bound="LockApi[Any, Any, Any, Any, Any]")
 Lost = LostCallback | None
+Secs = Number | None  # seconds, or None: no limit
 
 
 class LockApi(Generic[G, OG, B, F, D]):
@@ -136,12 +137,7 @@ class LockApi(Generic[G, OG, B, F, D]):
         return cast(G, self._take(name, None, None, False, on_lost, LOCK))
 
     def try_lock(
-        self,
-        name: str,
-        wait: Number | None = 0,
-        lease: Number | None = None,
-        *,
-        on_lost: Lost = None,
+        self, name: str, wait: Secs = 0, lease: Secs = None, *, on_lost: Lost = None
     ) -> OG:
         """Tries to take the lock, waiting at most ``wait`` seconds (0: one
         attempt; None: as long as it takes). With ``lease`` the lock frees
@@ -156,12 +152,7 @@ class LockApi(Generic[G, OG, B, F, D]):
         return cast(G, self._take(name, None, None, True, on_lost, LOCK))
 
     def try_lock_fenced(
-        self,
-        name: str,
-        wait: Number | None = 0,
-        lease: Number | None = None,
-        *,
-        on_lost: Lost = None,
+        self, name: str, wait: Secs = 0, lease: Secs = None, *, on_lost: Lost = None
     ) -> OG:
         """:meth:`try_lock` with a fencing token."""
         return self._take(name, lease, wait, True, on_lost, LOCK)
@@ -177,23 +168,13 @@ class LockApi(Generic[G, OG, B, F, D]):
         return cast(G, self._take(name, None, None, False, on_lost, WRITE))
 
     def try_read_lock(
-        self,
-        name: str,
-        wait: Number | None = 0,
-        lease: Number | None = None,
-        *,
-        on_lost: Lost = None,
+        self, name: str, wait: Secs = 0, lease: Secs = None, *, on_lost: Lost = None
     ) -> OG:
         """:meth:`read_lock` within ``wait`` s, ``lease`` as in :meth:`try_lock`."""
         return self._take(name, lease, wait, False, on_lost, READ)
 
     def try_write_lock(
-        self,
-        name: str,
-        wait: Number | None = 0,
-        lease: Number | None = None,
-        *,
-        on_lost: Lost = None,
+        self, name: str, wait: Secs = 0, lease: Secs = None, *, on_lost: Lost = None
     ) -> OG:
         """:meth:`write_lock` within ``wait`` s, ``lease`` as in :meth:`try_lock`."""
         return self._take(name, lease, wait, False, on_lost, WRITE)
@@ -203,12 +184,7 @@ class LockApi(Generic[G, OG, B, F, D]):
         return cast(G, self._take(name, None, None, True, on_lost, WRITE))
 
     def try_write_lock_fenced(
-        self,
-        name: str,
-        wait: Number | None = 0,
-        lease: Number | None = None,
-        *,
-        on_lost: Lost = None,
+        self, name: str, wait: Secs = 0, lease: Secs = None, *, on_lost: Lost = None
     ) -> OG:
         """:meth:`try_write_lock` with a fencing token."""
         return self._take(name, lease, wait, True, on_lost, WRITE)
@@ -309,7 +285,8 @@ class HoldView(Generic[E, B, F]):
     def is_held(self) -> B:
         """Asks the server whether this owner still holds the lock."""
         args = ["HGET", self.name, self._entry.field]
-        return cast(B, self._engine.counted.simple(self.name, args, decode=p.held))
+        decode = partial(p.still_held, self._entry.kind)
+        return cast(B, self._engine.counted.simple(self.name, args, decode=decode))
 
     def remaining_lease(self) -> F:
         """The lease left on the server (s), None if not held by this owner."""
@@ -566,12 +543,7 @@ class PermitSemaphoreApi(CountsApi[B, Z, D], Generic[B, Z, D, P, OP]):
         return cast(P, self._acquire(permits, lease, 0, None, True, on_lost))
 
     def try_acquire(
-        self,
-        permits: int = 1,
-        lease: Number | None = None,
-        wait: Number | None = None,
-        *,
-        on_lost: Lost = None,
+        self, permits: int = 1, lease: Secs = None, wait: Secs = None, *, on_lost: Lost = None
     ) -> OP:
         """Takes ``permits`` if free within ``wait`` s (None or 0: one
         attempt). None when not."""

@@ -43,8 +43,7 @@ ARM_DELAY = 0.01
 LEASE_END_SLACK = 0.02
 
 
-def monotonic() -> float:
-    return time.monotonic()
+monotonic = time.monotonic
 
 
 class Entry:
@@ -280,7 +279,6 @@ class Progress:
         self.conn: Any = None
         self.node: Any = None
         self.cid: int | None = None
-        self.waiting = False
         # An acquire went out: a grant may exist that no guard records.
         self.sent = False
         # When the last command was sent (a grant's lease runs from then).
@@ -291,9 +289,9 @@ class Progress:
         # A wait's pieces (``waiting.Wait``): given up by LOCK.CANCEL.
         self.wait: Any = None
 
-    def start(self, node: Any, conn: Any, cid: int | None, waiting: bool) -> None:
+    def start(self, node: Any, conn: Any, cid: int | None) -> None:
         self.node, self.conn, self.cid = node, conn, cid
-        self.sent, self.waiting, self.sent_at = True, waiting, monotonic()
+        self.sent, self.sent_at = True, monotonic()
 
 
 class Schedule:

@@ -136,13 +136,12 @@ _thread_numbers = itertools.count(1)
 _thread_local = threading.local()
 
 
-def thread_number() -> int:
+def thread_number() -> str:
     """This thread's number in owner ids: threads are numbered from 1 per
     process, never reused (a thread ident can be, after a thread exits)."""
-    n: int | None = getattr(_thread_local, "number", None)
+    n: str | None = getattr(_thread_local, "number", None)
     if n is None:
-        n = next(_thread_numbers)
-        _thread_local.number = n
+        n = _thread_local.number = str(next(_thread_numbers))
     return n
 
 
@@ -286,11 +285,6 @@ def hold_count(reply: Any) -> int:
     return 0 if reply is None else int(reply)
 
 
-def held(reply: Any) -> bool:
-    """Whether an ``HGET name field`` reply shows a hold."""
-    return hold_count(reply) > 0
-
-
 def own_lease(field: str, info: Any) -> float | None:
     """The lease left (s) of the hold in hash field ``field``, from a
     ``LOCK.INFO`` reply; None when it is not held."""
@@ -373,7 +367,8 @@ def tracking_read(kind: Kind, name: str, field: str) -> tuple[str, list[Any]]:
 
 
 def still_held(kind: Kind, reply: Any) -> bool:
-    """What :func:`tracking_read`'s reply says."""
+    """What :func:`tracking_read`'s reply (a lock's ``HGET name field``)
+    says: whether the hold is there."""
     return reply is not None if kind is PERMIT else hold_count(reply) > 0
 
 

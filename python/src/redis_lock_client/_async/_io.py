@@ -41,7 +41,7 @@ def owner_suffix() -> str:
     except RuntimeError:
         task = None
     if task is None:
-        return str(_protocol.thread_number())
+        return _protocol.thread_number()
     n = _task_ids.get(task)
     if n is None:
         n = next(_task_numbers)

@@ -49,7 +49,6 @@ async def acquire(
     deadline = None if wait is None else monotonic() + max(0.0, wait)
     sync = o.sync_args() if kind.syncable else None
     within = o.acquire_timeout() if kind.syncable else o.command_timeout
-    margin = o.wait_margin + (o.sync_time() if sync is not None else 0.0)
 
     def ask(wait_ms: int | None) -> list[Any]:
         return _protocol.acquire_args(name, owner, ms, wait_ms, fenced, sync, kind)
@@ -68,6 +67,7 @@ async def acquire(
                 )
                 got, token = _protocol.parse_acquire(reply, fenced) if seen else (True, None)
                 if not got and (wait is None or wait > 0):
+                    margin = o.wait_margin + (o.sync_time() if sync is not None else 0.0)
                     seen, reply = await counted(
                         name, owner, entry.field, ask, known, known + 1, margin, progress, deadline
                     )
@@ -176,7 +176,7 @@ async def abandon(engine: Engine, entry: Entry, progress: Progress) -> None:
                 dead = [progress.cid] if conn is not None else []
                 if wait is not None:
                     await wait.give_up()
-                    dead = wait.cids()
+                    dead = wait.broken
                 found = await counted.read_back(name, owner, field, dead, False)
                 while found > known:
                     args = [entry.kind.release, name, owner]

@@ -125,7 +125,7 @@ class Counted:
                 failure = e
             else:
                 if progress is not None:
-                    progress.start(node, conn, cid, False)
+                    progress.start(node, conn, cid)
                 try:
                     answer = await _io.execute(conn, args, within)
                 except Exception as e:
@@ -241,7 +241,7 @@ class Counted:
                         answer = await wait.run(deadline, within or 0.0)
                     except Exception:
                         await wait.close()  # an interruption leaves it to ``abandon``
-                        dead = wait.cids()
+                        dead = wait.broken
                         raise
                     finally:
                         if progress is not None:

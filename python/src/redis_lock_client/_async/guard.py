@@ -15,9 +15,11 @@ S = TypeVar("S", bound="Releasing")
 
 class Releasing:
     """``async with`` for a guard: the hold goes back when the block ends;
-    one found gone raises :class:`NotHeld` unless the block raised."""
+    one found gone raises :class:`NotHeld` (``_quiet``) unless the block
+    raised."""
 
     _released: bool
+    _quiet: type[Exception] = NotHeld
 
     async def _give_back(self) -> None:
         raise NotImplementedError
@@ -32,7 +34,7 @@ class Releasing:
             return
         try:
             await self._give_back()
-        except NotHeld:
+        except self._quiet:
             if et is None:
                 raise
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import functools
 import random
-from types import TracebackType
 
 from .. import _protocol
 from .._api import MultiHeld, MultiParts, RedLockPlan, RedLockView
@@ -22,7 +21,7 @@ from ..errors import LockError
 from . import _io
 from ._io import Later
 from .client import AsyncLockClient
-from .guard import AsyncLockGuard
+from .guard import AsyncLockGuard, Releasing
 
 
 async def _roll_back(held: list[AsyncLockGuard]) -> None:
@@ -33,8 +32,12 @@ async def _roll_back(held: list[AsyncLockGuard]) -> None:
             pass
 
 
-class AsyncMultiGuard(MultiHeld):
-    """The locks of an :class:`AsyncMultiLock`, released together."""
+class AsyncMultiGuard(MultiHeld, Releasing):
+    """The locks of an :class:`AsyncMultiLock`, released together (at the
+    end of an ``async with`` block: the first error, unless the block raised)."""
+
+    _released = False
+    _quiet = LockError
 
     async def unlock(self) -> None:
         """Releases every lock (all are attempted); raises the first error."""
@@ -47,17 +50,7 @@ class AsyncMultiGuard(MultiHeld):
         if first is not None:
             raise first
 
-    async def __aenter__(self) -> AsyncMultiGuard:
-        return self
-
-    async def __aexit__(
-        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        try:
-            await self.unlock()
-        except LockError:
-            if et is None:
-                raise
+    _give_back = unlock
 
 
 class AsyncMultiLock(MultiParts[Later[AsyncMultiGuard], Later[AsyncMultiGuard | None]]):
@@ -113,7 +106,7 @@ class AsyncRedLock(RedLockPlan):
             await _io.sleep(min(left, random.uniform(0.01, 0.05)))
 
 
-class AsyncRedLockGuard(RedLockView):
+class AsyncRedLockGuard(RedLockView, Releasing):
     async def unlock(self) -> None:
         """Releases it on every master, reachable or not (errors ignored: an
         unreachable master's hold ends with its lease)."""
@@ -121,10 +114,5 @@ class AsyncRedLockGuard(RedLockView):
         calls = [functools.partial(m.send, self.name, args, retries=0) for m in self._masters]
         await _io.at_once(calls, self._timeout())
 
-    async def __aenter__(self) -> AsyncRedLockGuard:
-        return self
-
-    async def __aexit__(
-        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.unlock()
+    _released = False
+    _give_back = unlock

@@ -54,17 +54,13 @@ class Wait:
         self.counted, self.node, self.name, self.who = counted, node, name, who
         self.make, self.final = make, final
         # (connection, its id, when its piece was sent): pieces unanswered,
-        # oldest first; connections read clean; ids of those that broke.
+        # oldest first; connections read clean; ids of those closed with a
+        # piece unanswered (to fence with CLIENT KILL before a read-back).
         self.out: list[tuple[Any, int | None, float]] = []
         self.free: list[tuple[Any, int | None]] = []
         self.broken: list[int | None] = []
         self.crossed = False  # a piece crossed its predecessor's grant
         self.sent_at = 0.0  # when the piece last answered was sent
-
-    def cids(self) -> list[int | None]:
-        """The ids of the connections closed with a piece unanswered: to
-        fence (``CLIENT KILL``) before the count is read."""
-        return self.broken
 
     async def run(self, deadline: float | None, margin: float) -> Any:
         """The reply that ended the wait, or the last piece's (timed out)

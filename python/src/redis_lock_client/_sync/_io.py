@@ -27,7 +27,7 @@ Event = threading.Event
 def owner_suffix() -> str:
     """This thread's number: threads are numbered from 1 per process,
     never reused (a thread ident can be, after a thread exits)."""
-    return str(_protocol.thread_number())
+    return _protocol.thread_number()
 
 
 def cancels() -> int:

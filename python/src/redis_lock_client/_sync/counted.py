@@ -80,7 +80,7 @@ class Counted:
                 failure = e
             else:
                 if progress is not None:
-                    progress.start(node, conn, cid, False)
+                    progress.start(node, conn, cid)
                 try:
                     answer = _io.execute(conn, args, within)
                 except Exception as e:
@@ -182,7 +182,7 @@ class Counted:
                         answer = wait.run(deadline, within or 0.0)
                     except Exception:
                         wait.close()  # an interruption leaves it to ``abandon``
-                        dead = wait.cids()
+                        dead = wait.broken
                         raise
                     finally:
                         if progress is not None:

@@ -14,9 +14,11 @@ S = TypeVar("S", bound="Releasing")
 
 class Releasing:
     """``with`` for a guard: the hold goes back when the block ends;
-    one found gone raises :class:`NotHeld` unless the block raised."""
+    one found gone raises :class:`NotHeld` (``_quiet``) unless the block
+    raised."""
 
     _released: bool
+    _quiet: type[Exception] = NotHeld
 
     def _give_back(self) -> None:
         raise NotImplementedError
@@ -31,7 +33,7 @@ class Releasing:
             return
         try:
             self._give_back()
-        except NotHeld:
+        except self._quiet:
             if et is None:
                 raise
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import random
-from types import TracebackType
 
 from .. import _protocol
 from .._api import MultiHeld, MultiParts, RedLockPlan, RedLockView
@@ -14,7 +13,7 @@ from ..errors import LockError
 from . import _io
 from ._io import Later
 from .client import LockClient
-from .guard import LockGuard
+from .guard import LockGuard, Releasing
 
 
 def _roll_back(held: list[LockGuard]) -> None:
@@ -25,8 +24,12 @@ def _roll_back(held: list[LockGuard]) -> None:
             pass
 
 
-class MultiGuard(MultiHeld):
-    """The locks of an :class:`MultiLock`, released together."""
+class MultiGuard(MultiHeld, Releasing):
+    """The locks of an :class:`MultiLock`, released together (at the
+    end of a ``with`` block: the first error, unless the block raised)."""
+
+    _released = False
+    _quiet = LockError
 
     def unlock(self) -> None:
         """Releases every lock (all are attempted); raises the first error."""
@@ -39,17 +42,7 @@ class MultiGuard(MultiHeld):
         if first is not None:
             raise first
 
-    def __enter__(self) -> MultiGuard:
-        return self
-
-    def __exit__(
-        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        try:
-            self.unlock()
-        except LockError:
-            if et is None:
-                raise
+    _give_back = unlock
 
 
 class MultiLock(MultiParts[Later[MultiGuard], Later[MultiGuard | None]]):
@@ -104,7 +97,7 @@ class RedLock(RedLockPlan):
             _io.sleep(min(left, random.uniform(0.01, 0.05)))
 
 
-class RedLockGuard(RedLockView):
+class RedLockGuard(RedLockView, Releasing):
     def unlock(self) -> None:
         """Releases it on every master, reachable or not (errors ignored: an
         unreachable master's hold ends with its lease)."""
@@ -112,10 +105,5 @@ class RedLockGuard(RedLockView):
         calls = [functools.partial(m.send, self.name, args, retries=0) for m in self._masters]
         _io.at_once(calls, self._timeout())
 
-    def __enter__(self) -> RedLockGuard:
-        return self
-
-    def __exit__(
-        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.unlock()
+    _released = False
+    _give_back = unlock

@@ -34,9 +34,6 @@ class Wait:
         self.crossed = False  # a piece crossed its predecessor's grant
         self.sent_at = 0.0  # when the piece last answered was sent
 
-    def cids(self) -> list[int | None]:
-        return self.broken
-
     def run(self, deadline: float | None, margin: float) -> Any:
         piece = self.counted.options.wait_piece
         cancels = _io.cancels()
