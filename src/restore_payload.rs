@@ -49,12 +49,20 @@ fn push_string(out: &mut Vec<u8>, bytes: &[u8]) {
 }
 
 /// The RDB's length encoding: 6 bits in one byte, 14 bits in two, else a
-/// marker byte and 4 or 8 big-endian bytes.
-#[inline]
+/// marker byte and 4 or 8 big-endian bytes. The one-byte case (every count
+/// and most owner ids) is written inline.
+#[inline(always)]
 fn push_len(out: &mut Vec<u8>, len: u64) {
     if len < 1 << 6 {
         out.push(len as u8);
-    } else if len < 1 << 14 {
+    } else {
+        push_long_len(out, len);
+    }
+}
+
+#[inline(never)]
+fn push_long_len(out: &mut Vec<u8>, len: u64) {
+    if len < 1 << 14 {
         out.push(0x40 | (len >> 8) as u8);
         out.push(len as u8);
     } else if let Ok(len) = u32::try_from(len) {
