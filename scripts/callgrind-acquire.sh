@@ -32,8 +32,12 @@
 # (one pipeline of both, so every acquire takes a free lock and every
 # release frees it), per build, side by side.
 #
+# With KEEP_OUT=<dir>, every profile's callgrind output is kept there
+# (<label>.out), for `callgrind_annotate --inclusive=yes <dir>/acquire.out`:
+# which functions of Redis and of the module the instructions go to.
+#
 # Environment: REDIS_SERVER (default redis-server), LOCK_MODULE_PATH, N
-# (20000), TAX (yes), BEFORE (none), BASELINE_MODULE (none).
+# (20000), TAX (yes), BEFORE (none), BASELINE_MODULE (none), KEEP_OUT (none).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 server=${REDIS_SERVER:-redis-server}
@@ -42,7 +46,9 @@ n=${N:-20000}
 command -v valgrind >/dev/null || { echo "needs valgrind (apt-get install valgrind)" >&2; exit 1; }
 [[ -f $module ]] || { echo "error: no module at $module (make build)" >&2; exit 1; }
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+keep_out=${KEEP_OUT:+$(realpath -m "$KEEP_OUT")}
+[[ -z $keep_out ]] || mkdir -p "$keep_out"
+trap '[[ -z $keep_out ]] || cp "$tmp"/*.out "$keep_out"/ 2>/dev/null; rm -rf "$tmp"' EXIT
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 

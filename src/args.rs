@@ -24,12 +24,27 @@ impl<'a> Arg<'a> for &'a [u8] {
 /// through this one rule.
 pub fn strict_i64(raw: &[u8]) -> Option<i64> {
     let digits = raw.strip_prefix(b"-").unwrap_or(raw);
-    let canonical = match digits {
-        [b'0'] => digits.len() == raw.len(), // "0", but not "-0"
-        [b'1'..=b'9', rest @ ..] => rest.iter().all(u8::is_ascii_digit),
-        _ => false,
-    };
-    if !canonical {
+    let negative = digits.len() != raw.len();
+    match digits {
+        [b'0'] if !negative => return Some(0), // "0", but not "-0"
+        [b'1'..=b'9', ..] => {}
+        _ => return None,
+    }
+    // Up to 18 digits cannot overflow (10^18 - 1 < i64::MAX): one pass that
+    // checks each digit as it adds it. Every lease, timeout and hold count
+    // takes this path.
+    if digits.len() <= 18 {
+        let mut value: i64 = 0;
+        for &d in digits {
+            let digit = d.wrapping_sub(b'0');
+            if digit > 9 {
+                return None;
+            }
+            value = value * 10 + i64::from(digit);
+        }
+        return Some(if negative { -value } else { value });
+    }
+    if !digits.iter().all(u8::is_ascii_digit) {
         return None;
     }
     // All ASCII digits now: accumulate towards the negative side, which also
@@ -38,10 +53,10 @@ pub fn strict_i64(raw: &[u8]) -> Option<i64> {
     for &d in digits {
         value = value.checked_mul(10)?.checked_sub(i64::from(d - b'0'))?;
     }
-    if digits.len() == raw.len() {
-        value.checked_neg()
-    } else {
+    if negative {
         Some(value)
+    } else {
+        value.checked_neg()
     }
 }
 
@@ -202,6 +217,48 @@ pub(crate) mod testing {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The rule spelled out: canonical form (what `i64` prints back), in
+    /// range.
+    fn strict_by_definition(raw: &[u8]) -> Option<i64> {
+        let text = std::str::from_utf8(raw).ok()?;
+        let value: i64 = text.parse().ok()?;
+        (value.to_string() == text).then_some(value)
+    }
+
+    #[test]
+    fn strict_integers_are_canonical_decimals_in_range() {
+        // Cases between bars (the empty one included).
+        let mut cases: Vec<Vec<u8>> = concat!(
+            "0|-0|00|01|-01|1|-1|+1| 1|1 ||-|--1|1a|a1|12:3|1/2|",
+            "999999999999999999|1000000000000000000|-999999999999999999|",
+            "-1000000000000000000|9223372036854775807|9223372036854775808|",
+            "-9223372036854775808|-9223372036854775809|18446744073709551616|",
+            "99999999999999999999",
+        )
+        .split('|')
+        .map(|case| case.as_bytes().to_vec())
+        .collect();
+        // Every byte in every place of short numbers, and at the 18th and
+        // 19th digit, where the fast path ends.
+        for byte in 0..=255u8 {
+            for template in ["123", "-45", "123456789012345678", "1234567890123456789"] {
+                for at in 0..template.len() {
+                    let mut case = template.as_bytes().to_vec();
+                    case[at] = byte;
+                    cases.push(case);
+                }
+            }
+        }
+        for case in cases {
+            assert_eq!(
+                strict_i64(&case),
+                strict_by_definition(&case),
+                "{:?}",
+                String::from_utf8_lossy(&case)
+            );
+        }
+    }
 
     #[test]
     fn leases_are_positive_strict_integers() {

@@ -128,9 +128,8 @@ thread_local! {
     // and the word PXAT.
     static LAST_COUNTER_DEADLINE: RefCell<Option<(i64, OwnedStr)>> = const { RefCell::new(None) };
     static PXAT: OwnedStr = OwnedStr::new(b"PXAT");
-    // RESTORE's two flags, made once.
-    static REPLACE: OwnedStr = OwnedStr::new(b"REPLACE");
-    static ABSTTL: OwnedStr = OwnedStr::new(b"ABSTTL");
+    // RESTORE's two flags, made once (one thread-local: one lookup).
+    static REPLACE_ABSTTL: [OwnedStr; 2] = [OwnedStr::new(b"REPLACE"), OwnedStr::new(b"ABSTTL")];
 }
 
 /// Runs `f` with `value` as a Redis string, made only when `cache` holds
@@ -478,25 +477,23 @@ impl<'a> Ctx<'a> {
     /// one command.
     pub fn replicate_restore(self, key: RStr, at: i64, payload: &[u8]) {
         let status = with_cached_decimal(&LAST_DEADLINE, at, |at| {
-            REPLACE.with(|replace| {
-                ABSTTL.with(|absttl| {
-                    // SAFETY: "ssbss" matches two strings, a buffer with its
-                    // length (copied into a new string by Redis), then two
-                    // strings; Redis only takes references to the strings.
-                    unsafe {
-                        api!(RedisModule_Replicate)(
-                            self.as_ptr(),
-                            c"RESTORE".as_ptr(),
-                            c"ssbss".as_ptr(),
-                            key.as_ptr(),
-                            at.as_ptr(),
-                            payload.as_ptr().cast::<c_char>(),
-                            payload.len(),
-                            replace.borrow().as_ptr(),
-                            absttl.borrow().as_ptr(),
-                        )
-                    }
-                })
+            REPLACE_ABSTTL.with(|[replace, absttl]| {
+                // SAFETY: "ssbss" matches two strings, a buffer with its
+                // length (copied into a new string by Redis), then two
+                // strings; Redis only takes references to the strings.
+                unsafe {
+                    api!(RedisModule_Replicate)(
+                        self.as_ptr(),
+                        c"RESTORE".as_ptr(),
+                        c"ssbss".as_ptr(),
+                        key.as_ptr(),
+                        at.as_ptr(),
+                        payload.as_ptr().cast::<c_char>(),
+                        payload.len(),
+                        replace.borrow().as_ptr(),
+                        absttl.borrow().as_ptr(),
+                    )
+                }
             })
         });
         self.replicated(status);
