@@ -9,6 +9,8 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Locale;
+import java.util.Map;
+import java.util.TreeMap;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
@@ -39,7 +41,9 @@ import org.redisson.api.RedissonClient;
  *
  * <p>{@code BENCH_KINDS}, {@code BENCH_THREADS}, {@code BENCH_CLIENTS} and {@code BENCH_SIDES}
  * ({@code Redisson,module}) narrow the rows, e.g. to profile one of them; {@code
- * BENCH_WARMUP} (seconds, default 2) is each side's unreported warm-up per kind.
+ * BENCH_WARMUP} (seconds, default 2) is each side's unreported warm-up per kind; {@code
+ * BENCH_COMMANDS} (any value) adds, under each console line, every command's calls and server
+ * usec per section: which commands a side sends per section, and what each costs.
  *
  * <p>Run by {@code make bench} ({@code make bench-java}); writes {@code .cache/bench/java-bench.md}.
  */
@@ -78,6 +82,8 @@ public final class ContentionBench {
         double serverUsPerSection;
         double clientUsPerSection;
         long violations;
+        /** Per section, each command's calls and server usec (the console line, with {@code BENCH_COMMANDS}). */
+        String commands = "";
     }
 
     public static void main(String[] args) throws Exception {
@@ -286,14 +292,14 @@ public final class ContentionBench {
             w.start();
         }
         ready.await();
-        long usecBefore = commandUsec(server);
+        Map<String, long[]> statsBefore = commandStats(server);
         long cpuBefore = processCpuNanos();
         long start = System.nanoTime();
         go.countDown();
         Thread.sleep(TimeUnit.SECONDS.toMillis(seconds));
         stop.set(true);
         long elapsed = System.nanoTime() - start;
-        long usecAfter = commandUsec(server);
+        Map<String, long[]> statsAfter = commandStats(server);
         long cpuAfter = processCpuNanos();
         for (Thread w : workers) {
             w.join(60_000);
@@ -327,7 +333,20 @@ public final class ContentionBench {
             row.writerMax = ms(writerWaits.get(writerWaits.size() - 1));
         }
         row.jain = squares == 0 ? 0 : sum * sum / (threads * squares);
-        row.serverUsPerSection = total == 0 ? 0 : (double) (usecAfter - usecBefore) / total;
+        long usec = 0;
+        StringBuilder perCommand = new StringBuilder();
+        for (Map.Entry<String, long[]> e : statsAfter.entrySet()) {
+            long[] before = statsBefore.getOrDefault(e.getKey(), new long[2]);
+            long calls = e.getValue()[0] - before[0];
+            long spent = e.getValue()[1] - before[1];
+            usec += spent;
+            if (calls > 0 && total > 0) {
+                perCommand.append(String.format(Locale.ROOT, "  %s %.2f calls %.1f us", e.getKey(),
+                        (double) calls / total, (double) spent / total));
+            }
+        }
+        row.commands = perCommand.toString();
+        row.serverUsPerSection = total == 0 ? 0 : (double) usec / total;
         row.clientUsPerSection = total == 0 ? 0 : (cpuAfter - cpuBefore) / 1e3 / total;
         row.violations = violations[0];
     }
@@ -376,26 +395,35 @@ public final class ContentionBench {
                 ? ((com.sun.management.OperatingSystemMXBean) os).getProcessCpuTime() : 0;
     }
 
-    /** The sum of every command's usec in INFO commandstats. */
-    private static long commandUsec(RedisServer server) {
+    /** INFO commandstats: each command's calls and usec, by name. */
+    private static Map<String, long[]> commandStats(RedisServer server) {
+        Map<String, long[]> stats = new TreeMap<>();
         try (Resp r = server.connect()) {
-            long total = 0;
             for (String line : r.string("INFO", "commandstats").split("\r\n")) {
-                int i = line.indexOf("usec=");
-                if (line.startsWith("cmdstat_") && i > 0) {
-                    int end = line.indexOf(',', i);
-                    total += Long.parseLong(line.substring(i + 5, end));
+                int colon = line.indexOf(':');
+                if (!line.startsWith("cmdstat_") || colon < 0) {
+                    continue;
                 }
+                long[] callsAndUsec = new long[2];
+                for (String field : line.substring(colon + 1).split(",")) {
+                    if (field.startsWith("calls=")) {
+                        callsAndUsec[0] = Long.parseLong(field.substring(6));
+                    } else if (field.startsWith("usec=")) {
+                        callsAndUsec[1] = Long.parseLong(field.substring(5));
+                    }
+                }
+                stats.put(line.substring("cmdstat_".length(), colon), callsAndUsec);
             }
-            return total;
         }
+        return stats;
     }
 
     private static String line(Row r) {
         return String.format(Locale.ROOT, "%-9s %-8s %2d threads %d client(s): %9.0f/s  p50 %7.2f  p99 %8.2f  max %8.2f ms  jain %.4f  server %6.1f  client %6.1f us/section%s",
                 r.kind, r.side, r.threads, r.clients, r.perSecond, r.p50, r.p99, r.max, r.jain, r.serverUsPerSection,
                 r.clientUsPerSection,
-                r.violations > 0 ? "  VIOLATIONS " + r.violations : "");
+                r.violations > 0 ? "  VIOLATIONS " + r.violations : "")
+                + (System.getenv("BENCH_COMMANDS") != null ? "\n   " + r.commands : "");
     }
 
     private static String table(List<Row> rows, long seconds, RedisServer server) {
