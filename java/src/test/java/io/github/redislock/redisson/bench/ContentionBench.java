@@ -34,7 +34,9 @@ import org.redisson.api.RedissonClient;
  * BENCH_SECONDS} (default 3) per row. Reported: sections per second, the wait for each
  * acquire (p50, p99, max; for the read-write lock also the writers' longest wait, counting a
  * wait that was only granted after the row ended), Jain's fairness
- * index over the threads' section counts, the server's own time per section
+ * index over the threads' section counts, the re-takes (the share of sections whose thread
+ * also ran the section before: for a lock, sections with no hand-off between threads, which
+ * is how a lock that lets the releasing thread barge back in runs fast), the server's own time per section
  * ({@code INFO commandstats}: every command's usec, summed, over the run, per section), and
  * this JVM's CPU time per section (every thread: the workers, Redisson's netty threads,
  * the timers), which is what the client side costs on a machine with few cores.
@@ -79,6 +81,8 @@ public final class ContentionBench {
         double max;
         double writerMax = Double.NaN;
         double jain;
+        /** The share of sections whose thread also held the previous one (for a lock: no hand-off). */
+        double retakes;
         double serverUsPerSection;
         double clientUsPerSection;
         long violations;
@@ -243,6 +247,8 @@ public final class ContentionBench {
         AtomicInteger readers = new AtomicInteger();
         AtomicInteger writers = new AtomicInteger();
         AtomicInteger inside = new AtomicInteger();
+        AtomicInteger lastHolder = new AtomicInteger(-1);
+        int[] retakes = new int[threads];
         long[] violations = new long[1];
         long[][] waits = new long[threads][];
         long[] lastWaits = new long[threads];
@@ -279,6 +285,9 @@ public final class ContentionBench {
                             mine = Arrays.copyOf(mine, n * 2);
                         }
                         mine[n++] = waited;
+                        if (lastHolder.getAndSet(id) == id) {
+                            retakes[id]++;
+                        }
                         check(kind, writer, readers, writers, inside, violations);
                         section.release();
                     }
@@ -305,12 +314,14 @@ public final class ContentionBench {
             w.join(60_000);
         }
         long total = 0;
+        long retaken = 0;
         List<Long> all = new ArrayList<>();
         List<Long> writerWaits = new ArrayList<>();
         double sum = 0;
         double squares = 0;
         for (int t = 0; t < threads; t++) {
             total += counts[t];
+            retaken += retakes[t];
             sum += counts[t];
             squares += (double) counts[t] * counts[t];
             for (long w : waits[t]) {
@@ -332,6 +343,7 @@ public final class ContentionBench {
             writerWaits.sort(null);
             row.writerMax = ms(writerWaits.get(writerWaits.size() - 1));
         }
+        row.retakes = total == 0 ? 0 : (double) retaken / total;
         row.jain = squares == 0 ? 0 : sum * sum / (threads * squares);
         long usec = 0;
         StringBuilder perCommand = new StringBuilder();
@@ -419,8 +431,8 @@ public final class ContentionBench {
     }
 
     private static String line(Row r) {
-        return String.format(Locale.ROOT, "%-9s %-8s %2d threads %d client(s): %9.0f/s  p50 %7.2f  p99 %8.2f  max %8.2f ms  jain %.4f  server %6.1f  client %6.1f us/section%s",
-                r.kind, r.side, r.threads, r.clients, r.perSecond, r.p50, r.p99, r.max, r.jain, r.serverUsPerSection,
+        return String.format(Locale.ROOT, "%-9s %-8s %2d threads %d client(s): %9.0f/s  p50 %7.2f  p99 %8.2f  max %8.2f ms  jain %.4f  re-takes %3.0f%%  server %6.1f  client %6.1f us/section%s",
+                r.kind, r.side, r.threads, r.clients, r.perSecond, r.p50, r.p99, r.max, r.jain, 100 * r.retakes, r.serverUsPerSection,
                 r.clientUsPerSection,
                 r.violations > 0 ? "  VIOLATIONS " + r.violations : "")
                 + (System.getenv("BENCH_COMMANDS") != null ? "\n   " + r.commands : "");
@@ -434,14 +446,14 @@ public final class ContentionBench {
                 "Java contention benchmark: Redisson %s vs this library, %s s per row, %s, JDK %s, %d cores.%n%n",
                 org.redisson.Version.class.getPackage().getImplementationVersion(), seconds, version.trim(),
                 System.getProperty("java.version"), Runtime.getRuntime().availableProcessors()));
-        sb.append("| object | threads | clients | side | sections/s | p50 wait ms | p99 wait ms | max wait ms | writer max ms | Jain | server us/section | client CPU us/section |\n");
-        sb.append("|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+        sb.append("| object | threads | clients | side | sections/s | p50 wait ms | p99 wait ms | max wait ms | writer max ms | Jain | re-takes | server us/section | client CPU us/section |\n");
+        sb.append("|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
         for (Row r : rows) {
-            sb.append(String.format(Locale.ROOT, "| %s | %d | %d | %s | %.0f | %.2f | %.2f | %.2f | %s | %.4f | %.1f | %.1f |%s%n",
+            sb.append(String.format(Locale.ROOT, "| %s | %d | %d | %s | %.0f | %.2f | %.2f | %.2f | %s | %.4f | %.0f%% | %.1f | %.1f |%s%n",
                     r.kind.equals("semaphore") ? "semaphore (" + PERMITS + " permits)" : r.kind.equals("rwlock") ? "rwlock (1 writer in 4)" : "lock",
                     r.threads, r.clients, r.side, r.perSecond, r.p50, r.p99, r.max,
                     Double.isNaN(r.writerMax) ? "" : String.format(Locale.ROOT, "%.2f", r.writerMax),
-                    r.jain, r.serverUsPerSection, r.clientUsPerSection, r.violations > 0 ? " VIOLATIONS: " + r.violations : ""));
+                    r.jain, 100 * r.retakes, r.serverUsPerSection, r.clientUsPerSection, r.violations > 0 ? " VIOLATIONS: " + r.violations : ""));
         }
         return sb.toString();
     }
