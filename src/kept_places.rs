@@ -18,6 +18,15 @@
 //! so each has an end (`until`, dropped by the queue's one timer) and the
 //! server counts their **weight** against one cap: one per kept place, one
 //! per remembered grant or, for leased permits, one per permit id.
+//!
+//! A busy semaphore remembers a grant per acquisition (every wait of the
+//! Java library names a waiter id), thousands at once, and every
+//! `LOCK.SEMACQUIRE` with a waiter id looks its id up: remembered grants are
+//! found by identity in a hash map and expire from an ordered set of ends,
+//! never by a scan (kept places stay a short list in queue order: there is
+//! at most one per waiter that left its queue).
+
+use std::collections::{BTreeSet, HashMap};
 
 use crate::grant_policy::Ask;
 
@@ -74,7 +83,10 @@ impl RememberedGrant {
 pub struct Absent<K> {
     /// In place order.
     kept: Vec<KeptPlace<K>>,
-    granted: Vec<RememberedGrant>,
+    /// By identity.
+    granted: HashMap<Vec<u8>, RememberedGrant>,
+    /// Every remembered grant's `(until, identity)`, earliest first.
+    ends: BTreeSet<(i64, Vec<u8>)>,
     weight: usize,
 }
 
@@ -82,7 +94,8 @@ impl<K> Default for Absent<K> {
     fn default() -> Self {
         Absent {
             kept: Vec::new(),
-            granted: Vec::new(),
+            granted: HashMap::new(),
+            ends: BTreeSet::new(),
             weight: 0,
         }
     }
@@ -127,18 +140,21 @@ impl<K> Absent<K> {
     pub fn remember(&mut self, grant: RememberedGrant) {
         self.take_remembered(&grant.identity);
         self.weight += grant.weight();
-        self.granted.push(grant);
+        self.ends.insert((grant.until, grant.identity.clone()));
+        self.granted.insert(grant.identity.clone(), grant);
     }
 
     /// The grant remembered for `identity`.
     pub fn remembered(&self, identity: &[u8]) -> Option<&RememberedGrant> {
-        self.granted.iter().find(|g| g.identity == identity)
+        self.granted.get(identity)
     }
 
     /// Takes the grant remembered for `identity`.
     pub fn take_remembered(&mut self, identity: &[u8]) -> Option<RememberedGrant> {
-        let at = self.granted.iter().position(|g| g.identity == identity)?;
-        let grant = self.granted.swap_remove(at);
+        let mut grant = self.granted.remove(identity)?;
+        let end = (grant.until, std::mem::take(&mut grant.identity));
+        self.ends.remove(&end);
+        grant.identity = end.1;
         self.weight -= grant.weight();
         Some(grant)
     }
@@ -155,21 +171,23 @@ impl<K> Absent<K> {
         self.kept.retain(|k| k.until > now);
         let places = before - self.kept.len();
         let mut weight = places;
-        self.granted.retain(|g| {
-            let live = g.until > now;
-            if !live {
-                weight += g.weight();
+        while self.ends.first().is_some_and(|(until, _)| *until <= now) {
+            let Some((_, identity)) = self.ends.pop_first() else {
+                break;
+            };
+            if let Some(grant) = self.granted.remove(&identity) {
+                weight += grant.weight();
             }
-            live
-        });
+        }
         self.weight -= weight;
         places
     }
 
     /// When the next of them ends.
     pub fn next_end(&self) -> Option<i64> {
-        let places = self.kept.iter().map(|k| k.until);
-        places.chain(self.granted.iter().map(|g| g.until)).min()
+        let places = self.kept.iter().map(|k| k.until).min();
+        let grants = self.ends.first().map(|(until, _)| *until);
+        places.into_iter().chain(grants).min()
     }
 
     /// Every end moves `by` ms later (the time writes were paused).
@@ -177,9 +195,11 @@ impl<K> Absent<K> {
         for kept in &mut self.kept {
             kept.until = kept.until.saturating_add(by);
         }
-        for grant in &mut self.granted {
+        for grant in self.granted.values_mut() {
             grant.until = grant.until.saturating_add(by);
         }
+        let ends = self.granted.values().map(|g| (g.until, g.identity.clone()));
+        self.ends = ends.collect();
     }
 
     /// Drops everything; returns how many kept places went.
@@ -264,6 +284,51 @@ mod tests {
         assert_eq!(absent.expire(250), 0);
         assert_eq!((absent.weight(), absent.counts()), (1, (1, 0)));
         assert_eq!(absent.expire(350), 1);
+        assert!(absent.is_empty() && absent.weight() == 0);
+    }
+
+    #[test]
+    fn many_grants_are_found_by_id_and_end_in_order_of_their_ends() {
+        let mut absent: Absent<&str> = Absent::default();
+        let id = |i: i64| format!("waiter-{i}");
+        // Ends out of arrival order (graces differ), as a busy semaphore's.
+        for i in 0..1000 {
+            absent.remember(grant(&id(i), Answer::Integer(1), 1000 + (i * 7) % 500));
+        }
+        assert_eq!(absent.weight(), 1000);
+        assert_eq!(
+            absent.remembered(b"waiter-999").map(|g| g.until),
+            Some(1000 + 6993 % 500)
+        );
+        // Renewed with a later end: the earlier end no longer drops it.
+        absent.remember(grant(&id(0), Answer::Integer(1), 5000));
+        assert!(absent.take_remembered(id(7).as_bytes()).is_some());
+        assert_eq!(absent.weight(), 999);
+        assert_eq!(absent.next_end(), Some(1000), "waiter 500's");
+        assert_eq!(absent.expire(1249), 0, "no kept place");
+        let live = |a: &Absent<&str>| {
+            (0..1000)
+                .filter(|i| a.remembered(id(*i).as_bytes()).is_some())
+                .count()
+        };
+        let left = live(&absent);
+        assert_eq!(absent.counts().1, left);
+        assert_eq!(absent.weight(), left);
+        assert!(absent.remembered(id(0).as_bytes()).is_some(), "renewed");
+        assert!((1..1000).all(|i| {
+            let until = 1000 + (i * 7) % 500;
+            absent.remembered(id(i).as_bytes()).is_some() == (until > 1249 && i != 7)
+        }));
+        assert_eq!(absent.expire(1499), 0);
+        assert_eq!(
+            (absent.counts().1, absent.weight()),
+            (1, 1),
+            "only the renewed one"
+        );
+        assert_eq!(absent.next_end(), Some(5000));
+        absent.postpone(10);
+        assert_eq!(absent.next_end(), Some(5010));
+        absent.expire(5010);
         assert!(absent.is_empty() && absent.weight() == 0);
     }
 

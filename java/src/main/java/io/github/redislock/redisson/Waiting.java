@@ -36,7 +36,8 @@ import org.slf4j.LoggerFactory;
  * is never resent: a longer wait is several slices.
  *
  * <p><b>Why slices keep their place.</b> Every slice is sent with {@code KEEP} {@link
- * #KEEP_MS}: a slice that ends by its timeout leaves its place kept, and the next slice, from
+ * #keepMs} (5 s by default; {@link #KEEP_MS} says why): a slice that ends by its timeout
+ * leaves its place kept, and the next slice, from
  * the same identity (the owner for the locks; for the semaphores, permits and latch a
  * {@code WAITER} id made for the one acquisition), takes it back. A newcomer that arrives
  * between two slices queues behind the slicing waiter (docs/waiting.md, the protocol).
@@ -56,11 +57,31 @@ final class Waiting {
     static final Logger LOG = LoggerFactory.getLogger(Waiting.class);
 
     /**
-     * The grace ({@code KEEP}) every slice asks for: long enough for the next slice to take
-     * the place back, even after a reconnection; a place left behind is passed over by every
-     * grant and dropped at its end, or at once by the cancel a given-up wait sends.
+     * The least grace ({@code KEEP}) a slice asks for; {@link #keepMs} is this, or more when
+     * Redisson's {@code timeout} is long.
+     *
+     * <p><b>Why the library sends it</b> rather than leave it to the server's {@code
+     * lock.keep-place-ms} (5000 by default too): the grace must span this client's own piece
+     * boundaries, which only the client knows (they follow Redisson's {@code timeout}), and a
+     * server configured with a shorter grace, or 0 (keep none), for its other clients would
+     * otherwise put a slicing waiter behind newcomers and forget the grants {@code LOCK.CANCEL}
+     * must find.
+     *
+     * <p><b>What it must span.</b> (1) The gap between two slices of one wait: the next slice
+     * is sent when the previous one's "not granted" reply arrives, at most Redisson's {@code
+     * timeout} ({@link #marginMs}) after the slice ended on the server (a later reply counts as
+     * lost), so the grace is that margin plus {@link #KEEP_ALLOWANCE_MS} for the next slice to
+     * reach the server. (2) For the ownerless kinds, a grant whose reply was lost must still be
+     * remembered when the cancel naming its waiter id arrives: the loss is noticed at the
+     * slice's response timeout (Redisson's executor does not report a closed connection
+     * earlier), up to the slice plus the margin after the grant. The grace spans that only
+     * for a grant made in the slice's last seconds; a grant made earlier whose reply is lost
+     * is forgotten before its cancel comes, and its permits stay taken (README, Limits).
      */
     static final long KEEP_MS = 5000;
+
+    /** (1) above: the time the next slice, or a cancel, is allowed to reach the server. */
+    static final long KEEP_ALLOWANCE_MS = 2000;
 
     /** One kind's wait: how to send it, what a grant looks like, how to undo one. */
     interface Step<R> {
@@ -159,6 +180,8 @@ final class Waiting {
     private final CommandAsyncExecutor executor;
     private final long sliceMs;
     private final long marginMs;
+    /** The grace every slice sends ({@link #KEEP_MS}): the gap between slices fits in it. */
+    private final long keepMs;
     private final int retryAttempts;
     private final DelayStrategy retryDelay;
 
@@ -166,6 +189,7 @@ final class Waiting {
         this.executor = executor;
         MasterSlaveServersConfig config = executor.getServiceManager().getConfig();
         this.marginMs = Math.max(1000, config.getTimeout());
+        this.keepMs = Math.max(KEEP_MS, marginMs + KEEP_ALLOWANCE_MS);
         this.retryAttempts = config.getRetryAttempts();
         this.retryDelay = config.getRetryDelay();
         this.sliceMs = sliceOverrideMs > 0 ? sliceOverrideMs : defaultSliceMs(config);
@@ -261,8 +285,8 @@ final class Waiting {
             String owner = step.owner();
             this.identity = owner != null ? owner : UUID.randomUUID().toString();
             this.keepArgs = owner != null
-                    ? new Object[] {"KEEP", KEEP_MS}
-                    : new Object[] {"KEEP", KEEP_MS, "WAITER", identity};
+                    ? new Object[] {"KEEP", keepMs}
+                    : new Object[] {"KEEP", keepMs, "WAITER", identity};
         }
 
         void attempt(CommandAsyncExecutor through, long waitMs) {

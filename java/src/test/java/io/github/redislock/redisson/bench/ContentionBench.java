@@ -9,6 +9,8 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Locale;
+import java.util.Map;
+import java.util.TreeMap;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
@@ -32,14 +34,18 @@ import org.redisson.api.RedissonClient;
  * BENCH_SECONDS} (default 3) per row. Reported: sections per second, the wait for each
  * acquire (p50, p99, max; for the read-write lock also the writers' longest wait, counting a
  * wait that was only granted after the row ended), Jain's fairness
- * index over the threads' section counts, the server's own time per section
+ * index over the threads' section counts, the re-takes (the share of sections whose thread
+ * also ran the section before: for a lock, sections with no hand-off between threads, which
+ * is how a lock that lets the releasing thread barge back in runs fast), the server's own time per section
  * ({@code INFO commandstats}: every command's usec, summed, over the run, per section), and
  * this JVM's CPU time per section (every thread: the workers, Redisson's netty threads,
  * the timers), which is what the client side costs on a machine with few cores.
  *
  * <p>{@code BENCH_KINDS}, {@code BENCH_THREADS}, {@code BENCH_CLIENTS} and {@code BENCH_SIDES}
  * ({@code Redisson,module}) narrow the rows, e.g. to profile one of them; {@code
- * BENCH_WARMUP} (seconds, default 2) is each side's unreported warm-up per kind.
+ * BENCH_WARMUP} (seconds, default 2) is each side's unreported warm-up per kind; {@code
+ * BENCH_COMMANDS} (any value) adds, under each console line, every command's calls and server
+ * usec per section: which commands a side sends per section, and what each costs.
  *
  * <p>Run by {@code make bench} ({@code make bench-java}); writes {@code .cache/bench/java-bench.md}.
  */
@@ -75,9 +81,13 @@ public final class ContentionBench {
         double max;
         double writerMax = Double.NaN;
         double jain;
+        /** The share of sections whose thread also held the previous one (for a lock: no hand-off). */
+        double retakes;
         double serverUsPerSection;
         double clientUsPerSection;
         long violations;
+        /** Per section, each command's calls and server usec (the console line, with {@code BENCH_COMMANDS}). */
+        String commands = "";
     }
 
     public static void main(String[] args) throws Exception {
@@ -237,6 +247,8 @@ public final class ContentionBench {
         AtomicInteger readers = new AtomicInteger();
         AtomicInteger writers = new AtomicInteger();
         AtomicInteger inside = new AtomicInteger();
+        AtomicInteger lastHolder = new AtomicInteger(-1);
+        int[] retakes = new int[threads];
         long[] violations = new long[1];
         long[][] waits = new long[threads][];
         long[] lastWaits = new long[threads];
@@ -273,6 +285,9 @@ public final class ContentionBench {
                             mine = Arrays.copyOf(mine, n * 2);
                         }
                         mine[n++] = waited;
+                        if (lastHolder.getAndSet(id) == id) {
+                            retakes[id]++;
+                        }
                         check(kind, writer, readers, writers, inside, violations);
                         section.release();
                     }
@@ -286,25 +301,27 @@ public final class ContentionBench {
             w.start();
         }
         ready.await();
-        long usecBefore = commandUsec(server);
+        Map<String, long[]> statsBefore = commandStats(server);
         long cpuBefore = processCpuNanos();
         long start = System.nanoTime();
         go.countDown();
         Thread.sleep(TimeUnit.SECONDS.toMillis(seconds));
         stop.set(true);
         long elapsed = System.nanoTime() - start;
-        long usecAfter = commandUsec(server);
+        Map<String, long[]> statsAfter = commandStats(server);
         long cpuAfter = processCpuNanos();
         for (Thread w : workers) {
             w.join(60_000);
         }
         long total = 0;
+        long retaken = 0;
         List<Long> all = new ArrayList<>();
         List<Long> writerWaits = new ArrayList<>();
         double sum = 0;
         double squares = 0;
         for (int t = 0; t < threads; t++) {
             total += counts[t];
+            retaken += retakes[t];
             sum += counts[t];
             squares += (double) counts[t] * counts[t];
             for (long w : waits[t]) {
@@ -326,8 +343,22 @@ public final class ContentionBench {
             writerWaits.sort(null);
             row.writerMax = ms(writerWaits.get(writerWaits.size() - 1));
         }
+        row.retakes = total == 0 ? 0 : (double) retaken / total;
         row.jain = squares == 0 ? 0 : sum * sum / (threads * squares);
-        row.serverUsPerSection = total == 0 ? 0 : (double) (usecAfter - usecBefore) / total;
+        long usec = 0;
+        StringBuilder perCommand = new StringBuilder();
+        for (Map.Entry<String, long[]> e : statsAfter.entrySet()) {
+            long[] before = statsBefore.getOrDefault(e.getKey(), new long[2]);
+            long calls = e.getValue()[0] - before[0];
+            long spent = e.getValue()[1] - before[1];
+            usec += spent;
+            if (calls > 0 && total > 0) {
+                perCommand.append(String.format(Locale.ROOT, "  %s %.2f calls %.1f us", e.getKey(),
+                        (double) calls / total, (double) spent / total));
+            }
+        }
+        row.commands = perCommand.toString();
+        row.serverUsPerSection = total == 0 ? 0 : (double) usec / total;
         row.clientUsPerSection = total == 0 ? 0 : (cpuAfter - cpuBefore) / 1e3 / total;
         row.violations = violations[0];
     }
@@ -376,26 +407,35 @@ public final class ContentionBench {
                 ? ((com.sun.management.OperatingSystemMXBean) os).getProcessCpuTime() : 0;
     }
 
-    /** The sum of every command's usec in INFO commandstats. */
-    private static long commandUsec(RedisServer server) {
+    /** INFO commandstats: each command's calls and usec, by name. */
+    private static Map<String, long[]> commandStats(RedisServer server) {
+        Map<String, long[]> stats = new TreeMap<>();
         try (Resp r = server.connect()) {
-            long total = 0;
             for (String line : r.string("INFO", "commandstats").split("\r\n")) {
-                int i = line.indexOf("usec=");
-                if (line.startsWith("cmdstat_") && i > 0) {
-                    int end = line.indexOf(',', i);
-                    total += Long.parseLong(line.substring(i + 5, end));
+                int colon = line.indexOf(':');
+                if (!line.startsWith("cmdstat_") || colon < 0) {
+                    continue;
                 }
+                long[] callsAndUsec = new long[2];
+                for (String field : line.substring(colon + 1).split(",")) {
+                    if (field.startsWith("calls=")) {
+                        callsAndUsec[0] = Long.parseLong(field.substring(6));
+                    } else if (field.startsWith("usec=")) {
+                        callsAndUsec[1] = Long.parseLong(field.substring(5));
+                    }
+                }
+                stats.put(line.substring("cmdstat_".length(), colon), callsAndUsec);
             }
-            return total;
         }
+        return stats;
     }
 
     private static String line(Row r) {
-        return String.format(Locale.ROOT, "%-9s %-8s %2d threads %d client(s): %9.0f/s  p50 %7.2f  p99 %8.2f  max %8.2f ms  jain %.4f  server %6.1f  client %6.1f us/section%s",
-                r.kind, r.side, r.threads, r.clients, r.perSecond, r.p50, r.p99, r.max, r.jain, r.serverUsPerSection,
+        return String.format(Locale.ROOT, "%-9s %-8s %2d threads %d client(s): %9.0f/s  p50 %7.2f  p99 %8.2f  max %8.2f ms  jain %.4f  re-takes %3.0f%%  server %6.1f  client %6.1f us/section%s",
+                r.kind, r.side, r.threads, r.clients, r.perSecond, r.p50, r.p99, r.max, r.jain, 100 * r.retakes, r.serverUsPerSection,
                 r.clientUsPerSection,
-                r.violations > 0 ? "  VIOLATIONS " + r.violations : "");
+                r.violations > 0 ? "  VIOLATIONS " + r.violations : "")
+                + (System.getenv("BENCH_COMMANDS") != null ? "\n   " + r.commands : "");
     }
 
     private static String table(List<Row> rows, long seconds, RedisServer server) {
@@ -406,14 +446,14 @@ public final class ContentionBench {
                 "Java contention benchmark: Redisson %s vs this library, %s s per row, %s, JDK %s, %d cores.%n%n",
                 org.redisson.Version.class.getPackage().getImplementationVersion(), seconds, version.trim(),
                 System.getProperty("java.version"), Runtime.getRuntime().availableProcessors()));
-        sb.append("| object | threads | clients | side | sections/s | p50 wait ms | p99 wait ms | max wait ms | writer max ms | Jain | server us/section | client CPU us/section |\n");
-        sb.append("|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+        sb.append("| object | threads | clients | side | sections/s | p50 wait ms | p99 wait ms | max wait ms | writer max ms | Jain | re-takes | server us/section | client CPU us/section |\n");
+        sb.append("|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
         for (Row r : rows) {
-            sb.append(String.format(Locale.ROOT, "| %s | %d | %d | %s | %.0f | %.2f | %.2f | %.2f | %s | %.4f | %.1f | %.1f |%s%n",
+            sb.append(String.format(Locale.ROOT, "| %s | %d | %d | %s | %.0f | %.2f | %.2f | %.2f | %s | %.4f | %.0f%% | %.1f | %.1f |%s%n",
                     r.kind.equals("semaphore") ? "semaphore (" + PERMITS + " permits)" : r.kind.equals("rwlock") ? "rwlock (1 writer in 4)" : "lock",
                     r.threads, r.clients, r.side, r.perSecond, r.p50, r.p99, r.max,
                     Double.isNaN(r.writerMax) ? "" : String.format(Locale.ROOT, "%.2f", r.writerMax),
-                    r.jain, r.serverUsPerSection, r.clientUsPerSection, r.violations > 0 ? " VIOLATIONS: " + r.violations : ""));
+                    r.jain, 100 * r.retakes, r.serverUsPerSection, r.clientUsPerSection, r.violations > 0 ? " VIOLATIONS: " + r.violations : ""));
         }
         return sb.toString();
     }
