@@ -105,12 +105,17 @@ deps:
 	@bash scripts/install-deps.sh
 	@bash python/venv.sh
 
-# Build the module into target/release/libredis_lock.so.
+# Build the module into target/release/libredis_lock.so, with the rest of
+# the workspace's libraries (the client, the test support): Cargo resolves
+# shared dependencies' features over the packages it builds, and the tests
+# build them all, so a module built alone (-p redis-lock) would be compiled
+# again, with redis-module, by every cargo test (test-support/src/module.rs
+# builds the same way).
 # SKIP_BUILD=1 (used by make test for its inner make) skips the cargo build
 # that make test has just done, so no second cargo waits on the first's lock.
 build: deps
 ifneq ($(SKIP_BUILD),1)
-	cargo build --release
+	cargo build --release --workspace --lib
 endif
 
 # Run a server (REDIS_SERVER) in the foreground with redis.conf.example and the

@@ -1,33 +1,53 @@
 //! The examples run against throw-away servers, so CI keeps them working.
 
+use std::path::PathBuf;
 use std::process::Command;
 
 use redis_lock_test_support::*;
 
-/// `cargo run --release --example <name> -- <args>`: (success, stdout+stderr).
+/// Runs the example `name` with `args`: (success, stdout+stderr).
 fn run_example(name: &str, args: &[String]) -> (bool, String) {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
-    let output = Command::new(cargo)
-        .args([
-            "run",
-            "--quiet",
-            "--release",
-            "-p",
-            "redis-lock-client",
-            "--example",
-            name,
-            "--",
-        ])
+    let output = Command::new(example_executable(name))
         .args(args)
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
-        .expect("run cargo");
+        .expect("run the example");
     let text = format!(
         "{}{}",
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
     );
     (output.status.success(), text)
+}
+
+/// `cargo build --release --workspace --example <name>`: the executable
+/// cargo reports, the one `cargo test` has just built (a no-op then). Not
+/// `cargo run -p redis-lock-client`: Cargo resolves the features of shared
+/// dependencies (libc's, from the module's redis-module) over the packages
+/// it builds, so that would compile the client and the example a second
+/// time, for the client's package alone, inside the test.
+fn example_executable(name: &str) -> PathBuf {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
+    let output = Command::new(cargo)
+        .args(["build", "--release", "--workspace", "--example", name])
+        .arg("--message-format=json-render-diagnostics")
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("run cargo");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "cargo build --example {name} failed:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    stdout
+        .lines()
+        .find_map(|line| {
+            let start = line.find(r#""executable":""#)? + r#""executable":""#.len();
+            let path = &line[start..];
+            Some(PathBuf::from(&path[..path.find('"')?]))
+        })
+        .unwrap_or_else(|| panic!("cargo reported no executable for example {name}:\n{stdout}"))
 }
 
 #[test]
