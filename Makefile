@@ -47,9 +47,9 @@ help:
 	@echo "make build          build $(MODULE)"
 	@echo "make run            run redis-server on 127.0.0.1:$(PORT) with the module (foreground);"
 	@echo "                     a port in use is refused at once, with a free one suggested"
-	@echo "make test           make test-python and make test-java (the Rust tests compiling meanwhile), then the"
+	@echo "make test           make test-java and make test-python (the Rust tests compiling meanwhile), then the"
 	@echo "                     module's and the Rust client's unit, integration and doc tests (cargo test --release --workspace)"
-	@echo "make test-python    the Python client's tests (python/tests, pytest; part of make test)"
+	@echo "make test-python    the Python client's tests (python/tests, pytest on two processes; part of make test)"
 	@echo "make lint           cargo fmt --all -- --check, then cargo clippy --workspace --all-targets --release"
 	@echo "                     -- -D warnings -D clippy::undocumented_unsafe_blocks, then make lint-python,"
 	@echo "                     make lint-java and make lint-gates"
@@ -105,12 +105,17 @@ deps:
 	@bash scripts/install-deps.sh
 	@bash python/venv.sh
 
-# Build the module into target/release/libredis_lock.so.
+# Build the module into target/release/libredis_lock.so, with the rest of
+# the workspace's libraries (the client, the test support): Cargo resolves
+# shared dependencies' features over the packages it builds, and the tests
+# build them all, so a module built alone (-p redis-lock) would be compiled
+# again, with redis-module, by every cargo test (test-support/src/module.rs
+# builds the same way).
 # SKIP_BUILD=1 (used by make test for its inner make) skips the cargo build
 # that make test has just done, so no second cargo waits on the first's lock.
 build: deps
 ifneq ($(SKIP_BUILD),1)
-	cargo build --release
+	cargo build --release --workspace --lib
 endif
 
 # Run a server (REDIS_SERVER) in the foreground with redis.conf.example and the
@@ -123,18 +128,20 @@ run:
 	@echo "make run: connect from another terminal with: redis-cli -p $(PORT)"
 	$(REDIS_SERVER) $(CURDIR)/redis.conf.example --port $(PORT) --loadmodule $(MODULE)
 
-# The Python client's and the Java library's tests, then the unit,
+# The Java library's and the Python client's tests, then the unit,
 # integration and doc tests of the module and of the client library in
 # client/ (against REDIS_SERVER, default redis-server). The Rust tests
-# compile in the background (nice 19) while the Python and Java suites run:
-# those mostly wait on their servers, so the compile (4.5 of make test's
-# 13 minutes when it ran alone) fits in their idle time. Every suite runs
-# even when one fails; the status is the worst.
+# compile in the background (nice 19) while the Java and Python suites run:
+# those mostly wait on their servers, so the compile fits in their idle
+# time. Java goes first: it needs no cargo, and by the time the Python
+# suite wants the Rust watchdog example (python/tests/test_interop.py) the
+# compile has built it, or that test waits on cargo's lock until it has.
+# Every suite runs even when one fails; the status is the worst.
 test: build
 	@mkdir -p $(CURDIR)/.cache; \
 	nice -n 19 cargo test --release --workspace --no-run >$(CURDIR)/.cache/test-build.log 2>&1 & compile=$$!; \
 	status=0; \
-	$(MAKE) --no-print-directory -k test-python test-java SKIP_BUILD=1 || status=1; \
+	$(MAKE) --no-print-directory -k test-java test-python SKIP_BUILD=1 || status=1; \
 	if ! wait $$compile; then cat $(CURDIR)/.cache/test-build.log; exit 1; fi; \
 	cargo test --release --no-fail-fast --workspace || status=1; \
 	exit $$status
@@ -149,9 +156,11 @@ lint: deps lint-python lint-java lint-gates
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets --release -- -D warnings -D clippy::undocumented_unsafe_blocks
 
-# The Python client's tests against REDIS_SERVER (real servers with the module).
+# The Python client's tests against REDIS_SERVER (real servers with the
+# module), on two processes (pytest-xdist; each has its own servers): the
+# tests mostly wait on servers, and one process took three minutes.
 test-python: build
-	$(PYVENV)/bin/python -m pytest -q python/tests
+	$(PYVENV)/bin/python -m pytest -q -n 2 python/tests
 
 # The Python client's lint: the threaded client generated from the asyncio
 # one is current, ruff, and mypy --strict on the package.

@@ -52,14 +52,16 @@ def test_an_owner_shared_with_redisson_reenters_both_ways(r: redis.Redis) -> Non
 def rust_example() -> Path:
     exe = ROOT / "target/release/examples/watchdog"
     if not exe.exists():
+        # --workspace: the features `cargo test` builds with (Cargo resolves
+        # shared dependencies' features over the packages it builds), so this
+        # shares its build instead of compiling the client a second time.
         subprocess.run(
             [
                 "cargo",
                 "build",
                 "--release",
                 "-q",
-                "-p",
-                "redis-lock-client",
+                "--workspace",
                 "--example",
                 "watchdog",
             ],

@@ -6,10 +6,10 @@
 //! `cargo test` after an edit test the old code. So:
 //!
 //! * `LOCK_MODULE_PATH` unset: the first test that needs the module runs
-//!   `cargo build --release --lib` (the cargo running the tests) once for the
-//!   whole test binary and loads the artifact cargo reports. When nothing
-//!   changed this costs one no-op cargo run, about 0.1 s per test binary; a
-//!   failed build fails every test with cargo's output.
+//!   `cargo build --release --workspace --lib` (the cargo running the tests)
+//!   once for the whole test binary and loads the artifact cargo reports.
+//!   When nothing changed this costs one no-op cargo run, about 0.1 s per
+//!   test binary; a failed build fails every test with cargo's output.
 //! * `LOCK_MODULE_PATH` naming that same artifact (what `make test` exports):
 //!   built the same way, so it is current by construction. (A comparison of
 //!   dates would wrongly refuse it after an edit cargo rightly ignores: a
@@ -95,8 +95,14 @@ fn locate() -> Result<PathBuf, String> {
     Ok(canonical)
 }
 
-/// `cargo build --release --lib -p redis-lock`: the path of the module it built (or found
-/// up to date), or cargo's output when the build failed.
+/// `cargo build --release --workspace --lib` (what `make build` runs): the
+/// path of the module it built (or found up to date), or cargo's output when
+/// the build failed. The whole workspace, not `-p redis-lock` alone: Cargo
+/// resolves the features of shared dependencies (redis-module's `num-traits`,
+/// `serde`'s derive's `syn`) over the packages it builds, the client's
+/// redis-rs and tokio add some, and the test build has them all; a module
+/// built for its own package alone would be compiled a second time, with
+/// its dependencies, for every `cargo test`. The same sources either way.
 fn build() -> Result<PathBuf, String> {
     // The cargo running the tests sets CARGO; a test binary run by hand falls
     // back to the cargo that compiled it.
@@ -106,9 +112,8 @@ fn build() -> Result<PathBuf, String> {
         .args([
             "build",
             "--release",
+            "--workspace",
             "--lib",
-            "-p",
-            "redis-lock",
             "--manifest-path",
         ])
         .arg(crate_dir().join("Cargo.toml"))
@@ -120,7 +125,7 @@ fn build() -> Result<PathBuf, String> {
     let stderr = String::from_utf8_lossy(&output.stderr);
     if !output.status.success() {
         return Err(format!(
-            "`cargo build --release --lib` failed ({}), so there is no module built from \
+            "`cargo build --release --workspace --lib` failed ({}), so there is no module built from \
              the current sources to test:\n{stderr}",
             output.status
         ));
@@ -138,7 +143,7 @@ fn build() -> Result<PathBuf, String> {
         });
     let Some((path, fresh)) = artifact else {
         return Err(format!(
-            "`cargo build --release --lib` succeeded but reported no {file_name}:\n{stdout}\n{stderr}"
+            "`cargo build --release --workspace --lib` succeeded but reported no {file_name}:\n{stdout}\n{stderr}"
         ));
     };
     if !fresh {

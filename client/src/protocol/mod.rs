@@ -7,7 +7,7 @@
 //! before anything is sent: the longest lease ([`MAX_LEASE_MS`], the
 //! module's `args::MAX_LEASE_MS`) and which lock names can have a fencing
 //! token counter ([`token_key`], the module's `fencing::counter_key`).
-//! Their unit tests below pin the texts; `client/tests/fenced.rs` compares
+//! Their unit tests below pin the texts; `client/tests/it/fenced.rs` compares
 //! the counter-key refusal with the module's own.
 
 use std::borrow::Cow;

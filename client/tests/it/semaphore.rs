@@ -9,7 +9,7 @@
 // binary, as in rwlock.rs.
 #![allow(clippy::await_holding_lock)]
 
-mod support;
+use crate::support;
 
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};

@@ -5,7 +5,7 @@
 // across awaits blocks only the other tests' threads.
 #![allow(clippy::await_holding_lock)]
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 

@@ -6,7 +6,7 @@
 // which is its purpose.
 #![allow(clippy::await_holding_lock)]
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 

@@ -9,7 +9,7 @@
 // which is its purpose.
 #![allow(clippy::await_holding_lock)]
 
-mod support;
+use crate::support;
 
 use std::future::Future;
 use std::sync::atomic::Ordering;

@@ -6,7 +6,7 @@
 // binary; holding it across awaits blocks only the other tests' threads.
 #![allow(clippy::await_holding_lock)]
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 

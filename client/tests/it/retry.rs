@@ -3,7 +3,7 @@
 //! ran (its reply is swallowed), or right before (it never ran). The
 //! library must end with the hold count the caller believes in.
 
-mod support;
+use crate::support;
 
 use std::sync::atomic::Ordering;
 use std::time::Duration;

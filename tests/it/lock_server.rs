@@ -51,7 +51,7 @@ fn max_lease_refuses_longer_leases() {
         .query::<Value>(&mut con);
     expect_err(r, "ERR", "lock.max-lease-ms", "LOCK.RENEW above max");
     // A release is never refused for its lease: it clamps it to the cap
-    // (tests/production.rs, a_release_with_a_lease_above_the_cap_...).
+    // (tests/it/production.rs, a_release_with_a_lease_above_the_cap_...).
     assert_eq!(
         hgetall(&mut con, b"res"),
         vec![(b"A".to_vec(), b"1".to_vec())],

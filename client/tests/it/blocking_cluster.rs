@@ -1,6 +1,6 @@
 //! The blocking API, and the client on a Redis Cluster.
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 

@@ -10,8 +10,8 @@ use redis_lock_test_support::redisson::{self, ACQUIRE_HINCRBY};
 use redis_lock_test_support::*;
 
 const LEASE: i64 = 30_000;
-const READ_LOCK: &str = include_str!("../redisson/rw-read-lock.lua");
-const WRITE_LOCK: &str = include_str!("../redisson/rw-write-lock.lua");
+const READ_LOCK: &str = include_str!("../../redisson/rw-read-lock.lua");
+const WRITE_LOCK: &str = include_str!("../../redisson/rw-write-lock.lua");
 
 /// One `LOCK.SCAN` call: the next cursor and the objects.
 fn scan_once(con: &mut Connection, cursor: &str, options: &[&str]) -> (String, Vec<Value>) {

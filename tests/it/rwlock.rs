@@ -11,11 +11,11 @@ use redis::{Connection, Value};
 use redis_lock_test_support::raw::{RawClient, Resp};
 use redis_lock_test_support::*;
 
-const READ_LOCK: &str = include_str!("../redisson/rw-read-lock.lua");
-const READ_UNLOCK: &str = include_str!("../redisson/rw-read-unlock.lua");
-const READ_RENEW: &str = include_str!("../redisson/rw-read-renew.lua");
-const WRITE_LOCK: &str = include_str!("../redisson/rw-write-lock.lua");
-const WRITE_UNLOCK: &str = include_str!("../redisson/rw-write-unlock.lua");
+const READ_LOCK: &str = include_str!("../../redisson/rw-read-lock.lua");
+const READ_UNLOCK: &str = include_str!("../../redisson/rw-read-unlock.lua");
+const READ_RENEW: &str = include_str!("../../redisson/rw-read-renew.lua");
+const WRITE_LOCK: &str = include_str!("../../redisson/rw-write-lock.lua");
+const WRITE_UNLOCK: &str = include_str!("../../redisson/rw-write-unlock.lua");
 
 /// A command's reply; a server error is returned as `Err(text)`.
 fn call(con: &mut Connection, args: &[&str]) -> Result<Value, String> {

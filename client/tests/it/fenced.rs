@@ -2,7 +2,7 @@
 //! grow (re-entry, hand-off, a lost reply), and `LOCK.FENCE` on the
 //! resource's side refuses a holder whose lock was taken over.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -5,7 +5,7 @@
 //! the client, the blocking forms.
 #![allow(clippy::await_holding_lock)]
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 
