@@ -165,9 +165,7 @@ async def moved(redis: Any) -> None:
 
 async def get(node: Any) -> Any:
     pool = node.connection_pool
-    if _protocol.wants_command_name(pool.get_connection):
-        return await pool.get_connection("LOCK")  # redis-py < 5.3
-    return await pool.get_connection()
+    return await _protocol.taker(pool)(pool)
 
 
 async def put(node: Any, conn: Any) -> None:

@@ -115,9 +115,7 @@ def moved(redis: Any) -> None:
 
 def get(node: Any) -> Any:
     pool = node.connection_pool
-    if _protocol.wants_command_name(pool.get_connection):
-        return pool.get_connection("LOCK")  # redis-py < 5.3
-    return pool.get_connection()
+    return _protocol.taker(pool)(pool)
 
 
 def put(node: Any, conn: Any) -> None:
