@@ -49,14 +49,23 @@ monotonic = time.monotonic
 class Entry:
     """This client's knowledge of one hold (see the module's docstring)."""
 
-    def __init__(self, name: str, owner: str, kind: Kind, op: Any, new_event: Any) -> None:
-        self.name = name
+    # One is made per acquisition: slots make it cheaper to make and smaller.
+    # fmt: off
+    __slots__ = (
+        "name", "owner", "kind", "field", "key", "op", "mutex", "holds", "retired", "watchdog",
+        "expires", "next_renewal", "arm_at", "last_error", "renewing", "lost", "callbacks",
+        "_new_event", "_event"
+    )
+    # fmt: on
+
+    def __init__(self, key: tuple[str, str, str], owner: str, kind: Kind, op: Any, r: Any) -> None:
+        self.key = key
+        self.name, self.field, _ = key
         self.owner = owner
         self.kind = kind
-        self.field = kind.field(owner)
-        self.key = (name, self.field, kind.label)
         self.op = op  # the flavour's lock: serialises hold-count changes
-        self.mutex = threading.Lock()  # guards what follows; never held across I/O
+        # The registry's: guards what follows; never held across I/O.
+        self.mutex: threading.Lock = r.mutex
         self.holds = 0
         # Released or lost: a new acquisition starts a new entry.
         self.retired = False
@@ -66,13 +75,15 @@ class Entry:
         # the server's deadline.
         self.expires = 0.0
         self.next_renewal = 0.0
+        # When tracking starts watching it (None: not to be armed, or armed).
+        self.arm_at: float | None = None
         self.last_error: str | None = None
         self.renewing = False
         self.lost: LostReason | None = None
         self.callbacks: list[LostCallback] = []
         # Made when ``lost`` is first asked for: an Event costs more than
         # the rest of an entry, and most holds end without anyone waiting.
-        self._new_event = new_event
+        self._new_event = r.new_event
         self._event: Any = None
 
     def lost_event(self) -> Any:
@@ -89,40 +100,44 @@ class Entry:
 
 
 class Registry:
-    """Every entry a client holds, by (name, field, kind)."""
+    """Every entry a client holds, by (name, field, kind). One mutex guards
+    the registry and every entry's state (a lock per entry would cost more
+    to make than the rest of it, and no section is longer than a few
+    assignments); no section calls out or nests another."""
 
     def __init__(self, new_lock: Callable[[], Any], new_event: Callable[[], Any]) -> None:
         self._entries: dict[tuple[str, str, str], Entry] = {}
-        self._mutex = threading.Lock()
+        self.mutex = threading.Lock()
         self._new_lock = new_lock
-        self._new_event = new_event
+        self.new_event = new_event
 
     def entry(self, name: str, owner: str, kind: Kind) -> Entry:
         """The live entry of (name, owner, kind), made if there is none."""
-        with self._mutex:
-            entry = self._entries.get((name, kind.field(owner), kind.label))
+        key = (name, kind.field(owner), kind.label)
+        with self.mutex:
+            entry = self._entries.get(key)
             if entry is None:
-                entry = Entry(name, owner, kind, self._new_lock(), self._new_event)
-                self._entries[entry.key] = entry
+                entry = self._entries[key] = Entry(key, owner, kind, self._new_lock(), self)
             return entry
 
     def entries(self) -> list[Entry]:
-        with self._mutex:
+        with self.mutex:
             return list(self._entries.values())
 
     def retire(self, entry: Entry) -> None:
         """Out of the registry: released, lost, or never granted."""
-        with entry.mutex:
-            entry.retired = True
-        with self._mutex:
-            if self._entries.get(entry.key) is entry:
-                del self._entries[entry.key]
+        with self.mutex:
+            self._retire(entry)
+
+    def _retire(self, entry: Entry) -> None:
+        entry.retired = True
+        if self._entries.get(entry.key) is entry:
+            del self._entries[entry.key]
 
     def retire_if_empty(self, entry: Entry) -> None:
-        with entry.mutex:
-            empty = entry.holds == 0
-        if empty:
-            self.retire(entry)
+        with self.mutex:
+            if entry.holds == 0:
+                self._retire(entry)
 
     def grant(
         self,
@@ -131,23 +146,28 @@ class Registry:
         renew_now: bool,
         watchdog: float | None,
         on_lost: LostCallback | None,
+        track: bool,
     ) -> float:
         """Records a grant (a re-entry too: any acquire resets the lease)
         ending at ``expires``; with ``watchdog`` (the lease) it is renewed a
         third of the lease after it started, or at once when ``renew_now``
-        (its end is only estimated). When the watchdog must next look."""
+        (its end is only estimated); with ``track``, tracking watches it
+        from ``ARM_DELAY`` on. When the watchdog must next look."""
         now = monotonic()
-        with entry.mutex:
+        with self.mutex:
             entry.holds += 1
-            entry.expires = expires
+            entry.expires = due = expires
             if watchdog is not None:
                 entry.watchdog = watchdog
                 entry.next_renewal = now if renew_now else expires - (watchdog - watchdog / 3)
             if on_lost is not None:
                 entry.callbacks.append(on_lost)
-            if entry.watchdog is None:
-                return entry.expires
-            return min(entry.expires, entry.next_renewal)
+            if entry.watchdog is not None:
+                due = min(due, entry.next_renewal)
+            if track and entry.holds == 1:
+                entry.arm_at = now + ARM_DELAY
+                due = min(due, entry.arm_at)
+            return due
 
     def releasing(self, entry: Entry) -> tuple[int, list[Any]]:
         """Before a release: (the holds known, the command to send);
@@ -166,14 +186,13 @@ class Registry:
         if seen and reply not in (None, 0, 1):
             raise ProtocolViolation(f"{command} answered {reply!r}")
         held = not seen or reply is not None
-        with entry.mutex:
+        with self.mutex:
             entry.holds = entry.holds - 1 if held else 0
-            left = entry.holds
+            if held and entry.holds == 0:
+                self._retire(entry)
         if not held:
             self.mark_lost(entry, LostReason(LostReason.NOT_HELD))
             raise NotHeld(entry.name)
-        if left == 0:
-            self.retire(entry)
 
     def restarted(self, entry: Entry, sent: float, lease: float) -> None:
         """A caller's renewal restarted the lease at ``lease`` s."""
@@ -201,28 +220,39 @@ class Registry:
                 return
         self.mark_lost(entry, LostReason(LostReason.NOT_HELD))
 
-    def plan(self, now: float) -> tuple[list[tuple[Entry, float]], float]:
+    def plan(self, now: float) -> tuple[list[tuple[Entry, float]], list[Entry], float]:
         """The watchdog's round: declares what expired, and returns the
-        renewals due now (each marked as under way) and when to look next
-        (inf when nothing is held)."""
+        renewals due now (each marked as under way), the holds whose
+        tracking is due (each marked as armed) and when to look next (inf
+        when nothing is held)."""
         due: list[tuple[Entry, float]] = []
+        arms: list[Entry] = []
+        expired: list[tuple[Entry, LostReason]] = []
         next_at = math.inf
-        for entry in self.entries():
-            with entry.mutex:
+        with self.mutex:
+            for entry in self._entries.values():
                 if not entry.is_held():
                     continue
                 why = self._expired(entry, now)
-                if why is None:
-                    next_at = min(next_at, entry.expires)
-                    if entry.watchdog is not None and not entry.renewing:
-                        if entry.next_renewal <= now:
-                            entry.renewing = True
-                            due.append((entry, entry.watchdog))
-                        else:
-                            next_at = min(next_at, entry.next_renewal)
-            if why is not None:
-                self.mark_lost(entry, why)
-        return due, next_at
+                if why is not None:
+                    expired.append((entry, why))
+                    continue
+                next_at = min(next_at, entry.expires)
+                if entry.watchdog is not None and not entry.renewing:
+                    if entry.next_renewal <= now:
+                        entry.renewing = True
+                        due.append((entry, entry.watchdog))
+                    else:
+                        next_at = min(next_at, entry.next_renewal)
+                if entry.arm_at is not None:
+                    if entry.arm_at <= now:
+                        entry.arm_at = None
+                        arms.append(entry)
+                    else:
+                        next_at = min(next_at, entry.arm_at)
+        for entry, why in expired:
+            self.mark_lost(entry, why)
+        return due, arms, next_at
 
     @staticmethod
     def _expired(entry: Entry, now: float) -> LostReason | None:
@@ -251,8 +281,8 @@ class Registry:
     def mark_lost(self, entry: Entry, why: LostReason) -> None:
         """Retires the entry, sets its Event and calls its callbacks once;
         a callback's exception is logged, never propagated."""
-        self.retire(entry)
-        with entry.mutex:
+        with self.mutex:
+            self._retire(entry)
             if entry.lost is not None:
                 return
             entry.lost = why
@@ -274,6 +304,8 @@ def call_lost_callbacks(callbacks: list[LostCallback], why: LostReason, name: st
 class Progress:
     """A hold-count command in flight, for the clean-up after its caller
     was interrupted (``waiting.abandon``)."""
+
+    __slots__ = ("conn", "node", "cid", "sent", "sent_at", "guard", "wait")
 
     def __init__(self) -> None:
         self.conn: Any = None
@@ -321,6 +353,11 @@ class Schedule:
 
     def due(self, at: float) -> None:
         """Makes sure the runner runs and looks again by ``at``."""
+        if at >= self.wake_at and self.runner is not None:
+            # Read without the mutex (most grants come here): a runner
+            # sleeping until ``wake_at`` looks by then, and one in its round
+            # neither sleeps past nor ends on a ``wake_at`` set meanwhile.
+            return
         with self.mutex:
             if self.runner is None:
                 self.runner = self.io.spawn(self.run)
@@ -334,34 +371,34 @@ class Schedule:
         due; when to look again, or None: the runner ends."""
         with self.mutex:
             self.wake_at = math.inf
-        renewals, next_at = self.registry.plan(now)
+        renewals, arms, next_at = self.registry.plan(now)
         for entry, lease in renewals:
             self.io.spawn(self.renew, entry, lease)
-        next_at = min(next_at, self.tracker.arm_due(now))
+        if arms:
+            self.tracker.arm(arms)
         with self.mutex:
-            if next_at == math.inf:
+            if next_at < math.inf or self.wake_at < math.inf:  # held, or granted meanwhile
+                self.idle_since = None
+            else:
                 self.idle_since = now if self.idle_since is None else self.idle_since
                 if now - self.idle_since >= WATCHDOG_IDLE:
                     self.runner = self.idle_since = None
                     return None
                 next_at = self.idle_since + WATCHDOG_IDLE
-            else:
-                self.idle_since = None
             self.wake_at = min(next_at, self.wake_at)
             return self.wake_at
 
 
 class Watchlist:
-    """What the tracking listener watches (both clients): holds granted and
-    waiting to be armed (``ARM_DELAY`` after their grant: a lock released
-    sooner is never read), and the armed ones by the key the server
-    reports; and when the flavour's listener (``Tracker``) starts and ends."""
+    """What the tracking listener watches (both clients): the holds armed
+    (``ARM_DELAY`` after their grant, by the watchdog's round: a lock
+    released sooner is never read) by the key the server reports; and when
+    the flavour's listener (``Tracker``) starts and ends."""
 
     def __init__(self, enabled: bool, io: Any) -> None:
         self.enabled = enabled
         self.io = io
         self.mutex = threading.Lock()
-        self.pending: list[tuple[float, Entry]] = []
         self.watched: dict[str, list[Entry]] = {}
         self.listener: Any = None
         self.reader: Any = None
@@ -373,26 +410,19 @@ class Watchlist:
     def check_all(self, entries: list[Entry]) -> Any:
         raise NotImplementedError
 
-    def watch(self, entry: Entry) -> float | None:
-        """A grant was recorded: when to arm it (None: not tracked)."""
-        if not self.enabled:
-            return None
-        at = monotonic() + ARM_DELAY
+    def arm(self, ready: list[Entry]) -> None:
+        """Starts watching holds granted ``ARM_DELAY`` ago (the watchdog's
+        round): each is read once by the listener (started if need be)."""
         with self.mutex:
-            self.pending.append((at, entry))
-        return at
-
-    def arm_due(self, now: float) -> float:
-        """Starts arming the holds whose time has come (the watchdog's
-        round); when the next one is due (inf: none)."""
-        ready, later = self.due(now)
-        if ready:
-            with self.mutex:
-                if self.listener is None and self.enabled:
-                    self.listener = self.io.spawn(self.listen)
-            if self.reader is not None:
-                self.io.spawn(self.check_all, ready)
-        return later
+            if not self.enabled:
+                return
+            for entry in ready:
+                key, _ = tracking_read(entry.kind, entry.name, entry.field)
+                self.watched.setdefault(key, []).append(entry)
+            if self.listener is None:
+                self.listener = self.io.spawn(self.listen)
+        if self.reader is not None:
+            self.io.spawn(self.check_all, ready)
 
     def idle(self, now: float) -> bool:
         """After a quiet second: whether the listener ends (nothing was
@@ -402,29 +432,17 @@ class Watchlist:
             return False
         self.idle_since = now if self.idle_since is None else self.idle_since
         with self.mutex:
-            if now - self.idle_since < WATCHDOG_IDLE or self.watched or self.pending:
+            if now - self.idle_since < WATCHDOG_IDLE or self.watched:
                 return False
             self.listener = None
             return True
-
-    def due(self, now: float) -> tuple[list[Entry], float]:
-        """The holds to arm now (moved to the watched ones), and when the
-        next is due (inf: none)."""
-        with self.mutex:
-            ready = [e for at, e in self.pending if at <= now and e.is_held()]
-            self.pending = [(at, e) for at, e in self.pending if at > now and e.is_held()]
-            for entry in ready:
-                key, _ = tracking_read(entry.kind, entry.name, entry.field)
-                self.watched.setdefault(key, []).append(entry)
-            return ready, min((at for at, _ in self.pending), default=math.inf)
 
     def all(self) -> list[Entry]:
         with self.mutex:
             return [e for entries in self.watched.values() for e in entries]
 
     def prune(self) -> bool:
-        """Forgets entries no longer held; whether anything is watched or
-        waits to be."""
+        """Forgets entries no longer held; whether anything is watched."""
         with self.mutex:
             for key in list(self.watched):
                 held = [e for e in self.watched[key] if e.is_held()]
@@ -432,7 +450,7 @@ class Watchlist:
                     self.watched[key] = held
                 else:
                     del self.watched[key]
-            return bool(self.watched or self.pending)
+            return bool(self.watched)
 
     def refused(self) -> None:
         """The server refuses tracking (ACLs, or it cannot): renewals only,
@@ -440,7 +458,6 @@ class Watchlist:
         with self.mutex:
             self.enabled = False
             self.watched.clear()
-            self.pending.clear()
             self.listener = None
 
     def named(self, msg: Any) -> list[Entry]:

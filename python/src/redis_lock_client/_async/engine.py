@@ -41,9 +41,8 @@ class Engine:
         watchdog keeps it when ``watchdog``, or ends it with its lease, and
         tracking watches it."""
         lease = self.options.watchdog_lease if watchdog else None
-        due = self.registry.grant(entry, expires, renew_now, lease, on_lost)
-        armed = self.tracker.watch(entry)
-        self.watchdog.due(due if armed is None else min(due, armed))
+        track = self.tracker.enabled
+        self.watchdog.due(self.registry.grant(entry, expires, renew_now, lease, on_lost, track))
 
     async def release(self, entry: Entry) -> None:
         """Gives one hold back: :class:`NotHeld` if it was lost."""

@@ -35,9 +35,8 @@ class Engine:
         on_lost: LostCallback | None,
     ) -> None:
         lease = self.options.watchdog_lease if watchdog else None
-        due = self.registry.grant(entry, expires, renew_now, lease, on_lost)
-        armed = self.tracker.watch(entry)
-        self.watchdog.due(due if armed is None else min(due, armed))
+        track = self.tracker.enabled
+        self.watchdog.due(self.registry.grant(entry, expires, renew_now, lease, on_lost, track))
 
     def release(self, entry: Entry) -> None:
         with entry.op:
