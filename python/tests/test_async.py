@@ -4,6 +4,7 @@ signal, and cancellation that never leaks a grant."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 
 import pytest
@@ -198,7 +199,9 @@ async def test_cancelled_after_the_reply_but_before_recording_gives_it_back(
     import redis_lock_client._async.acquire as acquire_module
 
     locks = AsyncLockClient(ar)
-    monkeypatch.setattr(acquire_module, "grant_expiry", measuring)
+    monkeypatch.setattr(acquire_module, "measured_expiry", measuring)
+    # Every reply looks late (as after a long wait): its lease is measured.
+    monkeypatch.setattr(acquire_module, "monotonic", lambda: time.monotonic() + 3600)
     task = asyncio.create_task(locks.as_owner("w").lock("at:measuring"))
     await asyncio.wait_for(stuck.wait(), 5)
     assert r.hget("at:measuring", "w") == b"1"

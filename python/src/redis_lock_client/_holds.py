@@ -110,6 +110,8 @@ class Registry:
         self.mutex = threading.Lock()
         self._new_lock = new_lock
         self.new_event = new_event
+        # A hold to track was granted since the watchdog's last round.
+        self._tracked = False
 
     def entry(self, name: str, owner: str, kind: Kind) -> Entry:
         """The live entry of (name, owner, kind), made if there is none."""
@@ -167,6 +169,7 @@ class Registry:
             if track and entry.holds == 1:
                 entry.arm_at = now + ARM_DELAY
                 due = min(due, entry.arm_at)
+                self._tracked = True
             return due
 
     def releasing(self, entry: Entry) -> tuple[int, list[Any]]:
@@ -230,6 +233,11 @@ class Registry:
         expired: list[tuple[Entry, LostReason]] = []
         next_at = math.inf
         with self.mutex:
+            if self._tracked:
+                # While holds to track keep coming, a round every ARM_DELAY:
+                # their grants then never wake the watchdog early.
+                self._tracked = False
+                next_at = now + ARM_DELAY
             for entry in self._entries.values():
                 if not entry.is_held():
                     continue

@@ -46,13 +46,10 @@ async def acquire(
     ms = _protocol.lease_ms(lease_s)
     if not owner:
         raise ValueError("an owner id must not be empty")
-    deadline = None if wait is None else monotonic() + max(0.0, wait)
+    deadline = monotonic() + wait if wait and wait > 0 else None
     sync = o.sync_args() if kind.syncable else None
     within = o.acquire_timeout() if kind.syncable else o.command_timeout
-
-    def ask(wait_ms: int | None) -> list[Any]:
-        return _protocol.acquire_args(name, owner, ms, wait_ms, fenced, sync, kind)
-
+    once = _protocol.acquire_args(name, owner, ms, None, fenced, sync, kind)
     while True:
         entry = engine.registry.entry(name, owner, kind)
         progress = Progress()
@@ -63,11 +60,15 @@ async def acquire(
                 known = entry.holds
                 counted = engine.counted.counted
                 seen, reply = await counted(
-                    name, owner, entry.field, ask(None), known, known + 1, within, progress
+                    name, owner, entry.field, once, known, known + 1, within, progress
                 )
                 got, token = _protocol.parse_acquire(reply, fenced) if seen else (True, None)
                 if not got and (wait is None or wait > 0):
                     margin = o.wait_margin + (o.sync_time() if sync is not None else 0.0)
+
+                    def ask(wait_ms: int) -> list[Any]:
+                        return _protocol.acquire_args(name, owner, ms, wait_ms, fenced, sync, kind)
+
                     seen, reply = await counted(
                         name, owner, entry.field, ask, known, known + 1, margin, progress, deadline
                     )
@@ -100,16 +101,11 @@ async def read_token(engine: Engine, name: str) -> int | None:
     return None if v is None else int(v)
 
 
-async def grant_expiry(
-    engine: Engine, entry: Entry, sent: float, lease: float
-) -> tuple[float, bool, bool]:
-    """(expires, renew now, gone): the lease runs from the grant, which the
-    client knows only as 'after the request'. A reply within a third of
-    the lease counts from the request; a later one is measured."""
-    received = monotonic()
-    if received < sent + lease / 3:
-        return sent + lease, False, False
-    asked = monotonic()
+async def measured_expiry(engine: Engine, entry: Entry, lease: float) -> tuple[float, bool, bool]:
+    """(expires, renew now, gone) of a grant answered later than a third of
+    its lease after the request: the lease ran from the grant, somewhere in
+    between, so it is read from the server."""
+    received = asked = monotonic()
     try:
         info = await engine.counted.simple(entry.name, ["LOCK.INFO", entry.name])
         left = _protocol.lease_left(info, entry.field)
@@ -133,7 +129,11 @@ async def granted(
     on_lost: LostCallback | None,
     make_guard: Callable[[Engine, Entry, int | None], Any],
 ) -> Any:
-    expires, renew_now, gone = await grant_expiry(engine, entry, progress.sent_at, lease)
+    # The lease runs from the grant, known only as 'after the request': a
+    # reply within a third of the lease counts from the request.
+    expires, renew_now, gone = progress.sent_at + lease, False, False
+    if monotonic() >= progress.sent_at + lease / 3:
+        expires, renew_now, gone = await measured_expiry(engine, entry, lease)
     # Made disarmed before the grant is recorded, armed as the last step: an
     # interruption in between leaves ``abandon`` a guard to disarm.
     guard = make_guard(engine, entry, token)

@@ -59,6 +59,7 @@ class Counted:
     def __init__(self, redis: Any, options: Options) -> None:
         self.redis = redis
         self.options = options
+        self.cluster = _io.is_cluster(redis)
 
     async def checkout(self, node: Any, ident: bool = True) -> tuple[Any, int | None]:
         """A connection out of ``node``'s pool and, if ``ident``, its server
@@ -117,7 +118,7 @@ class Counted:
         within = self.options.command_timeout if timeout is None else timeout
         attempt = 0
         while True:
-            node = await _io.route(self.redis, name)
+            node = await _io.route(self.redis, name) if self.cluster else self.redis
             failure: BaseException
             try:
                 conn, cid = await self.checkout(node, once)  # a failure here sent nothing

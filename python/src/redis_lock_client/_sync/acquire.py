@@ -30,13 +30,10 @@ def acquire(
     ms = _protocol.lease_ms(lease_s)
     if not owner:
         raise ValueError("an owner id must not be empty")
-    deadline = None if wait is None else monotonic() + max(0.0, wait)
+    deadline = monotonic() + wait if wait and wait > 0 else None
     sync = o.sync_args() if kind.syncable else None
     within = o.acquire_timeout() if kind.syncable else o.command_timeout
-
-    def ask(wait_ms: int | None) -> list[Any]:
-        return _protocol.acquire_args(name, owner, ms, wait_ms, fenced, sync, kind)
-
+    once = _protocol.acquire_args(name, owner, ms, None, fenced, sync, kind)
     while True:
         entry = engine.registry.entry(name, owner, kind)
         progress = Progress()
@@ -47,11 +44,15 @@ def acquire(
                 known = entry.holds
                 counted = engine.counted.counted
                 seen, reply = counted(
-                    name, owner, entry.field, ask(None), known, known + 1, within, progress
+                    name, owner, entry.field, once, known, known + 1, within, progress
                 )
                 got, token = _protocol.parse_acquire(reply, fenced) if seen else (True, None)
                 if not got and (wait is None or wait > 0):
                     margin = o.wait_margin + (o.sync_time() if sync is not None else 0.0)
+
+                    def ask(wait_ms: int) -> list[Any]:
+                        return _protocol.acquire_args(name, owner, ms, wait_ms, fenced, sync, kind)
+
                     seen, reply = counted(
                         name, owner, entry.field, ask, known, known + 1, margin, progress, deadline
                     )
@@ -82,13 +83,8 @@ def read_token(engine: Engine, name: str) -> int | None:
     return None if v is None else int(v)
 
 
-def grant_expiry(
-    engine: Engine, entry: Entry, sent: float, lease: float
-) -> tuple[float, bool, bool]:
-    received = monotonic()
-    if received < sent + lease / 3:
-        return sent + lease, False, False
-    asked = monotonic()
+def measured_expiry(engine: Engine, entry: Entry, lease: float) -> tuple[float, bool, bool]:
+    received = asked = monotonic()
     try:
         info = engine.counted.simple(entry.name, ["LOCK.INFO", entry.name])
         left = _protocol.lease_left(info, entry.field)
@@ -112,7 +108,9 @@ def granted(
     on_lost: LostCallback | None,
     make_guard: Callable[[Engine, Entry, int | None], Any],
 ) -> Any:
-    expires, renew_now, gone = grant_expiry(engine, entry, progress.sent_at, lease)
+    expires, renew_now, gone = progress.sent_at + lease, False, False
+    if monotonic() >= progress.sent_at + lease / 3:
+        expires, renew_now, gone = measured_expiry(engine, entry, lease)
     guard = make_guard(engine, entry, token)
     guard.release_on_drop = False
     progress.guard = guard

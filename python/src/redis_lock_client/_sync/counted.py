@@ -31,6 +31,7 @@ class Counted:
     def __init__(self, redis: Any, options: Options) -> None:
         self.redis = redis
         self.options = options
+        self.cluster = _io.is_cluster(redis)
 
     def checkout(self, node: Any, ident: bool = True) -> tuple[Any, int | None]:
         conn = _io.get(node)
@@ -72,7 +73,7 @@ class Counted:
         within = self.options.command_timeout if timeout is None else timeout
         attempt = 0
         while True:
-            node = _io.route(self.redis, name)
+            node = _io.route(self.redis, name) if self.cluster else self.redis
             failure: BaseException
             try:
                 conn, cid = self.checkout(node, once)  # a failure here sent nothing
