@@ -64,8 +64,7 @@ def raise_lost_cancel(since: int) -> None:
         raise asyncio.CancelledError
 
 
-async def sleep(seconds: float) -> None:
-    await asyncio.sleep(seconds)
+sleep = asyncio.sleep
 
 
 def spawn(fn: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> asyncio.Task[Any]:
@@ -76,10 +75,9 @@ def spawn(fn: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> asyncio.Ta
     return task
 
 
-def after_interruption(fn: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> None:
-    """Clean-up after a cancelled call: in a task of its own, which the
-    caller's cancellation cannot cut short."""
-    spawn(fn, *args)
+# Clean-up after a cancelled call: in a task of its own, which the
+# caller's cancellation cannot cut short.
+after_interruption = spawn
 
 
 def home() -> asyncio.AbstractEventLoop:
@@ -147,7 +145,7 @@ def is_cluster(redis: Any) -> bool:
 async def route(redis: Any, name: str) -> Any:
     """What serves ``name``: the client itself, or a cluster's node behind
     an adapter with the pool's two calls."""
-    if getattr(redis, "get_node_from_key", None) is None:
+    if not is_cluster(redis):
         return redis
     await redis.initialize()
     return _ClusterNodePool(redis.get_node_from_key(name))

@@ -20,6 +20,7 @@ gives it back: no grant is left that nobody holds.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -68,13 +69,11 @@ class Wait:
         piece = self.counted.options.wait_piece
         cancels = _io.cancels()
         while True:
-            left = None if deadline is None else max(deadline - monotonic(), 0.0)
-            last = left is not None and left <= piece
+            left = math.inf if deadline is None else max(deadline - monotonic(), 0.0)
+            last = left <= piece
             conn, cid = self.free.pop() if self.free else await self.counted.checkout(self.node)
             self.out.append((conn, cid, monotonic()))
-            await _io.send(
-                conn, self.make(_protocol.wait_ms(left if last and left is not None else piece))
-            )
+            await _io.send(conn, self.make(_protocol.wait_ms(min(left, piece))))
             _io.raise_lost_cancel(cancels)
             if len(self.out) == 2:  # the piece before is answered at once
                 answer = await self.read(margin)
@@ -83,7 +82,7 @@ class Wait:
                     await self.read(margin)
                     return answer
             if last:
-                return await self.read((left or 0.0) + margin)
+                return await self.read(left + margin)
             if await _io.arrived(conn, piece * 0.75):
                 answer = await self.read(margin)
                 if self.final(answer):
@@ -122,10 +121,8 @@ class Wait:
                     answer = await self.read(margin)
                     if self.final(answer):
                         grants.append(answer)
-                except rex.ResponseError:
-                    pass  # CANCELLED
-                except TRANSPORT:
-                    pass
+                except (rex.ResponseError, *TRANSPORT):
+                    pass  # CANCELLED, or its connection failed (dropped)
             if not self.out:
                 return grants
         await self.close()

@@ -8,6 +8,7 @@ of this package is generated from ``_async`` (see
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -39,8 +40,7 @@ def raise_lost_cancel(since: int) -> None:
     """Threads lose no cancel."""
 
 
-def sleep(seconds: float) -> None:
-    time.sleep(seconds)
+sleep = time.sleep
 
 
 def spawn(fn: Callable[..., Any], *args: Any) -> threading.Thread:
@@ -160,10 +160,8 @@ def reply(conn: Any, within: float | None) -> Any:
     polled a second at a time so the thread stays interruptible
     (``KeyboardInterrupt``); a wait without end relies on TCP keep-alive to
     notice a vanished server."""
-    limit = None if within is None else monotonic() + within
-    while not conn.can_read(1.0 if limit is None else max(0.0, min(1.0, limit - monotonic()))):
-        if limit is not None and monotonic() >= limit:
-            raise rex.TimeoutError(f"no reply within {within:.3f} s")
+    if not arrived(conn, math.inf if within is None else within):
+        raise rex.TimeoutError(f"no reply within {within:.3f} s")
     return conn.read_response()
 
 
@@ -203,9 +201,7 @@ def close(conn: Any) -> None:
 def message(conn: Any, within: float) -> Any:
     """The next message on a subscribed connection, or None after
     ``within`` s without one."""
-    if not conn.can_read(within):
-        return None
-    return conn.read_response()
+    return conn.read_response() if conn.can_read(within) else None
 
 
 def try_hold(lock: Any) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -38,13 +39,11 @@ class Wait:
         piece = self.counted.options.wait_piece
         cancels = _io.cancels()
         while True:
-            left = None if deadline is None else max(deadline - monotonic(), 0.0)
-            last = left is not None and left <= piece
+            left = math.inf if deadline is None else max(deadline - monotonic(), 0.0)
+            last = left <= piece
             conn, cid = self.free.pop() if self.free else self.counted.checkout(self.node)
             self.out.append((conn, cid, monotonic()))
-            _io.send(
-                conn, self.make(_protocol.wait_ms(left if last and left is not None else piece))
-            )
+            _io.send(conn, self.make(_protocol.wait_ms(min(left, piece))))
             _io.raise_lost_cancel(cancels)
             if len(self.out) == 2:  # the piece before is answered at once
                 answer = self.read(margin)
@@ -53,7 +52,7 @@ class Wait:
                     self.read(margin)
                     return answer
             if last:
-                return self.read((left or 0.0) + margin)
+                return self.read(left + margin)
             if _io.arrived(conn, piece * 0.75):
                 answer = self.read(margin)
                 if self.final(answer):
@@ -87,10 +86,8 @@ class Wait:
                     answer = self.read(margin)
                     if self.final(answer):
                         grants.append(answer)
-                except rex.ResponseError:
-                    pass  # CANCELLED
-                except TRANSPORT:
-                    pass
+                except (rex.ResponseError, *TRANSPORT):
+                    pass  # CANCELLED, or its connection failed (dropped)
             if not self.out:
                 return grants
         self.close()
