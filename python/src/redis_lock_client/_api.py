@@ -21,6 +21,7 @@ from typing import Any, Generic, TypeVar, cast
 from . import _protocol as p
 from ._holds import Entry, LostCallback, Registry, monotonic
 from ._protocol import LOCK, PERMIT, READ, WRITE, Kind, LostReason, Number, Options, short_timeout
+from .errors import PermitsNotHeld
 
 G = TypeVar("G")
 OG = TypeVar("OG")
@@ -395,7 +396,11 @@ class PermitsView(Guarded[E]):
 
     def _take_for_release(self) -> tuple[list[str], list[str], dict[str, Entry]]:
         """(still held, known gone, entries by id), every entry retired
-        first: a renewal racing the release proves nothing."""
+        first: a renewal racing the release proves nothing.
+        :class:`PermitsNotHeld` when released already."""
+        if self._released:
+            raise PermitsNotHeld(self.name, list(self.ids))
+        self._released = True
         pending: list[str] = []
         gone: list[str] = []
         for e in self._entries:

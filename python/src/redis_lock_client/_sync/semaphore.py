@@ -17,9 +17,7 @@ from .guard import Releasing
 Info = dict[str, Any]
 
 
-class Semaphore(SemaphoreApi[Later[bool], Later[int], Later[Info | None], Later[None]]):
-    """Redisson's ``RSemaphore``: ``locks.semaphore(name)``; its calls are
-    ``SemaphoreApi``'s."""
+class Semaphore(SemaphoreApi[Later[bool], Later[int], Later[Info | None], Later[None]]): ...
 
 
 class Permits(PermitsView[Event], Releasing):
@@ -27,9 +25,6 @@ class Permits(PermitsView[Event], Releasing):
         """Gives the permits back (``LOCK.PERMITRELEASE``); those still held
         are released even when some are gone, then :class:`PermitsNotHeld`
         names the gone ones."""
-        if self._released:
-            raise PermitsNotHeld(self.name, list(self.ids))
-        self._released = True
         engine = self._engine
         pending, gone, by_id = self._take_for_release()
         attempts = 0
