@@ -85,8 +85,7 @@ class LockApi(Generic[G, OG, B, F, D]):
 
     @property
     def options(self) -> Options:
-        options: Options = self._engine.options
-        return options
+        return cast(Options, self._engine.options)
 
     def as_owner(self: C, owner: str) -> C:
         """The same client (connections, watchdog, hold counts), acting as
@@ -510,14 +509,15 @@ class PermitSemaphoreApi(CountsApi[B, Z, D], Generic[B, Z, D, P, OP]):
     watchdog; the guard's ``lost`` is set then); without, the watchdog
     renews them."""
 
-    # The flavour's acquisition: (permits, lease, WAIT ms or None, seconds
-    # the server may wait or None, blocks, on_lost) -> permits or None.
+    # The flavour's acquisition: (permits, lease, WAIT ms (0: forever) or
+    # None: one attempt, seconds the server may wait or None, on_lost) ->
+    # permits or None.
     _acquire: Callable[..., Any]
 
     def acquire(self, permits: int = 1, lease: Number | None = None, *, on_lost: Lost = None) -> P:
         """Takes ``permits``, waiting as long as it takes (server-side FIFO,
         on a connection of its own)."""
-        return cast(P, self._acquire(permits, lease, 0, None, True, on_lost))
+        return cast(P, self._acquire(permits, lease, 0, None, on_lost))
 
     def try_acquire(
         self, permits: int = 1, lease: Secs = None, wait: Secs = None, *, on_lost: Lost = None
@@ -525,7 +525,7 @@ class PermitSemaphoreApi(CountsApi[B, Z, D], Generic[B, Z, D, P, OP]):
         """Takes ``permits`` if free within ``wait`` s (None or 0: one
         attempt). None when not."""
         ms, within = p.wait_plan(wait)
-        return cast(OP, self._acquire(permits, lease, ms, within, ms is not None, on_lost))
+        return cast(OP, self._acquire(permits, lease, ms, within, on_lost))
 
     def release(self, *ids: str) -> Z:
         """Releases permits by id (taken by anyone): how many.

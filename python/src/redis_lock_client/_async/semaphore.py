@@ -73,7 +73,6 @@ class AsyncPermitExpirableSemaphore(
         lease: Number | None,
         wait: int | None,
         within: float | None,
-        blocks: bool,
         on_lost: LostCallback | None,
     ) -> AsyncPermits | None:
         engine = self._engine
@@ -81,7 +80,7 @@ class AsyncPermitExpirableSemaphore(
         ms = _protocol.lease_ms(lease_s)
         make = partial(_protocol.permit_acquire_args, self.name, permits, ms)
         sent = monotonic()
-        if not blocks:
+        if wait is None:
             reply = await engine.counted.simple(self.name, make(None), once=True)
         else:
             give_back, same = self._give_back_ids, _protocol.same

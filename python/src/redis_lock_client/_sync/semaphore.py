@@ -65,7 +65,6 @@ class PermitExpirableSemaphore(
         lease: Number | None,
         wait: int | None,
         within: float | None,
-        blocks: bool,
         on_lost: LostCallback | None,
     ) -> Permits | None:
         engine = self._engine
@@ -73,7 +72,7 @@ class PermitExpirableSemaphore(
         ms = _protocol.lease_ms(lease_s)
         make = partial(_protocol.permit_acquire_args, self.name, permits, ms)
         sent = monotonic()
-        if not blocks:
+        if wait is None:
             reply = engine.counted.simple(self.name, make(None), once=True)
         else:
             give_back, same = self._give_back_ids, _protocol.same
