@@ -10,6 +10,7 @@ this one.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
@@ -89,10 +90,8 @@ def when_dropped(loop: Any, fn: Callable[..., Coroutine[Any, Any, Any]], *args: 
     """A guard collected unreleased (from ``__del__``, on any thread):
     ``fn(*args)`` runs on its loop; with the loop closed the lease ends on
     its own."""
-    try:
+    with contextlib.suppress(Exception):
         loop.call_soon_threadsafe(spawn, fn, *args)
-    except Exception:
-        pass
 
 
 class Wakeup:
@@ -155,10 +154,8 @@ async def moved(redis: Any) -> None:
     """A node answered that it no longer serves a key: learn the layout."""
     manager = getattr(redis, "nodes_manager", None)
     if manager is not None:
-        try:
+        with contextlib.suppress(Exception):
             await manager.initialize()
-        except Exception:
-            pass
 
 
 async def get(node: Any) -> Any:
@@ -262,10 +259,8 @@ def new_connection(redis: Any, **overrides: Any) -> Any:
 
 
 async def close(conn: Any) -> None:
-    try:
+    with contextlib.suppress(Exception):
         await conn.disconnect()
-    except Exception:
-        pass
 
 
 async def message(conn: Any, within: float) -> Any:

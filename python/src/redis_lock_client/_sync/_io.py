@@ -8,6 +8,7 @@ of this package is generated from ``_async`` (see
 
 from __future__ import annotations
 
+import contextlib
 import math
 import threading
 import time
@@ -65,12 +66,9 @@ def when_dropped(_: Any, fn: Callable[..., Any], *args: Any) -> None:
     """A guard collected unreleased (from ``__del__``): ``fn(*args)`` in a
     thread of its own; at interpreter shutdown, nothing (before 3.12
     starting a thread then blocks for good): the lease ends on its own."""
-    if not threading.main_thread().is_alive():
-        return
-    try:
-        spawn(fn, *args)
-    except Exception:
-        pass
+    if threading.main_thread().is_alive():
+        with contextlib.suppress(Exception):
+            spawn(fn, *args)
 
 
 class Wakeup:
@@ -97,7 +95,7 @@ def is_cluster(redis: Any) -> bool:
 
 def route(redis: Any, name: str) -> Any:
     """The ``redis.Redis`` that serves ``name``."""
-    if getattr(redis, "get_node_from_key", None) is None:
+    if not is_cluster(redis):
         return redis
     node = redis.get_node_from_key(name)
     return node.redis_connection or redis.get_redis_connection(node)
@@ -107,10 +105,8 @@ def moved(redis: Any) -> None:
     """A node answered that it no longer serves a key: learn the layout."""
     manager = getattr(redis, "nodes_manager", None)
     if manager is not None:
-        try:
+        with contextlib.suppress(Exception):
             manager.initialize()
-        except Exception:
-            pass
 
 
 def get(node: Any) -> Any:
@@ -192,10 +188,8 @@ def new_connection(redis: Any, **overrides: Any) -> Any:
 
 
 def close(conn: Any) -> None:
-    try:
+    with contextlib.suppress(Exception):
         conn.disconnect()
-    except Exception:
-        pass
 
 
 def message(conn: Any, within: float) -> Any:
@@ -216,10 +210,8 @@ def at_once(calls: Sequence[Callable[[], Any]], within: float) -> list[Any]:
     results: list[Any] = [None] * len(calls)
 
     def run(i: int, call: Callable[[], Any]) -> None:
-        try:
+        with contextlib.suppress(Exception):
             results[i] = call()
-        except Exception:
-            pass
 
     threads = [spawn(run, i, call) for i, call in enumerate(calls)]
     deadline = monotonic() + within
