@@ -430,6 +430,10 @@ class Calls:
     def _call(self, args: list[Any], decode: Callable[[str, Any], Any], **how: Any) -> Any:
         return self._engine.counted.simple(self.name, args, decode=partial(decode, args[0]), **how)
 
+    def _wait(self, *how: Any) -> Any:
+        """A wait in the server's queue (``Counted.queued``: ``how`` after the name)."""
+        return self._engine.counted.queued(self.name, *how)
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r})"
 
@@ -484,16 +488,13 @@ class SemaphoreApi(CountsApi[B, Z, D], Generic[B, Z, D, N]):
     def _queue(self, permits: int, wait: float | None, decode: Callable[[Any], Any]) -> Any:
         """A wait for ``permits`` (``Counted.queued``); a grant the caller
         was not told of goes back."""
-        counted, release = self._engine.counted, p.sem_release_args(self.name, permits)
-        return counted.queued(
-            self.name,
-            partial(p.sem_acquire_args, self.name, permits),
-            p.is_one,
-            wait,
-            lambda _: 1,
-            lambda _: counted.simple(self.name, release, once=True),
-            decode,
-        )
+        make = partial(p.sem_acquire_args, self.name, permits)
+        release = p.sem_release_args(self.name, permits)
+
+        def give_back(_: Any) -> Any:
+            return self._engine.counted.simple(self.name, release, once=True)
+
+        return self._wait(make, p.is_one, wait, lambda _: 1, give_back, decode)
 
     def release(self, permits: int = 1) -> Z:
         """Gives ``permits`` back (they go to the head of the queue at once);
@@ -559,19 +560,8 @@ class LatchApi(Calls, Generic[B, Z, R, D]):
         s (None: forever): :attr:`~LatchResult.REACHED`,
         :attr:`~LatchResult.TIMED_OUT` or :attr:`~LatchResult.EXPIRED` (the
         latch's ttl ended first). Redisson's ``await``."""
-        within = None if timeout is None else float(timeout)
-        return cast(
-            R,
-            self._engine.counted.queued(
-                self.name,
-                partial(p.await_args, self.name),
-                p.latch_ended,
-                within,
-                lambda said: said[0],
-                None,
-                p.latch_result,
-            ),
-        )
+        make, wait = partial(p.await_args, self.name), None if timeout is None else float(timeout)
+        return cast(R, self._wait(make, p.latch_ended, wait, lambda s: s[0], None, p.latch_result))
 
     def info(self) -> D:
         """``LOCK.LATCHINFO``: ``count``, ``ttl_ms``, ``waiters`` (dicts
