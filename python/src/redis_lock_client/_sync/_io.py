@@ -3,7 +3,8 @@ only that: its primitives (locks, events, sleeping, background threads,
 owner numbers), how it talks to redis-py connections, and what happens to
 an interrupted call and to a guard dropped unreleased. Every other module
 of this package is generated from ``_async`` (see
-``python/scripts/unasync.py``); this file is the twin of ``_async/_io.py``.
+``python/scripts/unasync.py``); this file is the twin of ``_async/_io.py``,
+whose docstrings tell what a function does in both where that is the same.
 """
 
 from __future__ import annotations
@@ -72,8 +73,6 @@ def when_dropped(_: Any, fn: Callable[..., Any], *args: Any) -> None:
 
 
 class Wakeup:
-    """What the watchdog sleeps on: a timeout that ``set()`` cuts short."""
-
     def __init__(self) -> None:
         self._event = threading.Event()
 
@@ -102,7 +101,6 @@ def route(redis: Any, name: str) -> Any:
 
 
 def moved(redis: Any) -> None:
-    """A node answered that it no longer serves a key: learn the layout."""
     manager = getattr(redis, "nodes_manager", None)
     if manager is not None:
         with contextlib.suppress(Exception):
@@ -133,7 +131,6 @@ def connect(conn: Any) -> None:
 
 
 def socket(conn: Any) -> Any:
-    """What identifies the connection's current socket."""
     return getattr(conn, "_sock", None)
 
 
@@ -178,10 +175,6 @@ def execute(conn: Any, args: list[Any], timeout: float | None) -> Any:
 
 
 def new_connection(redis: Any, **overrides: Any) -> Any:
-    """A connection of its own to the client's server (the master, through
-    Sentinel), outside the pool, with ``overrides`` to its settings. It
-    connects once per attempt (no redis-py retry with its backoff): the
-    caller's loop decides when to try again."""
     pool = redis.connection_pool
     kwargs = {**pool.connection_kwargs, "retry": Retry(NoBackoff(), 0), **overrides}
     return pool.connection_class(**kwargs)
@@ -193,8 +186,6 @@ def close(conn: Any) -> None:
 
 
 def message(conn: Any, within: float) -> Any:
-    """The next message on a subscribed connection, or None after
-    ``within`` s without one."""
     return conn.read_response() if conn.can_read(within) else None
 
 
