@@ -12,7 +12,7 @@ import itertools
 import threading
 import uuid
 from dataclasses import dataclass, field
-from functools import partial
+from functools import cache, partial
 from typing import Any
 
 from .errors import ProtocolViolation
@@ -311,22 +311,19 @@ def token_key(name: str) -> str:
     return f"redisson_lock_token:{name}" if "{" in name else f"redisson_lock_token:{{{name}}}"
 
 
-_WANTS_NAME: dict[Any, bool] = {}
-
-
 def wants_command_name(get_connection: Any) -> bool:
     """Whether a pool's ``get_connection`` requires a command name (redis-py
     before 5.3; later ones deprecate passing it)."""
-    func = getattr(get_connection, "__func__", get_connection)
-    known = _WANTS_NAME.get(func)
-    if known is None:
-        try:
-            param = inspect.signature(func).parameters.get("command_name")
-            known = param is not None and param.default is inspect.Parameter.empty
-        except (TypeError, ValueError):
-            known = False
-        _WANTS_NAME[func] = known
-    return known
+    return _wants_name(getattr(get_connection, "__func__", get_connection))
+
+
+@cache
+def _wants_name(func: Any) -> bool:
+    try:
+        param = inspect.signature(func).parameters.get("command_name")
+    except (TypeError, ValueError):
+        return False
+    return param is not None and param.default is inspect.Parameter.empty
 
 
 def retry_after(lease: float) -> float:
