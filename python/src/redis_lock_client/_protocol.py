@@ -537,10 +537,7 @@ class LatchResult(str, enum.Enum):
 
 
 def latch_result(reply: Any) -> LatchResult:
-    if reply == 1:
-        return LatchResult.REACHED
-    if reply == 0:
-        return LatchResult.TIMED_OUT
-    if reply == -1:
-        return LatchResult.EXPIRED
+    results = {1: LatchResult.REACHED, 0: LatchResult.TIMED_OUT, -1: LatchResult.EXPIRED}
+    if isinstance(reply, int) and reply in results:
+        return results[reply]
     raise ProtocolViolation(f"LOCK.AWAIT answered {reply!r}")
