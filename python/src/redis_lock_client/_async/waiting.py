@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from redis import exceptions as rex
@@ -38,30 +39,26 @@ _RECANCEL = 0.05
 _ROUNDS = 20
 
 
+@dataclass(eq=False)
 class Wait:
     """One identity's (a lock owner's, a waiter id's) wait on ``name``:
     ``make(ms)`` is a piece's command, ``final(reply)`` whether a reply
     ends the wait (a grant, a latch's end)."""
 
-    def __init__(
-        self,
-        counted: Any,
-        node: Any,
-        name: str,
-        who: str,
-        make: Callable[[int], list[Any]],
-        final: Callable[[Any], bool],
-    ) -> None:
-        self.counted, self.node, self.name, self.who = counted, node, name, who
-        self.make, self.final = make, final
-        # (connection, its id, when its piece was sent): pieces unanswered,
-        # oldest first; connections read clean; ids of those closed with a
-        # piece unanswered (to fence with CLIENT KILL before a read-back).
-        self.out: list[tuple[Any, int | None, float]] = []
-        self.free: list[tuple[Any, int | None]] = []
-        self.broken: list[int | None] = []
-        self.crossed = False  # a piece crossed its predecessor's grant
-        self.sent_at = 0.0  # when the piece last answered was sent
+    counted: Any
+    node: Any
+    name: str
+    who: str
+    make: Callable[[int], list[Any]]
+    final: Callable[[Any], bool]
+    # (connection, its id, when its piece was sent): pieces unanswered,
+    # oldest first; connections read clean; ids of those closed with a
+    # piece unanswered (to fence with CLIENT KILL before a read-back).
+    out: list[tuple[Any, int | None, float]] = field(default_factory=list)
+    free: list[tuple[Any, int | None]] = field(default_factory=list)
+    broken: list[int | None] = field(default_factory=list)
+    crossed: bool = False  # a piece crossed its predecessor's grant
+    sent_at: float = 0.0  # when the piece last answered was sent
 
     async def run(self, deadline: float | None, margin: float) -> Any:
         """The reply that ended the wait, or the last piece's (timed out)

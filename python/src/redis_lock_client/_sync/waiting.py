@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from redis import exceptions as rex
@@ -17,23 +18,19 @@ _RECANCEL = 0.05
 _ROUNDS = 20
 
 
+@dataclass(eq=False)
 class Wait:
-    def __init__(
-        self,
-        counted: Any,
-        node: Any,
-        name: str,
-        who: str,
-        make: Callable[[int], list[Any]],
-        final: Callable[[Any], bool],
-    ) -> None:
-        self.counted, self.node, self.name, self.who = counted, node, name, who
-        self.make, self.final = make, final
-        self.out: list[tuple[Any, int | None, float]] = []
-        self.free: list[tuple[Any, int | None]] = []
-        self.broken: list[int | None] = []
-        self.crossed = False  # a piece crossed its predecessor's grant
-        self.sent_at = 0.0  # when the piece last answered was sent
+    counted: Any
+    node: Any
+    name: str
+    who: str
+    make: Callable[[int], list[Any]]
+    final: Callable[[Any], bool]
+    out: list[tuple[Any, int | None, float]] = field(default_factory=list)
+    free: list[tuple[Any, int | None]] = field(default_factory=list)
+    broken: list[int | None] = field(default_factory=list)
+    crossed: bool = False  # a piece crossed its predecessor's grant
+    sent_at: float = 0.0  # when the piece last answered was sent
 
     def run(self, deadline: float | None, margin: float) -> Any:
         piece = self.counted.options.wait_piece
