@@ -219,12 +219,7 @@ class LockApi(Generic[G, OG, B, F, D]):
 
 class Guarded(Generic[E]):
     """What a guard tells of its loss, kept in ``_entry``: its hold's, or
-    for leased permits an entry standing for them all. ``lost`` is an
-    Event set the moment the client learns that the hold (one of the
-    permits) is gone: forced, deleted or expired on the server (told by
-    tracking within milliseconds or by the next renewal), renewals failing
-    for a whole lease, a caller-given lease ending; ``lost_reason`` says
-    why."""
+    for leased permits an entry standing for them all."""
 
     _entry: Entry
 
@@ -271,6 +266,10 @@ class Guarded(Generic[E]):
 class HoldView(Guarded[E], Generic[E, B, F]):
     """One hold of a lock (``LockGuard``, ``AsyncLockGuard``): ``unlock()``
     gives it back (also at the end of its ``with`` / ``async with`` block).
+    ``lost`` is an Event set the moment the client learns the lock is gone
+    (forced, deleted or expired on the server, told by tracking within
+    milliseconds or by the next renewal; renewals failing for a whole
+    lease; a caller-given lease ending); ``lost_reason`` says why.
 
     A guard garbage-collected unreleased is released in the background, so
     a forgotten guard is never renewed for ever; ``release_on_drop =
@@ -331,7 +330,9 @@ class HoldView(Guarded[E], Generic[E, B, F]):
 class PermitsView(Guarded[E]):
     """Leased permits (``Permits``, ``AsyncPermits``): ``release()`` gives
     them back (also at the end of their ``with`` / ``async with`` block).
-    A release that finds one gone also counts as its loss."""
+    ``lost`` is an Event set when the client learns that one of them is
+    gone (taken away on the server, renewals failing for a whole lease, a
+    caller-given lease ending, a release that found it gone)."""
 
     def __init__(
         self,
