@@ -13,15 +13,15 @@ OP permits or None."""
 from __future__ import annotations
 
 import itertools
-import threading
 import weakref
 from collections.abc import Callable, Iterable
 from functools import partial
 from typing import Any, Generic, TypeVar, cast
 
 from . import _protocol as p
-from ._holds import Entry, LostCallback, Registry, call_lost_callbacks, monotonic
+from ._holds import Entry, LostCallback, Registry, monotonic
 from ._protocol import LOCK, PERMIT, READ, WRITE, Kind, LostReason, Number, Options, short_timeout
+from .errors import PermitsNotHeld
 
 G = TypeVar("G")
 OG = TypeVar("OG")
@@ -85,8 +85,7 @@ class LockApi(Generic[G, OG, B, F, D]):
 
     @property
     def options(self) -> Options:
-        options: Options = self._engine.options
-        return options
+        return cast(Options, self._engine.options)
 
     def as_owner(self: C, owner: str) -> C:
         """The same client (connections, watchdog, hold counts), acting as
@@ -218,7 +217,53 @@ class LockApi(Generic[G, OG, B, F, D]):
         return self._engine.counted.simple(name, args, t, retries)
 
 
-class HoldView(Generic[E, B, F]):
+class Guarded(Generic[E]):
+    """What a guard tells of its loss, kept in ``_entry``: its hold's, or
+    for leased permits an entry standing for them all."""
+
+    _entry: Entry
+
+    def __init__(self, engine: Any) -> None:
+        self._engine = engine
+        self._registry: Registry = engine.registry
+        self._home = engine.io.home()
+        self._released = False
+
+    def _expire_if_due(self) -> None:
+        self._registry.expire_if_due(self._entry)
+
+    @property
+    def lost(self) -> E:
+        """Set when it is lost: wait on it, or poll ``lost.is_set()``."""
+        self._expire_if_due()
+        return cast(E, self._entry.lost_event())
+
+    @property
+    def lost_reason(self) -> LostReason | None:
+        """Why it was lost (the first permit lost), or None while it is not
+        known lost."""
+        self._expire_if_due()
+        with self._entry.mutex:
+            return self._entry.lost
+
+    def is_lost(self) -> bool:
+        return self.lost_reason is not None
+
+    def add_lost_callback(self, callback: LostCallback) -> None:
+        """Calls ``callback(reason)`` (a :class:`LostReason`) once when it is
+        lost (the first permit lost), from the watchdog or the tracking
+        listener (at once if it already is). It must not block; what it
+        raises is logged (logger ``redis_lock_client``) and otherwise
+        ignored."""
+        with self._entry.mutex:
+            why = self._entry.lost
+            if why is None:
+                self._entry.callbacks.append(callback)
+        if why is not None:
+            callback(why)
+
+
+class HoldView(Guarded[E], Generic[E, B, F]):
     """One hold of a lock (``LockGuard``, ``AsyncLockGuard``): ``unlock()``
     gives it back (also at the end of its ``with`` / ``async with`` block).
     ``lost`` is an Event set the moment the client learns the lock is gone
@@ -232,11 +277,8 @@ class HoldView(Generic[E, B, F]):
     with a lock object that has a timeout)."""
 
     def __init__(self, engine: Any, entry: Entry, token: int | None) -> None:
-        self._engine = engine
-        self._registry: Registry = engine.registry
+        super().__init__(engine)
         self._entry = entry
-        self._home = engine.io.home()
-        self._released = False
         self.release_on_drop = True
         #: The fencing token of this grant (fenced locks only).
         self.token = token
@@ -253,34 +295,6 @@ class HoldView(Generic[E, B, F]):
     def kind(self) -> str:
         """``"lock"``, or a read-write lock's ``"read"`` / ``"write"``."""
         return self._entry.kind.label
-
-    @property
-    def lost(self) -> E:
-        """Set when the lock is lost: wait on it, or poll ``lost.is_set()``."""
-        self._registry.expire_if_due(self._entry)
-        return cast(E, self._entry.lost_event())
-
-    @property
-    def lost_reason(self) -> LostReason | None:
-        """Why the lock was lost, or None while it is not known lost."""
-        self._registry.expire_if_due(self._entry)
-        with self._entry.mutex:
-            return self._entry.lost
-
-    def is_lost(self) -> bool:
-        return self.lost_reason is not None
-
-    def add_lost_callback(self, callback: LostCallback) -> None:
-        """Calls ``callback(reason)`` (a :class:`LostReason`) once when the
-        lock is lost, from the watchdog or the tracking listener (at once
-        if it already is). It must not block; what it raises is logged
-        (logger ``redis_lock_client``) and otherwise ignored."""
-        with self._entry.mutex:
-            why = self._entry.lost
-            if why is None:
-                self._entry.callbacks.append(callback)
-        if why is not None:
-            callback(why)
 
     def is_held(self) -> B:
         """Asks the server whether this owner still holds the lock."""
@@ -313,7 +327,7 @@ class HoldView(Generic[E, B, F]):
         )
 
 
-class PermitsView(Generic[E]):
+class PermitsView(Guarded[E]):
     """Leased permits (``Permits``, ``AsyncPermits``): ``release()`` gives
     them back (also at the end of their ``with`` / ``async with`` block).
     ``lost`` is an Event set when the client learns that one of them is
@@ -330,18 +344,16 @@ class PermitsView(Generic[E]):
         renew_now: bool,
         watchdog: bool,
     ) -> None:
-        self._engine = engine
-        self._registry: Registry = engine.registry
-        self._home = engine.io.home()
+        super().__init__(engine)
         self.name = name
         #: The permits' ids (32 hex characters each).
         self.ids = tuple(ids)
         self._entries: list[Entry] = []
-        self._released = False
-        self._reasons: dict[str, LostReason] = {}
-        self._callbacks: list[LostCallback] = [] if on_lost is None else [on_lost]
-        self._mutex = threading.Lock()
-        self._lost = engine.io.Event()
+        # Outside the registry, marked lost (``Registry.mark_lost``) at the
+        # first permit's loss: the guard's Event, reason and callbacks.
+        self._entry = Entry((name, "", PERMIT.label), "", PERMIT, None, engine.registry)
+        if on_lost is not None:
+            self._entry.callbacks.append(on_lost)
         self._record(ends, renew_now, watchdog)
 
     def _record(self, ends: list[float | None], renew_now: bool, watchdog: bool) -> None:
@@ -351,17 +363,17 @@ class PermitsView(Generic[E]):
         interrupted, nothing stays recorded: the caller gives them back."""
         engine, ref = self._engine, weakref.ref(self)
 
-        def on_lost(pid: str, why: LostReason) -> None:
+        def on_lost(why: LostReason) -> None:
             guard = ref()
             if guard is not None:
-                guard._on_lost(pid, why)
+                guard._registry.mark_lost(guard._entry, why)
 
         entries: list[Entry] = []
         try:
             for pid, end in zip(self.ids, ends):
                 entry = engine.registry.entry(self.name, pid, PERMIT)
                 entries.append(entry)
-                engine.hold(entry, end or monotonic(), renew_now, watchdog, partial(on_lost, pid))
+                engine.hold(entry, end or monotonic(), renew_now, watchdog, on_lost)
                 if end is None:
                     engine.registry.mark_lost(entry, LostReason(LostReason.NOT_HELD))
         except BaseException:
@@ -370,56 +382,25 @@ class PermitsView(Generic[E]):
             raise
         self._entries = entries
 
-    def _on_lost(self, pid: str, why: LostReason) -> None:
-        with self._mutex:
-            first = not self._reasons
-            self._reasons.setdefault(pid, why)
-            callbacks = list(self._callbacks) if first else []
-        self._lost.set()
-        call_lost_callbacks(callbacks, why, self.name)
-
     def _expire_if_due(self) -> None:
         for entry in self._entries:
             self._registry.expire_if_due(entry)
 
     @property
-    def lost(self) -> E:
-        """Set when a permit is lost: wait on it, or poll ``lost.is_set()``."""
-        self._expire_if_due()
-        return cast(E, self._lost)
-
-    @property
-    def lost_reason(self) -> LostReason | None:
-        """Why the first lost permit was lost, or None."""
-        self._expire_if_due()
-        with self._mutex:
-            return next(iter(self._reasons.values()), None)
-
-    @property
     def lost_ids(self) -> list[str]:
         """The ids known lost."""
-        with self._mutex:
-            return [i for i in self.ids if i in self._reasons]
-
-    def is_lost(self) -> bool:
-        return self.lost_reason is not None
-
-    def add_lost_callback(self, callback: LostCallback) -> None:
-        """Calls ``callback(reason)`` at the first loss (at once if one is
-        already known), as a lock guard's ``add_lost_callback`` does."""
-        with self._mutex:
-            why = next(iter(self._reasons.values()), None)
-            if why is None:
-                self._callbacks.append(callback)
-        if why is not None:
-            callback(why)
+        return [e.owner for e in self._entries if e.lost is not None]
 
     def release(self) -> Any:
         raise NotImplementedError
 
     def _take_for_release(self) -> tuple[list[str], list[str], dict[str, Entry]]:
         """(still held, known gone, entries by id), every entry retired
-        first: a renewal racing the release proves nothing."""
+        first: a renewal racing the release proves nothing.
+        :class:`PermitsNotHeld` when released already."""
+        if self._released:
+            raise PermitsNotHeld(self.name, list(self.ids))
+        self._released = True
         pending: list[str] = []
         gone: list[str] = []
         for e in self._entries:
@@ -440,14 +421,19 @@ class PermitsView(Generic[E]):
 
 class Calls:
     """An object named ``name`` whose calls send one command each and
-    decode its reply (``Counted.simple``: awaited in the asyncio client)."""
+    decode its reply (``Counted.simple``: awaited in the asyncio client)
+    with ``decode(command, reply)``."""
 
     def __init__(self, engine: Any, name: str) -> None:
         self._engine = engine
         self.name = name
 
-    def _call(self, args: list[Any], decode: Callable[[Any], Any], **how: Any) -> Any:
-        return self._engine.counted.simple(self.name, args, decode=decode, **how)
+    def _call(self, args: list[Any], decode: Callable[[str, Any], Any], **how: Any) -> Any:
+        return self._engine.counted.simple(self.name, args, decode=partial(decode, args[0]), **how)
+
+    def _wait(self, *how: Any) -> Any:
+        """A wait in the server's queue (``Counted.queued``: ``how`` after the name)."""
+        return self._engine.counted.queued(self.name, *how)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r})"
@@ -459,24 +445,20 @@ class CountsApi(Calls, Generic[B, Z, D]):
     def try_set_permits(self, permits: int, ttl: Number | None = None) -> B:
         """Sets the number of permits if the semaphore does not exist
         (``LOCK.SEMSET``; with ``ttl`` s it expires). False if it exists."""
-        args = p.sem_set_args(self.name, permits, ttl)
-        return cast(B, self._call(args, partial(p.flag, args[0]), once=True))
+        return cast(B, self._call(p.sem_set_args(self.name, permits, ttl), p.flag, once=True))
 
     def add_permits(self, delta: int) -> Z:
         """Adds ``delta`` permits (may be negative; a missing semaphore
         counts as 0). The new number available."""
-        args = p.sem_add_args(self.name, delta)
-        return cast(Z, self._call(args, partial(p.integer, args[0]), once=True))
+        return cast(Z, self._call(p.sem_add_args(self.name, delta), p.integer, once=True))
 
     def available_permits(self) -> Z:
         """The permits free now (0 when the semaphore does not exist)."""
-        args = ["LOCK.SEMAVAILABLE", self.name]
-        return cast(Z, self._call(args, partial(p.integer, args[0])))
+        return cast(Z, self._call(["LOCK.SEMAVAILABLE", self.name], p.integer))
 
     def drain_permits(self) -> Z:
         """Takes every free permit; how many it took."""
-        args = ["LOCK.SEMDRAIN", self.name]
-        return cast(Z, self._call(args, partial(p.integer, args[0]), once=True))
+        return cast(Z, self._call(["LOCK.SEMDRAIN", self.name], p.integer, once=True))
 
     def info(self) -> D:
         """``LOCK.SEMINFO``: ``available``, ``ttl_ms``, ``permits`` (``(id,
@@ -501,28 +483,24 @@ class SemaphoreApi(CountsApi[B, Z, D], Generic[B, Z, D, N]):
         ms, within = p.wait_plan(wait)
         if ms is None:
             args = p.sem_acquire_args(self.name, permits, None)
-            return cast(B, self._call(args, partial(p.flag, args[0]), once=True))
+            return cast(B, self._call(args, p.flag, once=True))
         return cast(B, self._queue(permits, within, decode=bool))
 
     def _queue(self, permits: int, wait: float | None, decode: Callable[[Any], Any]) -> Any:
         """A wait for ``permits`` (``Counted.queued``); a grant the caller
         was not told of goes back."""
-        counted, release = self._engine.counted, p.sem_release_args(self.name, permits)
-        return counted.queued(
-            self.name,
-            partial(p.sem_acquire_args, self.name, permits),
-            p.is_one,
-            wait,
-            lambda _: 1,
-            lambda _: counted.simple(self.name, release, once=True),
-            decode,
-        )
+        make = partial(p.sem_acquire_args, self.name, permits)
+        release = p.sem_release_args(self.name, permits)
+
+        def give_back(_: Any) -> Any:
+            return self._engine.counted.simple(self.name, release, once=True)
+
+        return self._wait(make, p.is_one, wait, lambda _: 1, give_back, decode)
 
     def release(self, permits: int = 1) -> Z:
         """Gives ``permits`` back (they go to the head of the queue at once);
         the count after the release, before waiters took their share."""
-        args = p.sem_release_args(self.name, permits)
-        return cast(Z, self._call(args, partial(p.integer, args[0]), once=True))
+        return cast(Z, self._call(p.sem_release_args(self.name, permits), p.integer, once=True))
 
 
 class PermitSemaphoreApi(CountsApi[B, Z, D], Generic[B, Z, D, P, OP]):
@@ -533,14 +511,15 @@ class PermitSemaphoreApi(CountsApi[B, Z, D], Generic[B, Z, D, P, OP]):
     watchdog; the guard's ``lost`` is set then); without, the watchdog
     renews them."""
 
-    # The flavour's acquisition: (permits, lease, WAIT ms or None, seconds
-    # the server may wait or None, blocks, on_lost) -> permits or None.
+    # The flavour's acquisition: (permits, lease, WAIT ms (0: forever) or
+    # None: one attempt, seconds the server may wait or None, on_lost) ->
+    # permits or None.
     _acquire: Callable[..., Any]
 
     def acquire(self, permits: int = 1, lease: Number | None = None, *, on_lost: Lost = None) -> P:
         """Takes ``permits``, waiting as long as it takes (server-side FIFO,
         on a connection of its own)."""
-        return cast(P, self._acquire(permits, lease, 0, None, True, on_lost))
+        return cast(P, self._acquire(permits, lease, 0, None, on_lost))
 
     def try_acquire(
         self, permits: int = 1, lease: Secs = None, wait: Secs = None, *, on_lost: Lost = None
@@ -548,13 +527,13 @@ class PermitSemaphoreApi(CountsApi[B, Z, D], Generic[B, Z, D, P, OP]):
         """Takes ``permits`` if free within ``wait`` s (None or 0: one
         attempt). None when not."""
         ms, within = p.wait_plan(wait)
-        return cast(OP, self._acquire(permits, lease, ms, within, ms is not None, on_lost))
+        return cast(OP, self._acquire(permits, lease, ms, within, on_lost))
 
     def release(self, *ids: str) -> Z:
         """Releases permits by id (taken by anyone): how many.
         :class:`ServerError` naming an id not held, and nothing released."""
         args = p.permit_release_args(self.name, [i.lower() for i in ids])
-        return cast(Z, self._call(args, partial(p.integer, args[0]), once=True))
+        return cast(Z, self._call(args, p.integer, once=True))
 
 
 class LatchApi(Calls, Generic[B, Z, R, D]):
@@ -567,37 +546,23 @@ class LatchApi(Calls, Generic[B, Z, R, D]):
         """Sets the count (>= 1) if the latch does not exist; False if it
         does. With ``ttl`` s the latch expires: waiters get
         :attr:`LatchResult.EXPIRED`."""
-        args = p.latch_set_args(self.name, count, ttl)
-        return cast(B, self._call(args, partial(p.flag, args[0]), once=True))
+        return cast(B, self._call(p.latch_set_args(self.name, count, ttl), p.flag, once=True))
 
     def count_down(self) -> Z:
         """One less; the count left (0: open, waiters told)."""
-        args = ["LOCK.COUNTDOWN", self.name]
-        return cast(Z, self._call(args, partial(p.integer, args[0]), once=True))
+        return cast(Z, self._call(["LOCK.COUNTDOWN", self.name], p.integer, once=True))
 
     def count(self) -> Z:
         """The count (0 when the latch does not exist)."""
-        args = ["LOCK.LATCHCOUNT", self.name]
-        return cast(Z, self._call(args, partial(p.integer, args[0])))
+        return cast(Z, self._call(["LOCK.LATCHCOUNT", self.name], p.integer))
 
     def wait_zero(self, timeout: Number | None = None) -> R:
         """Waits (server-side) until the count is zero, at most ``timeout``
         s (None: forever): :attr:`~LatchResult.REACHED`,
         :attr:`~LatchResult.TIMED_OUT` or :attr:`~LatchResult.EXPIRED` (the
         latch's ttl ended first). Redisson's ``await``."""
-        within = None if timeout is None else float(timeout)
-        return cast(
-            R,
-            self._engine.counted.queued(
-                self.name,
-                partial(p.await_args, self.name),
-                p.latch_ended,
-                within,
-                lambda said: said[0],
-                None,
-                p.latch_result,
-            ),
-        )
+        make, wait = partial(p.await_args, self.name), None if timeout is None else float(timeout)
+        return cast(R, self._wait(make, p.latch_ended, wait, lambda s: s[0], None, p.latch_result))
 
     def info(self) -> D:
         """``LOCK.LATCHINFO``: ``count``, ``ttl_ms``, ``waiters`` (dicts

@@ -39,8 +39,7 @@ class DropIn:
         self.thread_local = bool(thread_local)
         self.raise_on_release_error = raise_on_release_error
         self.local: Any = threading.local() if self.thread_local else SimpleNamespace()
-        self.local.token = None
-        self.local.guard = None
+        self.local.token = self.local.guard = None
 
     @staticmethod
     def _shared(redis: Any, make: Any) -> Any:
@@ -69,8 +68,7 @@ class DropIn:
         # As with redis-py, a lock object dropped while held stays held until
         # its timeout; only a watchdog-kept one (timeout=None) is released.
         guard.release_on_drop = self.timeout is None
-        self.local.token = owner.encode()
-        self.local.guard = guard
+        self.local.token, self.local.guard = owner.encode(), guard
         return True
 
     def _guard(self, action: str, *, leased: bool = False) -> Any:
@@ -83,6 +81,5 @@ class DropIn:
 
     def _handed_back(self) -> Any:
         guard = self._guard("release")
-        self.local.token = None
-        self.local.guard = None
+        self.local.token = self.local.guard = None
         return guard

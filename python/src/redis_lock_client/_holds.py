@@ -21,6 +21,7 @@ import math
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from ._protocol import Kind, LostReason, release_args, retry_after, text, tracking_read
@@ -309,25 +310,20 @@ def call_lost_callbacks(callbacks: list[LostCallback], why: LostReason, name: st
             log.exception("the lost-callback %r of %r raised", callback, name)
 
 
+@dataclass(slots=True)
 class Progress:
     """A hold-count command in flight, for the clean-up after its caller
     was interrupted (``waiting.abandon``)."""
 
-    __slots__ = ("conn", "node", "cid", "sent", "sent_at", "guard", "wait")
-
-    def __init__(self) -> None:
-        self.conn: Any = None
-        self.node: Any = None
-        self.cid: int | None = None
-        # An acquire went out: a grant may exist that no guard records.
-        self.sent = False
-        # When the last command was sent (a grant's lease runs from then).
-        self.sent_at = 0.0
-        # The guard of a recorded grant (made disarmed before the grant is
-        # recorded): the caller must not be left without it.
-        self.guard: Any = None
-        # A wait's pieces (``waiting.Wait``): given up by LOCK.CANCEL.
-        self.wait: Any = None
+    conn: Any = None
+    node: Any = None
+    cid: int | None = None
+    sent: bool = False  # an acquire went out: a grant may exist that no guard records
+    sent_at: float = 0.0  # when the last command was sent (a grant's lease runs from then)
+    # The guard of a recorded grant (made disarmed before the grant is
+    # recorded): the caller must not be left without it.
+    guard: Any = None
+    wait: Any = None  # a wait's pieces (``waiting.Wait``): given up by LOCK.CANCEL
 
     def start(self, node: Any, conn: Any, cid: int | None) -> None:
         self.node, self.conn, self.cid = node, conn, cid

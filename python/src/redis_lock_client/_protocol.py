@@ -129,9 +129,7 @@ class LostReason:
         return f"{text}: {self.detail}" if self.detail else text
 
 
-# ---------------------------------------------------------------------------
-# Owner ids
-# ---------------------------------------------------------------------------
+# -- owner ids ----------------------------------------------------------------
 
 _thread_numbers = itertools.count(1)
 _thread_local = threading.local()
@@ -150,16 +148,14 @@ def new_client_id() -> str:
     return str(uuid.uuid4())
 
 
-# ---------------------------------------------------------------------------
-# Commands and replies
-# ---------------------------------------------------------------------------
+# -- commands and replies -----------------------------------------------------
 
 
-def lease_ms(lease: Number) -> int:
-    """A lease in whole milliseconds: at least 1 ms."""
+def lease_ms(lease: Number, what: str = "a lease") -> int:
+    """A lease (or ``what``: a key's ttl) in whole milliseconds: at least 1 ms."""
     ms = int(lease * 1000)
     if ms < 1:
-        raise ValueError(f"a lease must be at least 1 ms: {lease!r} s")
+        raise ValueError(f"{what} must be at least 1 ms: {lease!r} s")
     return ms
 
 
@@ -315,7 +311,7 @@ def token_key(name: str) -> str:
     return f"redisson_lock_token:{name}" if "{" in name else f"redisson_lock_token:{{{name}}}"
 
 
-_TAKERS: dict[type, Any] = {}
+_TAKERS: dict[Any, Any] = {}
 
 
 def taker(pool: Any) -> Any:
@@ -329,13 +325,16 @@ def taker(pool: Any) -> Any:
         func = type(pool).get_connection
         if "deprecated_args" in getattr(func, "__qualname__", ""):
             func = getattr(func, "__wrapped__", func)
-        try:
-            param = inspect.signature(func).parameters.get("command_name")
-            named = param is not None and param.default is inspect.Parameter.empty
-        except (TypeError, ValueError):
-            named = False
-        take = _TAKERS[type(pool)] = partial(_named, func) if named else func
+        take = _TAKERS[type(pool)] = partial(_named, func) if _wants_name(func) else func
     return take
+
+
+def _wants_name(func: Any) -> bool:
+    try:
+        param = inspect.signature(func).parameters.get("command_name")
+    except (TypeError, ValueError):
+        return False
+    return param is not None and param.default is inspect.Parameter.empty
 
 
 def _named(get_connection: Any, pool: Any) -> Any:
@@ -347,10 +346,8 @@ def retry_after(lease: float) -> float:
     return max(lease / 10, 0.01)
 
 
-# ---------------------------------------------------------------------------
-# Semaphores, leased permits and the count-down latch (Redisson's
-# RSemaphore, RPermitExpirableSemaphore and RCountDownLatch layouts)
-# ---------------------------------------------------------------------------
+# -- semaphores, leased permits and the count-down latch (Redisson's
+# RSemaphore, RPermitExpirableSemaphore and RCountDownLatch layouts) ----------
 
 # A leased permit is a "hold" whose owner is its id: the watchdog renews it
 # with ``LOCK.PERMITRENEW name id lease-ms`` (1 renewed, 0 not held), the
@@ -382,20 +379,20 @@ def still_held(kind: Kind, reply: Any) -> bool:
     return reply is not None if kind is PERMIT else hold_count(reply) > 0
 
 
-def positive(n: int, what: str) -> int:
-    """A count the module requires to be >= 1 (checked here, so a bad
-    argument never reaches the wire)."""
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"{what} must be a positive integer: {n!r}")
+_AT_LEAST = {1: "a positive integer", 0: "a non-negative integer", None: "an integer"}
+
+
+def whole(n: int, what: str, least: int | None = 1) -> int:
+    """An integer the module requires to be >= ``least`` (checked here, so
+    a bad argument never reaches the wire)."""
+    if isinstance(n, bool) or not isinstance(n, int) or (least is not None and n < least):
+        raise ValueError(f"{what} must be {_AT_LEAST[least]}: {n!r}")
     return n
 
 
-def ttl_ms(ttl: Number) -> int:
-    """A key's time to live (s) in whole ms, at least 1."""
-    ms = int(ttl * 1000)
-    if ms < 1:
-        raise ValueError(f"a ttl must be at least 1 ms: {ttl!r} s")
-    return ms
+def ttl_args(args: list[Any], ttl: Number | None) -> list[Any]:
+    """``args``, with ``PX`` and a key's time to live when there is one."""
+    return args if ttl is None else [*args, "PX", lease_ms(ttl, "a ttl")]
 
 
 def timeout_key(name: str) -> str:
@@ -405,35 +402,28 @@ def timeout_key(name: str) -> str:
 
 
 def sem_set_args(name: str, permits: int, ttl: Number | None) -> list[Any]:
-    if isinstance(permits, bool) or not isinstance(permits, int) or permits < 0:
-        raise ValueError(f"permits must be a non-negative integer: {permits!r}")
-    args: list[Any] = ["LOCK.SEMSET", name, permits]
-    if ttl is not None:
-        args += ["PX", ttl_ms(ttl)]
-    return args
+    return ttl_args(["LOCK.SEMSET", name, whole(permits, "permits", 0)], ttl)
 
 
 def sem_add_args(name: str, delta: int) -> list[Any]:
-    if isinstance(delta, bool) or not isinstance(delta, int):
-        raise ValueError(f"delta must be an integer: {delta!r}")
-    return ["LOCK.SEMADD", name, delta]
+    return ["LOCK.SEMADD", name, whole(delta, "delta", None)]
 
 
 def sem_acquire_args(name: str, permits: int, wait: int | None) -> list[Any]:
     """``wait``: None no WAIT (one attempt), 0 forever, else ms."""
-    args: list[Any] = ["LOCK.SEMACQUIRE", name, positive(permits, "permits")]
+    args: list[Any] = ["LOCK.SEMACQUIRE", name, whole(permits, "permits")]
     if wait is not None:
         args += ["WAIT", wait]
     return args
 
 
 def sem_release_args(name: str, permits: int) -> list[Any]:
-    return ["LOCK.SEMRELEASE", name, positive(permits, "permits")]
+    return ["LOCK.SEMRELEASE", name, whole(permits, "permits")]
 
 
 def permit_acquire_args(name: str, permits: int, lease: int, wait: int | None) -> list[Any]:
     """Always with a ``LEASE``: a grant whose reply is lost frees itself."""
-    args: list[Any] = ["LOCK.PERMITACQUIRE", name, positive(permits, "permits"), "LEASE", lease]
+    args: list[Any] = ["LOCK.PERMITACQUIRE", name, whole(permits, "permits"), "LEASE", lease]
     if wait is not None:
         args += ["WAIT", wait]
     return args
@@ -446,10 +436,7 @@ def permit_release_args(name: str, ids: list[str]) -> list[Any]:
 
 
 def latch_set_args(name: str, count: int, ttl: Number | None) -> list[Any]:
-    args: list[Any] = ["LOCK.LATCHSET", name, positive(count, "count")]
-    if ttl is not None:
-        args += ["PX", ttl_ms(ttl)]
-    return args
+    return ttl_args(["LOCK.LATCHSET", name, whole(count, "count")], ttl)
 
 
 def await_args(name: str, ms: int) -> list[Any]:
@@ -526,35 +513,28 @@ def rows(v: Any) -> list[Any]:
     return []
 
 
-def sem_info(reply: Any) -> dict[str, Any] | None:
-    """``LOCK.SEMINFO``: ``available``, ``ttl_ms``, ``permits`` (a list of
-    ``(id, deadline unix ms or -1)``), ``waiters`` (a list of dicts:
-    ``wants``, ``permits``, ``waited_ms``, ``timeout_ms``); None when the
-    module answers nil (the key is missing and nobody waits)."""
+def info(key: str, command: str, reply: Any) -> dict[str, Any]:
+    """A ``LOCK.SEMINFO`` / ``LOCK.LATCHINFO`` reply (its fields are told
+    in ``_api``), which must have ``key``; ``waiters`` as a list of dicts."""
+    fields = pairs(reply)
+    if key not in fields:
+        raise ProtocolViolation(f"{command} answered {reply!r}")
+    out: dict[str, Any] = {k: text(v) for k, v in fields.items()}
+    waiters = fields.get("waiters") or []
+    out["waiters"] = [{k: text(v) for k, v in pairs(w).items()} for w in waiters]
+    return out
+
+
+def sem_info(command: str, reply: Any) -> dict[str, Any] | None:
+    """None when the module answers nil (the key is missing and nobody waits)."""
     if reply is None:
         return None
-    fields = pairs(reply)
-    if "available" not in fields:
-        raise ProtocolViolation(f"LOCK.SEMINFO answered {reply!r}")
-    out: dict[str, Any] = {k: text(v) for k, v in fields.items()}
-    out["permits"] = [(str(text(i)), int(d)) for i, d in rows(fields.get("permits") or [])]
-    out["waiters"] = [_waiter(w) for w in fields.get("waiters") or []]
+    out = info("available", command, reply)
+    out["permits"] = [(str(text(i)), int(d)) for i, d in rows(out.get("permits") or [])]
     return out
 
 
-def latch_info(reply: Any) -> dict[str, Any]:
-    """``LOCK.LATCHINFO``: ``count``, ``ttl_ms``, ``waiters`` (dicts
-    ``waited_ms``, ``timeout_ms``)."""
-    fields = pairs(reply)
-    if "count" not in fields:
-        raise ProtocolViolation(f"LOCK.LATCHINFO answered {reply!r}")
-    out: dict[str, Any] = {k: text(v) for k, v in fields.items()}
-    out["waiters"] = [_waiter(w) for w in fields.get("waiters") or []]
-    return out
-
-
-def _waiter(w: Any) -> dict[str, Any]:
-    return {k: text(v) for k, v in pairs(w).items()}
+latch_info = partial(info, "count")
 
 
 class LatchResult(str, enum.Enum):
@@ -572,10 +552,7 @@ class LatchResult(str, enum.Enum):
 
 
 def latch_result(reply: Any) -> LatchResult:
-    if reply == 1:
-        return LatchResult.REACHED
-    if reply == 0:
-        return LatchResult.TIMED_OUT
-    if reply == -1:
-        return LatchResult.EXPIRED
+    results = {1: LatchResult.REACHED, 0: LatchResult.TIMED_OUT, -1: LatchResult.EXPIRED}
+    if isinstance(reply, int) and reply in results:
+        return results[reply]
     raise ProtocolViolation(f"LOCK.AWAIT answered {reply!r}")

@@ -67,9 +67,7 @@ class HoldCountMismatch(LockError):
             f"lock {name!r}: the server counts {found} holds for this owner where this "
             f"client expected one of {list(expected)}; is the owner id used elsewhere?"
         )
-        self.name = name
-        self.expected = list(expected)
-        self.found = found
+        self.name, self.expected, self.found = name, list(expected), found
 
 
 class NotSynced(LockError, rex.ResponseError):
@@ -83,8 +81,7 @@ class NotSynced(LockError, rex.ResponseError):
             f"lock {name!r} is NOT held: the grant was undone because too few replicas "
             f"acknowledged it in time ({detail})"
         )
-        self.name = name
-        self.detail = detail
+        self.name, self.detail = name, detail
 
     transient = True
 
@@ -101,8 +98,7 @@ class UpgradeRefused(ServerError):
             f"read-write lock {name!r}: this owner holds it for reading and cannot "
             f"also ask to write; release the read holds first ({detail})"
         )
-        self.name = name
-        self.detail = detail
+        self.name, self.detail = name, detail
 
 
 class OutcomeUnknown(Uncertain):
@@ -118,8 +114,7 @@ class OutcomeUnknown(Uncertain):
             f"{command} on {name!r}: the connection failed after the command was sent, "
             f"so whether it ran is unknown ({detail})",
         )
-        self.name = name
-        self.command = command
+        self.name, self.command = name, command
         self.cid = cid  # the connection's id (to fence it)
 
 
@@ -134,8 +129,7 @@ class PermitsNotHeld(NotHeld):
             f"semaphore {name!r}: permits {list(ids)} were no longer held "
             "(their lease ended or they were released elsewhere)",
         )
-        self.name = name
-        self.ids = list(ids)
+        self.name, self.ids = name, list(ids)
 
 
 class ProtocolViolation(LockError, rex.InvalidResponse):
@@ -144,13 +138,8 @@ class ProtocolViolation(LockError, rex.InvalidResponse):
 
 
 TRANSPORT = (rex.ConnectionError, rex.TimeoutError, OSError)
-WRONG_ROLE = (
-    rex.ReadOnlyError,
-    rex.MovedError,
-    rex.AskError,
-    rex.TryAgainError,
-    rex.ClusterDownError,
-)
+# (A MovedError is an AskError.)
+WRONG_ROLE = (rex.ReadOnlyError, rex.AskError, rex.TryAgainError, rex.ClusterDownError)
 
 
 def wrong_role(e: BaseException) -> bool:

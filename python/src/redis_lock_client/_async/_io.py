@@ -10,6 +10,7 @@ this one.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
@@ -64,8 +65,7 @@ def raise_lost_cancel(since: int) -> None:
         raise asyncio.CancelledError
 
 
-async def sleep(seconds: float) -> None:
-    await asyncio.sleep(seconds)
+sleep = asyncio.sleep
 
 
 def spawn(fn: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> asyncio.Task[Any]:
@@ -76,10 +76,9 @@ def spawn(fn: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> asyncio.Ta
     return task
 
 
-def after_interruption(fn: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> None:
-    """Clean-up after a cancelled call: in a task of its own, which the
-    caller's cancellation cannot cut short."""
-    spawn(fn, *args)
+# Clean-up after a cancelled call: in a task of its own, which the
+# caller's cancellation cannot cut short.
+after_interruption = spawn
 
 
 def home() -> asyncio.AbstractEventLoop:
@@ -91,10 +90,8 @@ def when_dropped(loop: Any, fn: Callable[..., Coroutine[Any, Any, Any]], *args: 
     """A guard collected unreleased (from ``__del__``, on any thread):
     ``fn(*args)`` runs on its loop; with the loop closed the lease ends on
     its own."""
-    try:
+    with contextlib.suppress(Exception):
         loop.call_soon_threadsafe(spawn, fn, *args)
-    except Exception:
-        pass
 
 
 class Wakeup:
@@ -147,7 +144,7 @@ def is_cluster(redis: Any) -> bool:
 async def route(redis: Any, name: str) -> Any:
     """What serves ``name``: the client itself, or a cluster's node behind
     an adapter with the pool's two calls."""
-    if getattr(redis, "get_node_from_key", None) is None:
+    if not is_cluster(redis):
         return redis
     await redis.initialize()
     return _ClusterNodePool(redis.get_node_from_key(name))
@@ -157,10 +154,8 @@ async def moved(redis: Any) -> None:
     """A node answered that it no longer serves a key: learn the layout."""
     manager = getattr(redis, "nodes_manager", None)
     if manager is not None:
-        try:
+        with contextlib.suppress(Exception):
             await manager.initialize()
-        except Exception:
-            pass
 
 
 async def get(node: Any) -> Any:
@@ -262,10 +257,8 @@ def new_connection(redis: Any, **overrides: Any) -> Any:
 
 
 async def close(conn: Any) -> None:
-    try:
+    with contextlib.suppress(Exception):
         await conn.disconnect()
-    except Exception:
-        pass
 
 
 async def message(conn: Any, within: float) -> Any:

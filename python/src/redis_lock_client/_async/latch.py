@@ -20,6 +20,4 @@ from ._io import Later
 
 class AsyncCountDownLatch(
     LatchApi[Later[bool], Later[int], Later[LatchResult], Later[dict[str, Any]]]
-):
-    """Redisson's ``RCountDownLatch``: ``locks.count_down_latch(name)``; its
-    calls are ``LatchApi``'s."""
+): ...

@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import random
 
@@ -25,11 +26,8 @@ from .guard import AsyncLockGuard, Releasing
 
 
 async def _roll_back(held: list[AsyncLockGuard]) -> None:
-    for guard in reversed(held):
-        try:
-            await guard.unlock()
-        except LockError:
-            pass
+    with contextlib.suppress(LockError):
+        await AsyncMultiGuard(held[::-1]).unlock()
 
 
 class AsyncMultiGuard(MultiHeld, Releasing):

@@ -1,15 +1,4 @@
-"""Semaphores on the redis-lock module.
-
-* :class:`AsyncSemaphore`: Redisson's ``RSemaphore`` (``LOCK.SEM*``): a
-  count of permits, taken and given back by anyone; waits are server-side,
-  FIFO (a newcomer never overtakes a waiter).
-* :class:`AsyncPermitExpirableSemaphore`: Redisson's
-  ``RPermitExpirableSemaphore`` (``LOCK.PERMIT*``): each permit taken has an
-  id and a lease; the server takes it back when the lease ends. Taken
-  without a lease, the client's watchdog renews it (``LOCK.PERMITRENEW``)
-  and the :class:`AsyncPermits` guard's ``lost`` is set if the server no
-  longer has it (told by tracking within milliseconds, or by the renewal).
-
+"""The semaphores (Redisson's ``RSemaphore``, ``RPermitExpirableSemaphore``).
 Their calls are ``_api``'s, written once for both clients, but for taking
 leased permits and giving them back. Commands that change a count are
 never resent once they may have run: a connection that fails after
@@ -33,9 +22,7 @@ from .guard import Releasing
 Info = dict[str, Any]
 
 
-class AsyncSemaphore(SemaphoreApi[Later[bool], Later[int], Later[Info | None], Later[None]]):
-    """Redisson's ``RSemaphore``: ``locks.semaphore(name)``; its calls are
-    ``SemaphoreApi``'s."""
+class AsyncSemaphore(SemaphoreApi[Later[bool], Later[int], Later[Info | None], Later[None]]): ...
 
 
 class AsyncPermits(PermitsView[Event], Releasing):
@@ -43,9 +30,6 @@ class AsyncPermits(PermitsView[Event], Releasing):
         """Gives the permits back (``LOCK.PERMITRELEASE``); those still held
         are released even when some are gone, then :class:`PermitsNotHeld`
         names the gone ones."""
-        if self._released:
-            raise PermitsNotHeld(self.name, list(self.ids))
-        self._released = True
         engine = self._engine
         pending, gone, by_id = self._take_for_release()
         attempts = 0
@@ -89,7 +73,6 @@ class AsyncPermitExpirableSemaphore(
         lease: Number | None,
         wait: int | None,
         within: float | None,
-        blocks: bool,
         on_lost: LostCallback | None,
     ) -> AsyncPermits | None:
         engine = self._engine
@@ -97,7 +80,7 @@ class AsyncPermitExpirableSemaphore(
         ms = _protocol.lease_ms(lease_s)
         make = partial(_protocol.permit_acquire_args, self.name, permits, ms)
         sent = monotonic()
-        if not blocks:
+        if wait is None:
             reply = await engine.counted.simple(self.name, make(None), once=True)
         else:
             give_back, same = self._give_back_ids, _protocol.same

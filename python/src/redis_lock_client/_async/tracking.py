@@ -52,22 +52,18 @@ class Tracker(Watchlist):
     async def connect(self) -> None:
         """The pair: the subscriber (RESP2, so invalidations come as
         messages), then the reader, redirected to it."""
-        sub = _io.new_connection(self.redis, protocol=2)
+        sub, reader = _io.new_connection(self.redis, protocol=2), _io.new_connection(self.redis)
         try:
             await _io.connect(sub)
             sub_id = await _io.execute(sub, ["CLIENT", "ID"], self.timeout)
             await _io.send(sub, ["SUBSCRIBE", CHANNEL])
             await _io.reply(sub, _protocol.short_timeout(self.timeout))
-            reader = _io.new_connection(self.redis)
-            try:
-                await _io.connect(reader)
-                on = ["CLIENT", "TRACKING", "ON", "REDIRECT", sub_id]
-                await _io.execute(reader, on, self.timeout)
-            except BaseException:
-                await _io.close(reader)
-                raise
+            await _io.connect(reader)
+            on = ["CLIENT", "TRACKING", "ON", "REDIRECT", sub_id]
+            await _io.execute(reader, on, self.timeout)
         except BaseException:
-            await _io.close(sub)
+            for conn in (sub, reader):
+                await _io.close(conn)
             raise
         self.subscriber, self.reader = sub, reader
 
@@ -102,11 +98,10 @@ class Tracker(Watchlist):
             except Exception:
                 await self.disconnect()
                 continue
-            if msg is None:
-                if self.idle(monotonic()):
-                    break
-                continue
-            await self.check_all(self.named(msg))
+            if msg is not None:
+                await self.check_all(self.named(msg))
+            elif self.idle(monotonic()):
+                break
         await self.disconnect()
 
     async def check_all(self, entries: list[Entry]) -> None:

@@ -20,7 +20,9 @@ gives it back: no grant is left that nobody holds.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from redis import exceptions as rex
@@ -37,30 +39,26 @@ _RECANCEL = 0.05
 _ROUNDS = 20
 
 
+@dataclass(eq=False)
 class Wait:
     """One identity's (a lock owner's, a waiter id's) wait on ``name``:
     ``make(ms)`` is a piece's command, ``final(reply)`` whether a reply
     ends the wait (a grant, a latch's end)."""
 
-    def __init__(
-        self,
-        counted: Any,
-        node: Any,
-        name: str,
-        who: str,
-        make: Callable[[int], list[Any]],
-        final: Callable[[Any], bool],
-    ) -> None:
-        self.counted, self.node, self.name, self.who = counted, node, name, who
-        self.make, self.final = make, final
-        # (connection, its id, when its piece was sent): pieces unanswered,
-        # oldest first; connections read clean; ids of those closed with a
-        # piece unanswered (to fence with CLIENT KILL before a read-back).
-        self.out: list[tuple[Any, int | None, float]] = []
-        self.free: list[tuple[Any, int | None]] = []
-        self.broken: list[int | None] = []
-        self.crossed = False  # a piece crossed its predecessor's grant
-        self.sent_at = 0.0  # when the piece last answered was sent
+    counted: Any
+    node: Any
+    name: str
+    who: str
+    make: Callable[[int], list[Any]]
+    final: Callable[[Any], bool]
+    # (connection, its id, when its piece was sent): pieces unanswered,
+    # oldest first; connections read clean; ids of those closed with a
+    # piece unanswered (to fence with CLIENT KILL before a read-back).
+    out: list[tuple[Any, int | None, float]] = field(default_factory=list)
+    free: list[tuple[Any, int | None]] = field(default_factory=list)
+    broken: list[int | None] = field(default_factory=list)
+    crossed: bool = False  # a piece crossed its predecessor's grant
+    sent_at: float = 0.0  # when the piece last answered was sent
 
     async def run(self, deadline: float | None, margin: float) -> Any:
         """The reply that ended the wait, or the last piece's (timed out)
@@ -68,13 +66,11 @@ class Wait:
         piece = self.counted.options.wait_piece
         cancels = _io.cancels()
         while True:
-            left = None if deadline is None else max(deadline - monotonic(), 0.0)
-            last = left is not None and left <= piece
+            left = math.inf if deadline is None else max(deadline - monotonic(), 0.0)
+            last = left <= piece
             conn, cid = self.free.pop() if self.free else await self.counted.checkout(self.node)
             self.out.append((conn, cid, monotonic()))
-            await _io.send(
-                conn, self.make(_protocol.wait_ms(left if last and left is not None else piece))
-            )
+            await _io.send(conn, self.make(_protocol.wait_ms(min(left, piece))))
             _io.raise_lost_cancel(cancels)
             if len(self.out) == 2:  # the piece before is answered at once
                 answer = await self.read(margin)
@@ -83,7 +79,7 @@ class Wait:
                     await self.read(margin)
                     return answer
             if last:
-                return await self.read((left or 0.0) + margin)
+                return await self.read(left + margin)
             if await _io.arrived(conn, piece * 0.75):
                 answer = await self.read(margin)
                 if self.final(answer):
@@ -122,10 +118,8 @@ class Wait:
                     answer = await self.read(margin)
                     if self.final(answer):
                         grants.append(answer)
-                except rex.ResponseError:
-                    pass  # CANCELLED
-                except TRANSPORT:
-                    pass
+                except (rex.ResponseError, *TRANSPORT):
+                    pass  # CANCELLED, or its connection failed (dropped)
             if not self.out:
                 return grants
         await self.close()

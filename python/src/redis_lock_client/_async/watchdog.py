@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from .. import _protocol
 from .._holds import Entry, Registry, Schedule, monotonic
-from ..errors import ProtocolViolation, describe
+from ..errors import describe
 from . import _io
 from .counted import Counted
 from .tracking import Tracker
@@ -35,20 +35,14 @@ class Watchdog(Schedule):
         sent = monotonic()
         result: bool | None = None
         error = ""
-        o = self.counted.options
+        # A reply any time before the lease ends keeps the hold: on a
+        # loaded machine, cutting it sooner throws a renewal away.
         left = max(entry.expires - sent, _protocol.retry_after(lease))
+        bound = min(_protocol.short_timeout(self.counted.options.command_timeout), left)
         try:
-            reply = await self.counted.simple(
-                entry.name,
-                [entry.kind.renew, entry.name, entry.owner, _protocol.lease_ms(lease)],
-                # A reply any time before the lease ends keeps the hold: on a
-                # loaded machine, cutting it sooner throws a renewal away.
-                timeout=min(_protocol.short_timeout(o.command_timeout), left),
-                retries=0,
-            )
-            if reply not in (0, 1):
-                raise ProtocolViolation(f"{entry.kind.renew} answered {reply!r}")
-            result = reply == 1
+            args = [entry.kind.renew, entry.name, entry.owner, _protocol.lease_ms(lease)]
+            reply = await self.counted.simple(entry.name, args, timeout=bound, retries=0)
+            result = _protocol.flag(entry.kind.renew, reply)
         except Exception as e:  # a renewal must never kill the watchdog
             error = describe(e)
         self.registry.renewed(entry, sent, lease, result, error)

@@ -3,11 +3,14 @@ only that: its primitives (locks, events, sleeping, background threads,
 owner numbers), how it talks to redis-py connections, and what happens to
 an interrupted call and to a guard dropped unreleased. Every other module
 of this package is generated from ``_async`` (see
-``python/scripts/unasync.py``); this file is the twin of ``_async/_io.py``.
+``python/scripts/unasync.py``); this file is the twin of ``_async/_io.py``,
+whose docstrings tell what a function does in both where that is the same.
 """
 
 from __future__ import annotations
 
+import contextlib
+import math
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -39,8 +42,7 @@ def raise_lost_cancel(since: int) -> None:
     """Threads lose no cancel."""
 
 
-def sleep(seconds: float) -> None:
-    time.sleep(seconds)
+sleep = time.sleep
 
 
 def spawn(fn: Callable[..., Any], *args: Any) -> threading.Thread:
@@ -65,17 +67,12 @@ def when_dropped(_: Any, fn: Callable[..., Any], *args: Any) -> None:
     """A guard collected unreleased (from ``__del__``): ``fn(*args)`` in a
     thread of its own; at interpreter shutdown, nothing (before 3.12
     starting a thread then blocks for good): the lease ends on its own."""
-    if not threading.main_thread().is_alive():
-        return
-    try:
-        spawn(fn, *args)
-    except Exception:
-        pass
+    if threading.main_thread().is_alive():
+        with contextlib.suppress(Exception):
+            spawn(fn, *args)
 
 
 class Wakeup:
-    """What the watchdog sleeps on: a timeout that ``set()`` cuts short."""
-
     def __init__(self) -> None:
         self._event = threading.Event()
 
@@ -97,20 +94,17 @@ def is_cluster(redis: Any) -> bool:
 
 def route(redis: Any, name: str) -> Any:
     """The ``redis.Redis`` that serves ``name``."""
-    if getattr(redis, "get_node_from_key", None) is None:
+    if not is_cluster(redis):
         return redis
     node = redis.get_node_from_key(name)
     return node.redis_connection or redis.get_redis_connection(node)
 
 
 def moved(redis: Any) -> None:
-    """A node answered that it no longer serves a key: learn the layout."""
     manager = getattr(redis, "nodes_manager", None)
     if manager is not None:
-        try:
+        with contextlib.suppress(Exception):
             manager.initialize()
-        except Exception:
-            pass
 
 
 def get(node: Any) -> Any:
@@ -135,7 +129,6 @@ def connect(conn: Any) -> None:
 
 
 def socket(conn: Any) -> Any:
-    """What identifies the connection's current socket."""
     return getattr(conn, "_sock", None)
 
 
@@ -158,10 +151,8 @@ def reply(conn: Any, within: float | None) -> Any:
     polled a second at a time so the thread stays interruptible
     (``KeyboardInterrupt``); a wait without end relies on TCP keep-alive to
     notice a vanished server."""
-    limit = None if within is None else monotonic() + within
-    while not conn.can_read(1.0 if limit is None else max(0.0, min(1.0, limit - monotonic()))):
-        if limit is not None and monotonic() >= limit:
-            raise rex.TimeoutError(f"no reply within {within:.3f} s")
+    if not arrived(conn, math.inf if within is None else within):
+        raise rex.TimeoutError(f"no reply within {within:.3f} s")
     return conn.read_response()
 
 
@@ -182,28 +173,18 @@ def execute(conn: Any, args: list[Any], timeout: float | None) -> Any:
 
 
 def new_connection(redis: Any, **overrides: Any) -> Any:
-    """A connection of its own to the client's server (the master, through
-    Sentinel), outside the pool, with ``overrides`` to its settings. It
-    connects once per attempt (no redis-py retry with its backoff): the
-    caller's loop decides when to try again."""
     pool = redis.connection_pool
     kwargs = {**pool.connection_kwargs, "retry": Retry(NoBackoff(), 0), **overrides}
     return pool.connection_class(**kwargs)
 
 
 def close(conn: Any) -> None:
-    try:
+    with contextlib.suppress(Exception):
         conn.disconnect()
-    except Exception:
-        pass
 
 
 def message(conn: Any, within: float) -> Any:
-    """The next message on a subscribed connection, or None after
-    ``within`` s without one."""
-    if not conn.can_read(within):
-        return None
-    return conn.read_response()
+    return conn.read_response() if conn.can_read(within) else None
 
 
 def try_hold(lock: Any) -> bool:
@@ -218,10 +199,8 @@ def at_once(calls: Sequence[Callable[[], Any]], within: float) -> list[Any]:
     results: list[Any] = [None] * len(calls)
 
     def run(i: int, call: Callable[[], Any]) -> None:
-        try:
+        with contextlib.suppress(Exception):
             results[i] = call()
-        except Exception:
-            pass
 
     threads = [spawn(run, i, call) for i, call in enumerate(calls)]
     deadline = monotonic() + within

@@ -9,6 +9,6 @@ from .._protocol import LatchResult
 from ._io import Later
 
 
-class CountDownLatch(LatchApi[Later[bool], Later[int], Later[LatchResult], Later[dict[str, Any]]]):
-    """Redisson's ``RCountDownLatch``: ``locks.count_down_latch(name)``; its
-    calls are ``LatchApi``'s."""
+class CountDownLatch(
+    LatchApi[Later[bool], Later[int], Later[LatchResult], Later[dict[str, Any]]]
+): ...

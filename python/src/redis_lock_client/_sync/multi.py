@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import random
 
@@ -17,11 +18,8 @@ from .guard import LockGuard, Releasing
 
 
 def _roll_back(held: list[LockGuard]) -> None:
-    for guard in reversed(held):
-        try:
-            guard.unlock()
-        except LockError:
-            pass
+    with contextlib.suppress(LockError):
+        MultiGuard(held[::-1]).unlock()
 
 
 class MultiGuard(MultiHeld, Releasing):

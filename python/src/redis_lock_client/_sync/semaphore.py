@@ -17,9 +17,7 @@ from .guard import Releasing
 Info = dict[str, Any]
 
 
-class Semaphore(SemaphoreApi[Later[bool], Later[int], Later[Info | None], Later[None]]):
-    """Redisson's ``RSemaphore``: ``locks.semaphore(name)``; its calls are
-    ``SemaphoreApi``'s."""
+class Semaphore(SemaphoreApi[Later[bool], Later[int], Later[Info | None], Later[None]]): ...
 
 
 class Permits(PermitsView[Event], Releasing):
@@ -27,9 +25,6 @@ class Permits(PermitsView[Event], Releasing):
         """Gives the permits back (``LOCK.PERMITRELEASE``); those still held
         are released even when some are gone, then :class:`PermitsNotHeld`
         names the gone ones."""
-        if self._released:
-            raise PermitsNotHeld(self.name, list(self.ids))
-        self._released = True
         engine = self._engine
         pending, gone, by_id = self._take_for_release()
         attempts = 0
@@ -70,7 +65,6 @@ class PermitExpirableSemaphore(
         lease: Number | None,
         wait: int | None,
         within: float | None,
-        blocks: bool,
         on_lost: LostCallback | None,
     ) -> Permits | None:
         engine = self._engine
@@ -78,7 +72,7 @@ class PermitExpirableSemaphore(
         ms = _protocol.lease_ms(lease_s)
         make = partial(_protocol.permit_acquire_args, self.name, permits, ms)
         sent = monotonic()
-        if not blocks:
+        if wait is None:
             reply = engine.counted.simple(self.name, make(None), once=True)
         else:
             give_back, same = self._give_back_ids, _protocol.same

@@ -25,22 +25,18 @@ class Tracker(Watchlist):
         self.reading = _io.Lock()  # one command at a time on the reader
 
     def connect(self) -> None:
-        sub = _io.new_connection(self.redis, protocol=2)
+        sub, reader = _io.new_connection(self.redis, protocol=2), _io.new_connection(self.redis)
         try:
             _io.connect(sub)
             sub_id = _io.execute(sub, ["CLIENT", "ID"], self.timeout)
             _io.send(sub, ["SUBSCRIBE", CHANNEL])
             _io.reply(sub, _protocol.short_timeout(self.timeout))
-            reader = _io.new_connection(self.redis)
-            try:
-                _io.connect(reader)
-                on = ["CLIENT", "TRACKING", "ON", "REDIRECT", sub_id]
-                _io.execute(reader, on, self.timeout)
-            except BaseException:
-                _io.close(reader)
-                raise
+            _io.connect(reader)
+            on = ["CLIENT", "TRACKING", "ON", "REDIRECT", sub_id]
+            _io.execute(reader, on, self.timeout)
         except BaseException:
-            _io.close(sub)
+            for conn in (sub, reader):
+                _io.close(conn)
             raise
         self.subscriber, self.reader = sub, reader
 
@@ -72,11 +68,10 @@ class Tracker(Watchlist):
             except Exception:
                 self.disconnect()
                 continue
-            if msg is None:
-                if self.idle(monotonic()):
-                    break
-                continue
-            self.check_all(self.named(msg))
+            if msg is not None:
+                self.check_all(self.named(msg))
+            elif self.idle(monotonic()):
+                break
         self.disconnect()
 
     def check_all(self, entries: list[Entry]) -> None:
