@@ -59,9 +59,7 @@ async def acquire(
                     continue
                 known = entry.holds
                 counted = engine.counted.counted
-                seen, reply = await counted(
-                    name, owner, entry.field, once, known, known + 1, within, progress
-                )
+                seen, reply = await counted(entry, once, known, known + 1, within, progress)
                 got, token = _protocol.parse_acquire(reply, fenced) if seen else (True, None)
                 if not got and (wait is None or wait > 0):
                     margin = o.wait_margin + (o.sync_time() if sync is not None else 0.0)
@@ -70,23 +68,37 @@ async def acquire(
                         return _protocol.acquire_args(name, owner, ms, wait_ms, fenced, sync, kind)
 
                     seen, reply = await counted(
-                        name, owner, entry.field, ask, known, known + 1, margin, progress, deadline
+                        entry, ask, known, known + 1, margin, progress, deadline
                     )
                     got, token = _protocol.parse_acquire(reply, fenced) if seen else (True, None)
                     if progress.wait is not None and progress.wait.crossed:
                         # A piece crossed the grant and re-entered: one back.
                         args = _protocol.release_args(kind, name, owner, known + 2, lease_s)
-                        await counted(name, owner, entry.field, args, known + 2, known + 1, within)
+                        await counted(entry, args, known + 2, known + 1, within)
                 if not got:
                     engine.registry.retire_if_empty(entry)
                     if wait is None:
                         raise ProtocolViolation(f"{kind.acquire} ... WAIT 0 answered {reply!r}")
                     return None
                 if fenced and not seen:
-                    token = await read_token(engine, name)
-                return await granted(
-                    engine, entry, progress, lease_s, watchdog, token, on_lost, make_guard
-                )
+                    v = await engine.counted.simple(name, ["GET", _protocol.token_key(name)])
+                    token = None if v is None else int(v)
+                # The lease runs from the grant, known only as 'after the
+                # request': a reply within a third of the lease counts from
+                # the request, a later one is measured.
+                expires, renew_now, gone = progress.sent_at + lease_s, False, False
+                if monotonic() >= progress.sent_at + lease_s / 3:
+                    expires, renew_now, gone = await measured_expiry(engine, entry, lease_s)
+                # Made disarmed before the grant is recorded, armed as the last
+                # step: an interruption in between leaves ``abandon`` a guard.
+                guard = make_guard(engine, entry, token)
+                guard.release_on_drop = False
+                progress.guard = guard
+                engine.hold(entry, expires, renew_now, watchdog, on_lost)
+                if gone:
+                    engine.registry.mark_lost(entry, LostReason(LostReason.NOT_HELD))
+                guard.release_on_drop = True
+                return guard
         except BaseException as e:
             if progress.conn is None and progress.guard is None and isinstance(e, Exception):
                 # A failure reported as such: nothing is in flight.
@@ -94,11 +106,6 @@ async def acquire(
                 raise
             _io.after_interruption(abandon, engine, entry, progress)
             raise
-
-
-async def read_token(engine: Engine, name: str) -> int | None:
-    v = await engine.counted.simple(name, ["GET", _protocol.token_key(name)])
-    return None if v is None else int(v)
 
 
 async def measured_expiry(engine: Engine, entry: Entry, lease: float) -> tuple[float, bool, bool]:
@@ -117,33 +124,6 @@ async def measured_expiry(engine: Engine, entry: Entry, lease: float) -> tuple[f
     if not holds:
         return asked, True, True
     return asked + min(ttl, lease), False, False
-
-
-async def granted(
-    engine: Engine,
-    entry: Entry,
-    progress: Progress,
-    lease: float,
-    watchdog: bool,
-    token: int | None,
-    on_lost: LostCallback | None,
-    make_guard: Callable[[Engine, Entry, int | None], Any],
-) -> Any:
-    # The lease runs from the grant, known only as 'after the request': a
-    # reply within a third of the lease counts from the request.
-    expires, renew_now, gone = progress.sent_at + lease, False, False
-    if monotonic() >= progress.sent_at + lease / 3:
-        expires, renew_now, gone = await measured_expiry(engine, entry, lease)
-    # Made disarmed before the grant is recorded, armed as the last step: an
-    # interruption in between leaves ``abandon`` a guard to disarm.
-    guard = make_guard(engine, entry, token)
-    guard.release_on_drop = False
-    progress.guard = guard
-    engine.hold(entry, expires, renew_now, watchdog, on_lost)
-    if gone:
-        engine.registry.mark_lost(entry, LostReason(LostReason.NOT_HELD))
-    guard.release_on_drop = True
-    return guard
 
 
 async def abandon(engine: Engine, entry: Entry, progress: Progress) -> None:
@@ -171,16 +151,15 @@ async def abandon(engine: Engine, entry: Entry, progress: Progress) -> None:
             with entry.mutex:
                 known = entry.holds
             counted, timeout = engine.counted, engine.options.command_timeout
-            name, owner, field = entry.name, entry.owner, entry.field
             try:
                 dead = [progress.cid] if conn is not None else []
                 if wait is not None:
                     await wait.give_up()
                     dead = wait.broken
-                found = await counted.read_back(name, owner, field, dead, False)
+                found = await counted.read_back(entry, dead, False)
                 while found > known:
-                    args = [entry.kind.release, name, owner]
-                    await counted.counted(name, owner, field, args, found, found - 1, timeout)
+                    args = [entry.kind.release, entry.name, entry.owner]
+                    await counted.counted(entry, args, found, found - 1, timeout)
                     found -= 1
             except Exception:
                 pass

@@ -34,7 +34,7 @@ from typing import Any
 from redis import exceptions as rex
 
 from .. import _protocol
-from .._holds import Progress, monotonic
+from .._holds import Entry, Progress, monotonic
 from .._protocol import Options
 from ..errors import (
     TRANSPORT,
@@ -210,9 +210,7 @@ class Counted:
 
     async def counted(
         self,
-        name: str,
-        owner: str,
-        field: str,
+        entry: Entry,
         command: list[Any] | Callable[[int], list[Any]],
         known: int,
         applied: int,
@@ -220,13 +218,13 @@ class Counted:
         progress: Progress | None = None,
         deadline: float | None = None,
     ) -> tuple[bool, Any]:
-        """Runs a command that moves ``owner``'s count (hash field ``field``)
-        from ``known`` to ``applied``, resent only when the server shows it
+        """Runs a command that moves ``entry``'s hold count from ``known`` to
+        ``applied``, resent only when the server shows it
         did not run: (True, reply), or (False, None) when it ran but its
         reply was lost. A wait is given as ``command(ms)``: it waits until
         ``deadline`` (None: forever) in pieces (``waiting.Wait``), each
         reply awaited ``within`` longer than its piece."""
-        attempt = 0
+        name, attempt = entry.name, 0
         while True:
             dead: list[int | None] = []
             failure: BaseException
@@ -235,7 +233,7 @@ class Counted:
                     answer = await self.simple(name, command, within, once=True, progress=progress)
                 else:
                     node = await _io.route(self.redis, name)
-                    wait = Wait(self, node, name, owner, command, _protocol.acquired)
+                    wait = Wait(self, node, name, entry.owner, command, _protocol.acquired)
                     if progress is not None:
                         progress.wait, progress.sent = wait, True
                     try:
@@ -261,7 +259,7 @@ class Counted:
                 failure = e
             if dead:  # broken in transit (while waiting: granted at that instant?)
                 waited = not isinstance(command, list)
-                found = await self.read_back(name, owner, field, dead, waited)
+                found = await self.read_back(entry, dead, waited)
                 if found == applied:
                     return False, None
                 if found != known:
@@ -269,13 +267,12 @@ class Counted:
             await self.retry_pause(attempt, failure)
             attempt += 1
 
-    async def read_back(
-        self, name: str, owner: str, field: str, dead: list[int | None], waited: bool
-    ) -> int:
-        """The server's hold count of ``owner`` (hash field ``field``) after
-        a failure in transit on the connections with ids ``dead``, fenced
-        first; ``waited``: it was a wait, which without the kill is ended
-        by its owner's ``LOCK.CANCEL`` before the count is read."""
+    async def read_back(self, entry: Entry, dead: list[int | None], waited: bool) -> int:
+        """The server's hold count of ``entry`` after a failure in transit on
+        the connections with ids ``dead``, fenced first; ``waited``: it was a
+        wait, which without the kill is ended by its owner's ``LOCK.CANCEL``
+        before the count is read."""
+        name = entry.name
         try:
             fenced = True
             for cid in dead:
@@ -286,7 +283,7 @@ class Counted:
                 except ServerError:
                     fenced = False  # NOPERM, or closed already
             if waited and not fenced:
-                await self.simple(name, ["LOCK.CANCEL", name, owner])
-            return _protocol.hold_count(await self.simple(name, ["HGET", name, field]))
+                await self.simple(name, ["LOCK.CANCEL", name, entry.owner])
+            return _protocol.hold_count(await self.simple(name, ["HGET", name, entry.field]))
         except LockError as e:
             raise Uncertain(name, f"reading the hold count back: {describe(e)}") from e

@@ -43,9 +43,7 @@ def acquire(
                     continue
                 known = entry.holds
                 counted = engine.counted.counted
-                seen, reply = counted(
-                    name, owner, entry.field, once, known, known + 1, within, progress
-                )
+                seen, reply = counted(entry, once, known, known + 1, within, progress)
                 got, token = _protocol.parse_acquire(reply, fenced) if seen else (True, None)
                 if not got and (wait is None or wait > 0):
                     margin = o.wait_margin + (o.sync_time() if sync is not None else 0.0)
@@ -53,34 +51,36 @@ def acquire(
                     def ask(wait_ms: int) -> list[Any]:
                         return _protocol.acquire_args(name, owner, ms, wait_ms, fenced, sync, kind)
 
-                    seen, reply = counted(
-                        name, owner, entry.field, ask, known, known + 1, margin, progress, deadline
-                    )
+                    seen, reply = counted(entry, ask, known, known + 1, margin, progress, deadline)
                     got, token = _protocol.parse_acquire(reply, fenced) if seen else (True, None)
                     if progress.wait is not None and progress.wait.crossed:
                         args = _protocol.release_args(kind, name, owner, known + 2, lease_s)
-                        counted(name, owner, entry.field, args, known + 2, known + 1, within)
+                        counted(entry, args, known + 2, known + 1, within)
                 if not got:
                     engine.registry.retire_if_empty(entry)
                     if wait is None:
                         raise ProtocolViolation(f"{kind.acquire} ... WAIT 0 answered {reply!r}")
                     return None
                 if fenced and not seen:
-                    token = read_token(engine, name)
-                return granted(
-                    engine, entry, progress, lease_s, watchdog, token, on_lost, make_guard
-                )
+                    v = engine.counted.simple(name, ["GET", _protocol.token_key(name)])
+                    token = None if v is None else int(v)
+                expires, renew_now, gone = progress.sent_at + lease_s, False, False
+                if monotonic() >= progress.sent_at + lease_s / 3:
+                    expires, renew_now, gone = measured_expiry(engine, entry, lease_s)
+                guard = make_guard(engine, entry, token)
+                guard.release_on_drop = False
+                progress.guard = guard
+                engine.hold(entry, expires, renew_now, watchdog, on_lost)
+                if gone:
+                    engine.registry.mark_lost(entry, LostReason(LostReason.NOT_HELD))
+                guard.release_on_drop = True
+                return guard
         except BaseException as e:
             if progress.conn is None and progress.guard is None and isinstance(e, Exception):
                 engine.registry.retire_if_empty(entry)
                 raise
             _io.after_interruption(abandon, engine, entry, progress)
             raise
-
-
-def read_token(engine: Engine, name: str) -> int | None:
-    v = engine.counted.simple(name, ["GET", _protocol.token_key(name)])
-    return None if v is None else int(v)
 
 
 def measured_expiry(engine: Engine, entry: Entry, lease: float) -> tuple[float, bool, bool]:
@@ -98,29 +98,6 @@ def measured_expiry(engine: Engine, entry: Entry, lease: float) -> tuple[float, 
     return asked + min(ttl, lease), False, False
 
 
-def granted(
-    engine: Engine,
-    entry: Entry,
-    progress: Progress,
-    lease: float,
-    watchdog: bool,
-    token: int | None,
-    on_lost: LostCallback | None,
-    make_guard: Callable[[Engine, Entry, int | None], Any],
-) -> Any:
-    expires, renew_now, gone = progress.sent_at + lease, False, False
-    if monotonic() >= progress.sent_at + lease / 3:
-        expires, renew_now, gone = measured_expiry(engine, entry, lease)
-    guard = make_guard(engine, entry, token)
-    guard.release_on_drop = False
-    progress.guard = guard
-    engine.hold(entry, expires, renew_now, watchdog, on_lost)
-    if gone:
-        engine.registry.mark_lost(entry, LostReason(LostReason.NOT_HELD))
-    guard.release_on_drop = True
-    return guard
-
-
 def abandon(engine: Engine, entry: Entry, progress: Progress) -> None:
     with entry.op:
         guard = progress.guard
@@ -136,16 +113,15 @@ def abandon(engine: Engine, entry: Entry, progress: Progress) -> None:
             with entry.mutex:
                 known = entry.holds
             counted, timeout = engine.counted, engine.options.command_timeout
-            name, owner, field = entry.name, entry.owner, entry.field
             try:
                 dead = [progress.cid] if conn is not None else []
                 if wait is not None:
                     wait.give_up()
                     dead = wait.broken
-                found = counted.read_back(name, owner, field, dead, False)
+                found = counted.read_back(entry, dead, False)
                 while found > known:
-                    args = [entry.kind.release, name, owner]
-                    counted.counted(name, owner, field, args, found, found - 1, timeout)
+                    args = [entry.kind.release, entry.name, entry.owner]
+                    counted.counted(entry, args, found, found - 1, timeout)
                     found -= 1
             except Exception:
                 pass

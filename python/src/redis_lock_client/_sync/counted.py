@@ -8,7 +8,7 @@ from typing import Any
 from redis import exceptions as rex
 
 from .. import _protocol
-from .._holds import Progress, monotonic
+from .._holds import Entry, Progress, monotonic
 from .._protocol import Options
 from ..errors import (
     TRANSPORT,
@@ -157,9 +157,7 @@ class Counted:
 
     def counted(
         self,
-        name: str,
-        owner: str,
-        field: str,
+        entry: Entry,
         command: list[Any] | Callable[[int], list[Any]],
         known: int,
         applied: int,
@@ -167,7 +165,7 @@ class Counted:
         progress: Progress | None = None,
         deadline: float | None = None,
     ) -> tuple[bool, Any]:
-        attempt = 0
+        name, attempt = entry.name, 0
         while True:
             dead: list[int | None] = []
             failure: BaseException
@@ -176,7 +174,7 @@ class Counted:
                     answer = self.simple(name, command, within, once=True, progress=progress)
                 else:
                     node = _io.route(self.redis, name)
-                    wait = Wait(self, node, name, owner, command, _protocol.acquired)
+                    wait = Wait(self, node, name, entry.owner, command, _protocol.acquired)
                     if progress is not None:
                         progress.wait, progress.sent = wait, True
                     try:
@@ -202,7 +200,7 @@ class Counted:
                 failure = e
             if dead:  # broken in transit (while waiting: granted at that instant?)
                 waited = not isinstance(command, list)
-                found = self.read_back(name, owner, field, dead, waited)
+                found = self.read_back(entry, dead, waited)
                 if found == applied:
                     return False, None
                 if found != known:
@@ -210,9 +208,8 @@ class Counted:
             self.retry_pause(attempt, failure)
             attempt += 1
 
-    def read_back(
-        self, name: str, owner: str, field: str, dead: list[int | None], waited: bool
-    ) -> int:
+    def read_back(self, entry: Entry, dead: list[int | None], waited: bool) -> int:
+        name = entry.name
         try:
             fenced = True
             for cid in dead:
@@ -223,7 +220,7 @@ class Counted:
                 except ServerError:
                     fenced = False  # NOPERM, or closed already
             if waited and not fenced:
-                self.simple(name, ["LOCK.CANCEL", name, owner])
-            return _protocol.hold_count(self.simple(name, ["HGET", name, field]))
+                self.simple(name, ["LOCK.CANCEL", name, entry.owner])
+            return _protocol.hold_count(self.simple(name, ["HGET", name, entry.field]))
         except LockError as e:
             raise Uncertain(name, f"reading the hold count back: {describe(e)}") from e

@@ -44,16 +44,9 @@ class Engine:
 
     def release_locked(self, entry: Entry) -> None:
         known, args = self.registry.releasing(entry)
+        within = self.options.command_timeout
         try:
-            seen, reply = self.counted.counted(
-                entry.name,
-                entry.owner,
-                entry.field,
-                args,
-                known,
-                known - 1,
-                self.options.command_timeout,
-            )
+            seen, reply = self.counted.counted(entry, args, known, known - 1, within)
         except HoldCountMismatch as e:
             if e.found != 0:
                 raise
