@@ -429,14 +429,17 @@ class Watchlist:
             self.io.spawn(self.check_all, ready)
 
     def idle(self, now: float) -> bool:
-        """After a quiet second: whether the listener ends (nothing was
-        watched for ``WATCHDOG_IDLE`` s)."""
-        if self.prune():
-            self.idle_since = None
-            return False
-        self.idle_since = now if self.idle_since is None else self.idle_since
+        """After a quiet second: forgets entries no longer held; whether the
+        listener ends (nothing was watched for ``WATCHDOG_IDLE`` s)."""
         with self.mutex:
-            if now - self.idle_since < WATCHDOG_IDLE or self.watched:
+            for key, entries in list(self.watched.items()):
+                self.watched[key] = [e for e in entries if e.is_held()]
+                if not self.watched[key]:
+                    del self.watched[key]
+            if self.watched or self.idle_since is None:
+                self.idle_since = None if self.watched else now
+                return False
+            if now - self.idle_since < WATCHDOG_IDLE:
                 return False
             self.listener = None
             return True
@@ -444,17 +447,6 @@ class Watchlist:
     def all(self) -> list[Entry]:
         with self.mutex:
             return [e for entries in self.watched.values() for e in entries]
-
-    def prune(self) -> bool:
-        """Forgets entries no longer held; whether anything is watched."""
-        with self.mutex:
-            for key in list(self.watched):
-                held = [e for e in self.watched[key] if e.is_held()]
-                if held:
-                    self.watched[key] = held
-                else:
-                    del self.watched[key]
-            return bool(self.watched)
 
     def refused(self) -> None:
         """The server refuses tracking (ACLs, or it cannot): renewals only,

@@ -5,6 +5,7 @@ makes alike: recording a grant, giving a hold back, restarting a lease."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import Any
 
@@ -65,10 +66,8 @@ class Engine:
         """A clean-up nobody waits for (a guard dropped unreleased, an
         interrupted call's): failures are ignored (lost already, or
         unreachable: the lease ends on its own)."""
-        try:
+        with contextlib.suppress(Exception):
             await fn(*args, **kw)
-        except Exception:
-            pass
 
     async def restart(self, entry: Entry, lease: float) -> bool:
         """Restarts the hold's lease at ``lease`` s; False if not held."""

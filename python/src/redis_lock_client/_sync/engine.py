@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import Any
 
@@ -54,10 +55,8 @@ class Engine:
         self.registry.released(entry, seen, reply, args[0])
 
     def quietly(self, fn: Callable[..., Any], *args: Any, **kw: Any) -> None:
-        try:
+        with contextlib.suppress(Exception):
             fn(*args, **kw)
-        except Exception:
-            pass
 
     def restart(self, entry: Entry, lease: float) -> bool:
         sent = monotonic()
