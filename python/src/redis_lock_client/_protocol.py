@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
+import redis.utils
+
 from .errors import ProtocolViolation
 
 Number = int | float
@@ -312,18 +314,20 @@ def token_key(name: str) -> str:
 
 
 _TAKERS: dict[Any, Any] = {}
+_REDIS_UTILS = redis.utils.__file__
 
 
 def taker(pool: Any) -> Any:
     """How to take a connection out of ``pool``: ``taker(pool)(pool)``,
     found once per pool class. redis-py 5.3 and later wrap
-    ``get_connection`` in a check that only warns about arguments, which
-    this client never passes: it is called unwrapped (the check costs
-    about a tenth of a lock+unlock); before 5.3 it requires a command name."""
+    ``get_connection`` in a check that only warns about arguments (its
+    ``deprecated_args``, in redis/utils.py), which this client never
+    passes: it is called unwrapped (a tenth of a lock+unlock's client
+    time); before 5.3 it requires a command name."""
     take = _TAKERS.get(type(pool))
     if take is None:
         func = type(pool).get_connection
-        if "deprecated_args" in getattr(func, "__qualname__", ""):
+        if getattr(func, "__code__", None) and func.__code__.co_filename == _REDIS_UTILS:
             func = getattr(func, "__wrapped__", func)
         take = _TAKERS[type(pool)] = partial(_named, func) if _wants_name(func) else func
     return take
