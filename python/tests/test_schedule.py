@@ -4,6 +4,7 @@ watchdog wakes, when it ends, and how connections are taken from redis-py.
 
 from __future__ import annotations
 
+import functools
 import math
 import threading
 from typing import Any
@@ -36,7 +37,7 @@ class Io:
 def schedule(track: bool = True) -> tuple[Registry, Schedule, Io]:
     io = Io()
     registry = Registry(threading.Lock, threading.Event)
-    return registry, Schedule(registry, Watchlist(track, io), io), io
+    return registry, Schedule(registry, Watchlist(track, io, registry), io), io
 
 
 def test_holds_granted_in_a_loop_never_wake_the_watchdog_early(
@@ -115,3 +116,14 @@ def test_connections_are_taken_without_redis_pys_argument_check() -> None:
 
     assert _protocol.taker(Old())(Old()) == "LOCK"
     assert _protocol.taker(Own())(Own()) == "conn"
+
+    # Replaced on one pool (a test's mock), or wrapped by something else
+    # (an instrumentation): called as it is.
+    mocked = redis.ConnectionPool()
+    mocked.get_connection = lambda: "mocked"  # type: ignore[method-assign]
+    assert _protocol.taker(mocked)(mocked) == "mocked"
+
+    class Traced(redis.ConnectionPool):
+        get_connection = functools.wraps(redis.ConnectionPool.get_connection)(lambda self: "traced")
+
+    assert _protocol.taker(Traced())(Traced()) == "traced"

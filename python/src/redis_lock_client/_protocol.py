@@ -13,6 +13,7 @@ import threading
 import uuid
 from dataclasses import dataclass, field
 from functools import partial
+from types import FunctionType
 from typing import Any
 
 import redis.utils
@@ -314,23 +315,37 @@ def token_key(name: str) -> str:
 
 
 _TAKERS: dict[Any, Any] = {}
-_REDIS_UTILS = redis.utils.__file__
+
+
+def _probe() -> None: ...
+async def _aprobe() -> None: ...
+
+
+# The code of redis-py's ``deprecated_args`` wrappers (5.3+), which only warn.
+_deprecated: Any = getattr(redis.utils, "deprecated_args", None)
+_WARNS = {_deprecated()(f).__code__ for f in (_probe, _aprobe)} if _deprecated else set()
 
 
 def taker(pool: Any) -> Any:
-    """How to take a connection out of ``pool``: ``taker(pool)(pool)``,
-    found once per pool class. redis-py 5.3 and later wrap
-    ``get_connection`` in a check that only warns about arguments (its
-    ``deprecated_args``, in redis/utils.py), which this client never
-    passes: it is called unwrapped (a tenth of a lock+unlock's client
-    time); before 5.3 it requires a command name."""
-    take = _TAKERS.get(type(pool))
+    """How to take a connection out of ``pool``: ``taker(pool)(pool)``.
+    redis-py 5.3 and later wrap ``get_connection`` in ``deprecated_args``,
+    which only warns about arguments, and this client passes none: it is
+    called unwrapped (a tenth of a lock+unlock's client time), unless
+    something else wraps or replaces it; before 5.3 it wants a command name."""
+    if "get_connection" in getattr(pool, "__dict__", ()):
+        return _own  # replaced on this pool (a test's mock): called as it is
+    func = type(pool).get_connection
+    take = _TAKERS.get(func)
     if take is None:
-        func = type(pool).get_connection
-        if getattr(func, "__code__", None) and func.__code__.co_filename == _REDIS_UTILS:
-            func = getattr(func, "__wrapped__", func)
-        take = _TAKERS[type(pool)] = partial(_named, func) if _wants_name(func) else func
+        warns = type(func) is FunctionType and func.__code__ in _WARNS
+        inner = func.__wrapped__ if warns else func
+        take = _TAKERS[func] = partial(_named, inner) if _wants_name(inner) else inner
     return take
+
+
+def _own(pool: Any) -> Any:
+    get = pool.get_connection
+    return get("LOCK") if _wants_name(get) else get()
 
 
 def _wants_name(func: Any) -> bool:
