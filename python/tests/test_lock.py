@@ -257,3 +257,22 @@ def test_interrupted_after_the_grant_was_recorded_gives_it_back(
     # The owner's count is clean: a new grant is a first hold.
     with locks.lock("t:ki") as g:
         assert r.hget("t:ki", g.owner) == b"1"
+
+
+def test_interrupted_with_the_guard_made_but_the_grant_not_recorded_gives_it_back(
+    r: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # KeyboardInterrupt after the (disarmed) guard was handed to the
+    # clean-up but before the grant was counted: the guard's hold is not
+    # this client's to release, the server's grant is found and given back.
+    locks = LockClient(r)
+    engine = locks._engine
+
+    def interrupted(*_: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(engine, "hold", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        locks.lock("t:ki-hold")
+    assert not r.exists("t:ki-hold")
+    assert not engine.registry.entries()

@@ -127,6 +127,11 @@ class Registry:
         with self.mutex:
             return list(self._entries.values())
 
+    def arming(self) -> bool:
+        """Whether a hold waits for its tracking to be armed."""
+        with self.mutex:
+            return any(e.arm_at is not None and e.is_held() for e in self._entries.values())
+
     def retire(self, entry: Entry) -> None:
         """Out of the registry: released, lost, or never granted."""
         with self.mutex:
@@ -318,6 +323,7 @@ class Progress:
     conn: Any = None
     node: Any = None
     cid: int | None = None
+    known: int = 0  # the holds before the acquisition
     sent: bool = False  # an acquire went out: a grant may exist that no guard records
     sent_at: float = 0.0  # when the last command was sent (a grant's lease runs from then)
     # The guard of a recorded grant (made disarmed before the grant is
@@ -399,9 +405,10 @@ class Watchlist:
     released sooner is never read) by the key the server reports; and when
     the flavour's listener (``Tracker``) starts and ends."""
 
-    def __init__(self, enabled: bool, io: Any) -> None:
+    def __init__(self, enabled: bool, io: Any, registry: Registry) -> None:
         self.enabled = enabled
         self.io = io
+        self.registry = registry
         self.mutex = threading.Lock()
         self.watched: dict[str, list[Entry]] = {}
         self.listener: Any = None
@@ -430,14 +437,16 @@ class Watchlist:
 
     def idle(self, now: float) -> bool:
         """After a quiet second: forgets entries no longer held; whether the
-        listener ends (nothing was watched for ``WATCHDOG_IDLE`` s)."""
+        listener ends (nothing was watched, or waited to be armed, for
+        ``WATCHDOG_IDLE`` s)."""
+        arming = self.registry.arming()
         with self.mutex:
             for key, entries in list(self.watched.items()):
                 self.watched[key] = [e for e in entries if e.is_held()]
                 if not self.watched[key]:
                     del self.watched[key]
-            if self.watched or self.idle_since is None:
-                self.idle_since = None if self.watched else now
+            if self.watched or arming or self.idle_since is None:
+                self.idle_since = None if self.watched or arming else now
                 return False
             if now - self.idle_since < WATCHDOG_IDLE:
                 return False

@@ -57,7 +57,7 @@ async def acquire(
             async with entry.op:
                 if entry.retired:
                     continue
-                known = entry.holds
+                known = progress.known = entry.holds
                 counted = engine.counted.counted
                 seen, reply = await counted(entry, once, known, known + 1, within, progress)
                 got, token = _protocol.parse_acquire(reply, fenced) if seen else (True, None)
@@ -132,13 +132,11 @@ async def abandon(engine: Engine, entry: Entry, progress: Progress) -> None:
     guard never reached the caller. Runs with ``entry.op`` held."""
     async with entry.op:
         guard = progress.guard
-        if guard is not None:
-            # Recorded, but the caller has no guard: the hold goes back here
-            # (the guard is disarmed, so its collection does not release it
-            # a second time).
+        if guard is not None:  # its collection must not release it as well
             guard.release_on_drop = False
-            await engine.quietly(engine.release_locked, entry)
-            return
+            if entry.holds > progress.known:  # recorded, but the caller has no guard
+                await engine.quietly(engine.release_locked, entry)
+                return
         conn, wait = progress.conn, progress.wait
         if conn is not None or progress.sent:
             # A command still in flight is cut (and fenced by the read-back);

@@ -76,4 +76,5 @@ class Engine:
         if await self.counted.simple(entry.name, args) != 1:
             return False
         self.registry.restarted(entry, sent, lease)
+        self.watchdog.due(sent + lease)  # a shorter lease ends sooner: told then
         return True

@@ -42,9 +42,8 @@ class Tracker(Watchlist):
     """One client's tracking pair; what it watches is ``Watchlist``'s."""
 
     def __init__(self, redis: Any, registry: Registry, options: Options) -> None:
-        super().__init__(options.track_locks and not _io.is_cluster(redis), _io)
+        super().__init__(options.track_locks and not _io.is_cluster(redis), _io, registry)
         self.redis = redis
-        self.registry = registry
         self.timeout = options.command_timeout
         self.subscriber: Any = None
         self.reading = _io.Lock()  # one command at a time on the reader
@@ -54,11 +53,11 @@ class Tracker(Watchlist):
         messages), then the reader, redirected to it."""
         sub, reader = _io.new_connection(self.redis, protocol=2), _io.new_connection(self.redis)
         try:
-            await _io.connect(sub)
+            await sub.connect()
             sub_id = await _io.execute(sub, ["CLIENT", "ID"], self.timeout)
-            await _io.send(sub, ["SUBSCRIBE", CHANNEL])
+            await sub.send_command("SUBSCRIBE", CHANNEL)
             await _io.reply(sub, _protocol.short_timeout(self.timeout))
-            await _io.connect(reader)
+            await reader.connect()
             on = ["CLIENT", "TRACKING", "ON", "REDIRECT", sub_id]
             await _io.execute(reader, on, self.timeout)
         except BaseException:

@@ -41,7 +41,7 @@ def acquire(
             with entry.op:
                 if entry.retired:
                     continue
-                known = entry.holds
+                known = progress.known = entry.holds
                 counted = engine.counted.counted
                 seen, reply = counted(entry, once, known, known + 1, within, progress)
                 got, token = _protocol.parse_acquire(reply, fenced) if seen else (True, None)
@@ -101,10 +101,11 @@ def measured_expiry(engine: Engine, entry: Entry, lease: float) -> tuple[float, 
 def abandon(engine: Engine, entry: Entry, progress: Progress) -> None:
     with entry.op:
         guard = progress.guard
-        if guard is not None:
+        if guard is not None:  # its collection must not release it as well
             guard.release_on_drop = False
-            engine.quietly(engine.release_locked, entry)
-            return
+            if entry.holds > progress.known:  # recorded, but the caller has no guard
+                engine.quietly(engine.release_locked, entry)
+                return
         conn, wait = progress.conn, progress.wait
         if conn is not None or progress.sent:
             if conn is not None:

@@ -64,4 +64,5 @@ class Engine:
         if self.counted.simple(entry.name, args) != 1:
             return False
         self.registry.restarted(entry, sent, lease)
+        self.watchdog.due(sent + lease)  # a shorter lease ends sooner: told then
         return True

@@ -17,9 +17,8 @@ CHANNEL = "__redis__:invalidate"
 
 class Tracker(Watchlist):
     def __init__(self, redis: Any, registry: Registry, options: Options) -> None:
-        super().__init__(options.track_locks and not _io.is_cluster(redis), _io)
+        super().__init__(options.track_locks and not _io.is_cluster(redis), _io, registry)
         self.redis = redis
-        self.registry = registry
         self.timeout = options.command_timeout
         self.subscriber: Any = None
         self.reading = _io.Lock()  # one command at a time on the reader
@@ -27,11 +26,11 @@ class Tracker(Watchlist):
     def connect(self) -> None:
         sub, reader = _io.new_connection(self.redis, protocol=2), _io.new_connection(self.redis)
         try:
-            _io.connect(sub)
+            sub.connect()
             sub_id = _io.execute(sub, ["CLIENT", "ID"], self.timeout)
-            _io.send(sub, ["SUBSCRIBE", CHANNEL])
+            sub.send_command("SUBSCRIBE", CHANNEL)
             _io.reply(sub, _protocol.short_timeout(self.timeout))
-            _io.connect(reader)
+            reader.connect()
             on = ["CLIENT", "TRACKING", "ON", "REDIRECT", sub_id]
             _io.execute(reader, on, self.timeout)
         except BaseException:
