@@ -238,18 +238,19 @@ async def test_a_cancel_the_driver_drops_still_ends_the_wait(
     # connection has a socket_timeout) drops a cancel that comes as the send
     # ends: seen once as a wait without end going on after its task was
     # cancelled. Here every send drops the cancel that comes in its wake.
-    from redis_lock_client._async import _io
+    from redis.asyncio.connection import AbstractConnection
 
-    send = _io.send
+    send = AbstractConnection.send_command
 
-    async def dropping(conn: Any, args: list[Any]) -> None:
-        await send(conn, args)
-        try:
-            await asyncio.sleep(0.3)
-        except asyncio.CancelledError:
-            pass
+    async def dropping(conn: Any, *args: Any, **kw: Any) -> None:
+        await send(conn, *args, **kw)
+        if args[0] == "LOCK.AWAIT":  # a piece of the wait
+            try:
+                await asyncio.sleep(0.3)
+            except asyncio.CancelledError:
+                pass
 
-    monkeypatch.setattr(_io, "send", dropping)
+    monkeypatch.setattr(AbstractConnection, "send_command", dropping)
     latch = AsyncLockClient(ar, wait_piece=PIECE).count_down_latch("w:latch-lost-cancel")
     await latch.try_set_count(1)
     await give_up_async(lambda: latch.wait_zero(), 0.5)

@@ -158,11 +158,6 @@ async def moved(redis: Any) -> None:
             await manager.initialize()
 
 
-async def get(node: Any) -> Any:
-    pool = node.connection_pool
-    return await _protocol.taker(pool)(pool)
-
-
 async def put(node: Any, conn: Any) -> None:
     await node.connection_pool.release(conn)
 
@@ -189,17 +184,9 @@ async def drop_reading(conn: Any) -> None:
         task.cancel()
 
 
-async def connect(conn: Any) -> None:
-    await conn.connect()
-
-
 def socket(conn: Any) -> Any:
     """What identifies the connection's current socket."""
     return getattr(conn, "_writer", None)
-
-
-async def send(conn: Any, args: list[Any]) -> None:
-    await conn.send_command(*args)
 
 
 async def arrived(conn: Any, within: float) -> bool:

@@ -67,13 +67,14 @@ class Counted:
         ACLs deny it); on failure it goes back closed. A command resent
         after a failure needs no id: a renewal on a new connection is not
         delayed by asking for one."""
-        conn = await _io.get(node)
+        pool = node.connection_pool
+        conn = await _protocol.taker(pool)(pool)
         try:
             cached = getattr(conn, "_rlc_id", None)
             if not ident:
                 return conn, None
             if cached is None or cached[0] is not _io.socket(conn):
-                await _io.connect(conn)
+                await conn.connect()
                 try:
                     cid = int(
                         await _io.execute(conn, ["CLIENT", "ID"], self.options.command_timeout)

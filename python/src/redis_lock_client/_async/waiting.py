@@ -70,7 +70,7 @@ class Wait:
             last = left <= piece
             conn, cid = self.free.pop() if self.free else await self.counted.checkout(self.node)
             self.out.append((conn, cid, monotonic()))
-            await _io.send(conn, self.make(_protocol.wait_ms(min(left, piece))))
+            await conn.send_command(*self.make(_protocol.wait_ms(min(left, piece))))
             _io.raise_lost_cancel(cancels)
             if len(self.out) == 2:  # the piece before is answered at once
                 answer = await self.read(margin)

@@ -107,11 +107,6 @@ def moved(redis: Any) -> None:
             manager.initialize()
 
 
-def get(node: Any) -> Any:
-    pool = node.connection_pool
-    return _protocol.taker(pool)(pool)
-
-
 def put(node: Any, conn: Any) -> None:
     node.connection_pool.release(conn)
 
@@ -124,16 +119,8 @@ def drop(node: Any, conn: Any) -> None:
         put(node, conn)
 
 
-def connect(conn: Any) -> None:
-    conn.connect()
-
-
 def socket(conn: Any) -> Any:
     return getattr(conn, "_sock", None)
-
-
-def send(conn: Any, args: list[Any]) -> None:
-    conn.send_command(*args)
 
 
 def arrived(conn: Any, within: float) -> bool:

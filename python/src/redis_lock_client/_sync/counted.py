@@ -34,13 +34,14 @@ class Counted:
         self.cluster = _io.is_cluster(redis)
 
     def checkout(self, node: Any, ident: bool = True) -> tuple[Any, int | None]:
-        conn = _io.get(node)
+        pool = node.connection_pool
+        conn = _protocol.taker(pool)(pool)
         try:
             cached = getattr(conn, "_rlc_id", None)
             if not ident:
                 return conn, None
             if cached is None or cached[0] is not _io.socket(conn):
-                _io.connect(conn)
+                conn.connect()
                 try:
                     cid = int(_io.execute(conn, ["CLIENT", "ID"], self.options.command_timeout))
                 except rex.ResponseError:

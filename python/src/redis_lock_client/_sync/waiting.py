@@ -40,7 +40,7 @@ class Wait:
             last = left <= piece
             conn, cid = self.free.pop() if self.free else self.counted.checkout(self.node)
             self.out.append((conn, cid, monotonic()))
-            _io.send(conn, self.make(_protocol.wait_ms(min(left, piece))))
+            conn.send_command(*self.make(_protocol.wait_ms(min(left, piece))))
             _io.raise_lost_cancel(cancels)
             if len(self.out) == 2:  # the piece before is answered at once
                 answer = self.read(margin)
