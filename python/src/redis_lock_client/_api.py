@@ -240,8 +240,8 @@ class Guarded(Generic[E]):
 
     @property
     def lost_reason(self) -> LostReason | None:
-        """Why it was lost (the first permit lost), or None while it is not
-        known lost."""
+        """Why it was lost (for permits: why the first one was), or None
+        while it is not known lost."""
         self._expire_if_due()
         with self._entry.mutex:
             return self._entry.lost
@@ -251,7 +251,7 @@ class Guarded(Generic[E]):
 
     def add_lost_callback(self, callback: LostCallback) -> None:
         """Calls ``callback(reason)`` (a :class:`LostReason`) once when it is
-        lost (the first permit lost), from the watchdog or the tracking
+        lost (permits: the first), from the watchdog or the tracking
         listener (at once if it already is). It must not block; what it
         raises is logged (logger ``redis_lock_client``) and otherwise
         ignored."""
