@@ -37,12 +37,14 @@ class KeptPlaceTest extends ServerTest {
     private RedissonClient slicedClient;
     /** The holders and newcomers: a client of the test's own, whose holds end with it. */
     private ModuleLocks others;
+    private RedissonClient othersClient;
 
     @BeforeEach
     void clients() {
         slicedClient = client();
         sliced = ModuleLocks.wrap(slicedClient, ModuleLocks.Options.defaults().waitSlice(SLICE));
-        others = ModuleLocks.wrap(client());
+        othersClient = client();
+        others = ModuleLocks.wrap(othersClient);
     }
 
     // ---- slices keep their place
@@ -64,7 +66,8 @@ class KeptPlaceTest extends ServerTest {
             }
             Thread.sleep(SLICE.toMillis() / 7);
         }
-        others.getLock("lock").unlock();
+        String holder = LockTest.ownerOf(othersClient, Thread.currentThread().getId());
+        whilePresent("LOCK.INFO", "lock", 2, "LOCK.RELEASE", "lock", holder);
         slicing.get(5, TimeUnit.SECONDS);
         assertFalse(newcomer.isDone(), "the newcomer waits behind the sliced waiter");
         sliced.getLock("lock").unlockAsync(71).get(5, TimeUnit.SECONDS);
@@ -87,7 +90,7 @@ class KeptPlaceTest extends ServerTest {
             }
             Thread.sleep(SLICE.toMillis() / 7);
         }
-        s.release(1);
+        whilePresent("LOCK.SEMINFO", "sem", 2, "LOCK.SEMRELEASE", "sem", 1);
         slicing.get(5, TimeUnit.SECONDS);
         assertFalse(newcomer.isDone(), "the newcomer waits behind the sliced waiter");
         s.release(1);
@@ -244,6 +247,39 @@ class KeptPlaceTest extends ServerTest {
             }
             Thread.sleep(5);
         }
+    }
+
+    /** {@link #whilePresent}'s check and command, in one script: nothing comes between. */
+    private static final String WHILE_PRESENT = String.join("\n",
+            "local info = redis.call(ARGV[1], KEYS[1])",
+            "for i = 1, #info, 2 do",
+            "  local k = info[i]",
+            "  if type(k) == 'table' then k = k.ok end",
+            "  if k == 'waiters' then",
+            "    if #info[i + 1] ~= tonumber(ARGV[2]) then return false end",
+            "    return redis.call(unpack(ARGV, 3))",
+            "  end",
+            "end",
+            "return false");
+
+    /**
+     * Runs {@code command} at a moment when {@code key} has {@code waiters} waiters present.
+     * A sliced waiter is absent for the moment between two of its slices, and what frees then
+     * goes to the next waiter present (by design: README, "Slices keep their place"); the
+     * tests of order free the object inside a slice, where the order is the module's promise.
+     */
+    static Object whilePresent(String info, String key, int waiters, Object... command)
+            throws InterruptedException {
+        List<Object> args = new ArrayList<>(List.of("EVAL", WHILE_PRESENT, 1, key, info, waiters));
+        args.addAll(List.of(command));
+        for (int i = 0; i < 2000; i++) {
+            Object done = server.call(args.toArray());
+            if (done != null) {
+                return done;
+            }
+            Thread.sleep(1);
+        }
+        throw new AssertionError(key + " never had " + waiters + " waiters present");
     }
 
     /** The {@code entry} of every map in the info command's {@code list} field, in order. */
