@@ -59,14 +59,16 @@ class Entry:
     )
     # fmt: on
 
-    def __init__(self, key: tuple[str, str, str], owner: str, kind: Kind, op: Any, r: Any) -> None:
+    def __init__(
+        self, key: tuple[str, str, str], owner: str, kind: Kind, op: Any, registry: Registry
+    ) -> None:
         self.key = key
         self.name, self.field, _ = key
         self.owner = owner
         self.kind = kind
         self.op = op  # the flavour's lock: serialises hold-count changes
         # The registry's: guards what follows; never held across I/O.
-        self.mutex: threading.Lock = r.mutex
+        self.mutex: threading.Lock = registry.mutex
         self.holds = 0
         # Released or lost: a new acquisition starts a new entry.
         self.retired = False
@@ -84,7 +86,7 @@ class Entry:
         self.callbacks: list[LostCallback] = []
         # Made when ``lost`` is first asked for: an Event costs more than
         # the rest of an entry, and most holds end without anyone waiting.
-        self._new_event = r.new_event
+        self._new_event = registry.new_event
         self._event: Any = None
 
     def lost_event(self) -> Any:
