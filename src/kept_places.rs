@@ -43,6 +43,8 @@ pub struct KeptPlace<K> {
     pub joined_ms: i64,
     /// When it first joined the queue, on the wait times' monotonic clock.
     pub joined_us: u64,
+    /// When its waiter left (unix ms): its grace runs from then.
+    pub left_ms: i64,
     /// When the place is dropped (unix ms).
     pub until: i64,
 }
@@ -190,13 +192,23 @@ impl<K> Absent<K> {
         places.into_iter().chain(grants).min()
     }
 
-    /// Every end moves `by` ms later (the time writes were paused).
-    pub fn postpone(&mut self, by: i64) {
+    /// Writes were paused from `since` (when the server first saw it) until
+    /// `end`. A client the pause held could not come back, so a grace counts
+    /// only time when writes were allowed: every end moves later by the part
+    /// of the pause after its grace began (a place kept during the pause has
+    /// its whole grace after it), and none ends before `not_before`, so the
+    /// clients the pause held, which Redis serves first once it ends, find
+    /// what was kept for them.
+    pub fn postpone(&mut self, since: i64, end: i64, not_before: i64) {
+        let moved = |until: i64, from: i64| {
+            let by = end.saturating_sub(from).max(0);
+            until.saturating_add(by).max(not_before)
+        };
         for kept in &mut self.kept {
-            kept.until = kept.until.saturating_add(by);
+            kept.until = moved(kept.until, since.max(kept.left_ms));
         }
         for grant in self.granted.values_mut() {
-            grant.until = grant.until.saturating_add(by);
+            grant.until = moved(grant.until, since);
         }
         let ends = self.granted.values().map(|g| (g.until, g.identity.clone()));
         self.ends = ends.collect();
@@ -222,6 +234,7 @@ mod tests {
             ask: Ask::Lock,
             joined_ms: 0,
             joined_us: 0,
+            left_ms: until - 100,
             until,
         }
     }
@@ -270,7 +283,7 @@ mod tests {
     }
 
     #[test]
-    fn everything_ends_at_its_time_and_pauses_postpone_it() {
+    fn everything_ends_at_its_time() {
         let mut absent = Absent::default();
         absent.keep(kept(1, "a", 100));
         absent.keep(kept(2, "b", 300));
@@ -279,12 +292,37 @@ mod tests {
         assert_eq!(absent.expire(99), 0);
         assert_eq!(absent.expire(100), 1, "dropped at its end");
         assert_eq!(absent.next_end(), Some(200));
-        absent.postpone(50);
-        assert_eq!(absent.expire(200), 0, "the pause moved it to 250");
-        assert_eq!(absent.expire(250), 0);
+        assert_eq!(absent.expire(200), 0, "a grant is no kept place");
         assert_eq!((absent.weight(), absent.counts()), (1, (1, 0)));
-        assert_eq!(absent.expire(350), 1);
+        assert_eq!(absent.expire(300), 1);
         assert!(absent.is_empty() && absent.weight() == 0);
+    }
+
+    /// Writes paused from 1000 (seen then) to 2000: a grace counts only
+    /// the time outside the pause.
+    #[test]
+    fn a_pause_postpones_each_end_by_the_part_after_its_grace_began() {
+        let mut absent = Absent::default();
+        let place = |n, who, left_ms, until| KeptPlace {
+            left_ms,
+            ..kept(n, who, until)
+        };
+        absent.keep(place(1, "before", 900, 1200));
+        absent.keep(place(2, "during", 1500, 1800));
+        absent.keep(place(3, "ran-out", 700, 1001));
+        absent.remember(grant("w", Answer::Integer(1), 1100));
+        absent.postpone(1000, 2000, 2005);
+        let ends: Vec<(u64, i64)> = absent.kept().iter().map(|k| (k.place, k.until)).collect();
+        assert_eq!(
+            ends,
+            [(1, 2200), (2, 2300), (3, 2005)],
+            "200 ms left after the pause; the whole 300 ms grace after it; \
+             ran out as the pause was seen: kept until just after it"
+        );
+        assert_eq!(absent.remembered(b"w").map(|g| g.until), Some(2100));
+        assert_eq!(absent.next_end(), Some(2005));
+        assert_eq!(absent.expire(2100), 1, "the grant went by its new end");
+        assert_eq!(absent.counts(), (2, 0));
     }
 
     #[test]
@@ -326,7 +364,7 @@ mod tests {
             "only the renewed one"
         );
         assert_eq!(absent.next_end(), Some(5000));
-        absent.postpone(10);
+        absent.postpone(1500, 1510, 1515);
         assert_eq!(absent.next_end(), Some(5010));
         absent.expire(5010);
         assert!(absent.is_empty() && absent.weight() == 0);

@@ -430,6 +430,7 @@ impl<C: Copy + Eq + Hash, T: Copy, K: Copy> WaitQueues<C, T, K> {
                 ask: waiter.ask,
                 joined_ms: waiter.joined_ms,
                 joined_us: waiter.joined_us,
+                left_ms: now_ms,
                 until: now_ms.saturating_add(waiter.keep_ms),
             });
             self.absent_weight += 1;

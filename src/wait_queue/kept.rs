@@ -166,10 +166,11 @@ impl<C: Copy + Eq + Hash, T: Copy, K: Copy> WaitQueues<C, T, K> {
         self.queue(db, key)?.absent.next_end()
     }
 
-    /// Every kept place and remembered grant ends `by_ms` later.
-    pub fn postpone_absent(&mut self, by_ms: i64) {
+    /// Writes were paused from `since` to `end`: every kept place and
+    /// remembered grant ends later ([`Absent::postpone`]).
+    pub fn postpone_absent(&mut self, since: i64, end: i64, not_before: i64) {
         for queue in self.queues.values_mut().flat_map(|keys| keys.values_mut()) {
-            queue.absent.postpone(by_ms);
+            queue.absent.postpone(since, end, not_before);
         }
     }
 
@@ -455,7 +456,7 @@ mod tests {
         for client in 1..=3 {
             q.leave(client, 0, 10);
         }
-        q.postpone_absent(500);
+        q.postpone_absent(0, 500, 505);
         assert_eq!(q.absent_end(0, b"a"), Some(1500));
         assert_eq!(q.forget_absent(Some(1)), 2);
         assert_eq!(q.keys(None), vec![(0, b"a".to_vec())]);

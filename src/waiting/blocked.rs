@@ -110,6 +110,7 @@ fn leave(ctx: Ctx, client: BlockedClient) -> Option<(i32, Vec<u8>, Waiter)> {
     match keeping {
         Keeping::Kept => {
             stats::PLACES_KEPT.incr();
+            queue::place_kept(ctx, now);
             wake_for_deadlines(ctx, db, &key);
         }
         Keeping::OverCap => stats::PLACES_OVER_CAP.incr(),

@@ -513,18 +513,37 @@ pub(super) fn wake_for_deadlines(ctx: Ctx, db: i32, key: &[u8]) {
 
 /// Drops `key`'s kept places and remembered grants whose grace ended,
 /// unless writes are paused: clients held by the pause could not come
-/// back, so every grace is postponed by the pause, once it ends.
+/// back, so every grace is postponed by the pause, once it ends
+/// ([`crate::kept_places::Absent::postpone`]). The pause counts from when the
+/// module first saw it (a timer, or a place kept during it) to when a timer
+/// first sees writes allowed again, so a grace may outlast its share of
+/// the pause by a little, never fall short of it.
 fn end_absent(ctx: Ctx, db: i32, key: &[u8]) {
     let now = ctx.now_ms();
     if ctx.writes_paused() {
-        PAUSED_SINCE.with(|since| since.set(Some(since.get().unwrap_or(now))));
+        pause_seen(now);
         return;
     }
     if let Some(since) = PAUSED_SINCE.with(Cell::take) {
-        queues(|q| q.postpone_absent(now.saturating_sub(since)));
+        // Redis serves the clients the pause held in its next turn, before
+        // any timer: nothing is dropped before then.
+        let not_before = now.saturating_add(PAUSE_POLL_MS);
+        queues(|q| q.postpone_absent(since, now, not_before));
     }
     let dropped = queues_then_stop_timers(ctx, |q| q.expire_absent(db, key, now));
     stats::PLACES_DROPPED.add(dropped as u64);
+}
+
+/// A place was kept at `now`: if writes are paused, its grace starts when
+/// the pause ends.
+pub(super) fn place_kept(ctx: Ctx, now: i64) {
+    if ctx.writes_paused() {
+        pause_seen(now);
+    }
+}
+
+fn pause_seen(now: i64) {
+    PAUSED_SINCE.with(|since| since.set(Some(since.get().unwrap_or(now))));
 }
 
 /// How often an object that must be looked at is looked at again while

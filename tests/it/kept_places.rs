@@ -387,9 +387,10 @@ fn at_the_cap_nothing_more_is_kept() {
     assert_eq!(stat(&server, "lock_places_over_cap"), 1);
 }
 
-/// Writes paused longer than the grace: the place is not dropped meanwhile
-/// (its owner could not come back), nothing is written, and the owner's
-/// acquire held by the pause takes its old place after it.
+/// Writes paused longer than the grace: no place is dropped meanwhile
+/// (its owner could not come back), nothing is written, the owner's acquire
+/// held by the pause takes its old place after it, and a place kept during
+/// the pause has its whole grace after it.
 #[test]
 fn a_pause_keeps_the_places_and_writes_nothing() {
     let _alone = alone();
@@ -399,10 +400,12 @@ fn a_pause_keeps_the_places_and_writes_nothing() {
     acquire(&mut con, "L", "h", 60_000);
     let (_a, a_id) = lock_waiter(&server, "L", "a", 150);
     let _b = lock_waiter(&server, "L", "b", 5000);
+    let (_c, c_id) = lock_waiter(&server, "L", "c", 300);
     run(&mut admin, &["CLIENT", "PAUSE", "20000", "WRITE"]);
     let offset = server.info("replication", "master_repl_offset");
     kill(&mut con, a_id);
-    queue_is(&server, "L", &["b"], &["a"]);
+    kill(&mut con, c_id);
+    queue_is(&server, "L", &["b"], &["a", "c"]);
     let mut a = RawClient::connect(server.port);
     a.send(&[
         "LOCK.ACQUIRE",
@@ -414,14 +417,26 @@ fn a_pause_keeps_the_places_and_writes_nothing() {
         "KEEP",
         "150",
     ]);
-    std::thread::sleep(Duration::from_millis(500));
+    std::thread::sleep(Duration::from_millis(600));
     assert_eq!(
         lock_info(&mut con, "L").kept_owners(),
-        ["a"],
+        ["a", "c"],
         "kept through the pause"
     );
     assert_eq!(server.info("replication", "master_repl_offset"), offset);
+    let unpaused_at = server_now_ms(&mut con);
     run(&mut admin, &["CLIENT", "UNPAUSE"]);
+    poll_until(
+        Duration::from_secs(5),
+        "c's whole grace after the pause",
+        || {
+            let info = lock_info(&mut con, "L");
+            let c = info.kept.iter().find(|k| field_text(k, "owner") == "c");
+            let until = c.and_then(|c| find_field(c, "kept_until_ms"));
+            let until = until.and_then(|v| redis::from_redis_value::<i64>(v).ok());
+            until.expect("c's place is kept") >= unpaused_at + 300
+        },
+    );
     queue_is(&server, "L", &["a", "b"], &[]);
     assert!(a.nothing_within(Duration::from_millis(10)));
 }
