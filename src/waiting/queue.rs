@@ -514,10 +514,11 @@ pub(super) fn wake_for_deadlines(ctx: Ctx, db: i32, key: &[u8]) {
 /// Drops `key`'s kept places and remembered grants whose grace ended,
 /// unless writes are paused: clients held by the pause could not come
 /// back, so every grace is postponed by the pause, once it ends
-/// ([`crate::kept_places::Absent::postpone`]). The pause counts from when the
-/// module first saw it (a timer, or a place kept during it) to when a timer
-/// first sees writes allowed again, so a grace may outlast its share of
-/// the pause by a little, never fall short of it.
+/// ([`crate::kept_places::Absent::postpone`]). Redis does not tell a module
+/// when a pause begins or ends: it counts from when the module first saw it
+/// (a timer, or a place kept during it) to when a timer first sees writes
+/// allowed again. A place kept before the pause loses the part of its grace
+/// between the pause's start and that first sight (`docs/waiting.md`).
 fn end_absent(ctx: Ctx, db: i32, key: &[u8]) {
     let now = ctx.now_ms();
     if ctx.writes_paused() {
