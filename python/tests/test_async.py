@@ -12,7 +12,7 @@ import redis
 import redis.asyncio as aredis
 
 from harness import Proxy, Server, wait_until
-from redis_lock_client import AsyncLockClient, LostReason, NotHeld
+from redis_lock_client import AsyncLockClient, AsyncLockGuard, LostReason, NotHeld
 from redis_lock_client._protocol import pairs
 
 
@@ -64,6 +64,36 @@ async def test_watchdog_keeps_it_and_force_is_told(ar: aredis.Redis, r: redis.Re
     assert told == [LostReason(LostReason.NOT_HELD)]
     with pytest.raises(NotHeld):
         await g.unlock()
+
+
+def test_one_client_in_one_event_loop_after_another(server: Server, r: redis.Redis) -> None:
+    """A client used by one ``asyncio.run`` after another: its watchdog and
+    tracking listener end with the first loop, and the second loop starts
+    its own, which renew both loops' holds and tell a loss at once."""
+    ar = aredis.Redis(port=server.port)
+    locks = AsyncLockClient(ar, watchdog_lease=0.6)
+
+    async def first() -> AsyncLockGuard:
+        g = await locks.lock("at:loop-1")
+        await asyncio.sleep(0.1)  # the watchdog runs, and tracking is armed
+        return g
+
+    async def second(g1: AsyncLockGuard) -> None:
+        g2 = await locks.lock("at:loop-2")
+        leased = await locks.try_lock("at:loop-2-leased", 0, lease=30)
+        assert leased is not None
+        await asyncio.sleep(1.8)  # three watchdog leases
+        assert r.exists("at:loop-1") and r.exists("at:loop-2"), "renewed"
+        assert not g1.lost.is_set() and not g2.lost.is_set()
+        # No renewal for 30 s: only the tracking listener can tell it.
+        assert await locks.force_unlock("at:loop-2-leased")
+        await asyncio.wait_for(leased.lost.wait(), 2.0)
+        for g in (g1, g2):
+            await g.unlock()
+        await ar.aclose()
+
+    asyncio.run(second(asyncio.run(first())))
+    assert not r.exists("at:loop-1") and not r.exists("at:loop-2")
 
 
 async def test_caller_given_lease_ends_and_is_reported(ar: aredis.Redis) -> None:

@@ -378,6 +378,12 @@ class Schedule:
             self.wake_at = at
         self.wakeup.set()
 
+    def stopped(self) -> None:
+        """The runner died (its event loop closed): the next grant starts another."""
+        with self.mutex:
+            self.runner, self.idle_since, self.wake_at = None, None, math.inf
+            self.wakeup = self.io.Wakeup()
+
     def round(self, now: float) -> float | None:
         """Declares what expired, starts the renewals and tracking arms
         due; when to look again, or None: the runner ends."""
@@ -458,6 +464,11 @@ class Watchlist:
     def all(self) -> list[Entry]:
         with self.mutex:
             return [e for entries in self.watched.values() for e in entries]
+
+    def stopped(self) -> None:
+        """The listener died (its event loop closed): the next arm starts another."""
+        with self.mutex:
+            self.listener = self.idle_since = None
 
     def refused(self) -> None:
         """The server refuses tracking (ACLs, or it cannot): renewals only,

@@ -65,6 +65,7 @@ class Tracker(Watchlist):
                 await _io.close(conn)
             raise
         self.subscriber, self.reader = sub, reader
+        self.reading = _io.Lock()  # not one bound to an event loop gone
 
     async def disconnect(self) -> None:
         sub, reader = self.subscriber, self.reader
@@ -76,32 +77,38 @@ class Tracker(Watchlist):
     async def listen(self) -> None:
         """Connects the pair, then checks what each invalidation names;
         ends once nothing was watched for a while or tracking is refused."""
-        backoff = ARM_DELAY
-        while True:
-            if self.subscriber is None:
+        try:
+            backoff = ARM_DELAY
+            while True:
+                if self.subscriber is None:
+                    try:
+                        await self.connect()
+                        backoff = ARM_DELAY
+                        # Arm (and check) everything: a change in the gap was not told.
+                        await self.check_all(self.all())
+                    except rex.ResponseError:
+                        self.refused()
+                        return
+                    except Exception:
+                        await self.disconnect()
+                        await _io.sleep(backoff)
+                        backoff = min(backoff * 2, MAX_BACKOFF)
+                        continue
                 try:
-                    await self.connect()
-                    backoff = ARM_DELAY
-                    # Arm (and check) everything: a change in the gap was not told.
-                    await self.check_all(self.all())
-                except rex.ResponseError:
-                    self.refused()
-                    return
+                    msg = await _io.message(self.subscriber, 1.0)
                 except Exception:
                     await self.disconnect()
-                    await _io.sleep(backoff)
-                    backoff = min(backoff * 2, MAX_BACKOFF)
                     continue
-            try:
-                msg = await _io.message(self.subscriber, 1.0)
-            except Exception:
+                if msg is not None:
+                    await self.check_all(self.named(msg))
+                elif self.idle(monotonic()):
+                    break
+            await self.disconnect()
+        except BaseException as e:  # its event loop closed: the next arm starts another
+            if not isinstance(e, GeneratorExit):  # (a coroutine closed cannot wait)
                 await self.disconnect()
-                continue
-            if msg is not None:
-                await self.check_all(self.named(msg))
-            elif self.idle(monotonic()):
-                break
-        await self.disconnect()
+            self.stopped()
+            raise
 
     async def check_all(self, entries: list[Entry]) -> None:
         for entry in entries:

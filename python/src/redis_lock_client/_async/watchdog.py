@@ -27,8 +27,12 @@ class Watchdog(Schedule):
         self.counted = counted
 
     async def run(self) -> None:
-        while (until := self.round(monotonic())) is not None:
-            await self.wakeup.wait(until - monotonic())
+        try:
+            while (until := self.round(monotonic())) is not None:
+                await self.wakeup.wait(until - monotonic())
+        except BaseException:  # a client used by one asyncio.run after another
+            self.stopped()
+            raise
 
     async def renew(self, entry: Entry, lease: float) -> None:
         """One renewal, its result recorded (``Registry.renewed``)."""

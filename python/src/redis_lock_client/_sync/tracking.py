@@ -38,6 +38,7 @@ class Tracker(Watchlist):
                 _io.close(conn)
             raise
         self.subscriber, self.reader = sub, reader
+        self.reading = _io.Lock()  # not one bound to an event loop gone
 
     def disconnect(self) -> None:
         sub, reader = self.subscriber, self.reader
@@ -47,31 +48,37 @@ class Tracker(Watchlist):
                 _io.close(conn)
 
     def listen(self) -> None:
-        backoff = ARM_DELAY
-        while True:
-            if self.subscriber is None:
+        try:
+            backoff = ARM_DELAY
+            while True:
+                if self.subscriber is None:
+                    try:
+                        self.connect()
+                        backoff = ARM_DELAY
+                        self.check_all(self.all())
+                    except rex.ResponseError:
+                        self.refused()
+                        return
+                    except Exception:
+                        self.disconnect()
+                        _io.sleep(backoff)
+                        backoff = min(backoff * 2, MAX_BACKOFF)
+                        continue
                 try:
-                    self.connect()
-                    backoff = ARM_DELAY
-                    self.check_all(self.all())
-                except rex.ResponseError:
-                    self.refused()
-                    return
+                    msg = _io.message(self.subscriber, 1.0)
                 except Exception:
                     self.disconnect()
-                    _io.sleep(backoff)
-                    backoff = min(backoff * 2, MAX_BACKOFF)
                     continue
-            try:
-                msg = _io.message(self.subscriber, 1.0)
-            except Exception:
+                if msg is not None:
+                    self.check_all(self.named(msg))
+                elif self.idle(monotonic()):
+                    break
+            self.disconnect()
+        except BaseException as e:  # its event loop closed: the next arm starts another
+            if not isinstance(e, GeneratorExit):  # (a coroutine closed cannot wait)
                 self.disconnect()
-                continue
-            if msg is not None:
-                self.check_all(self.named(msg))
-            elif self.idle(monotonic()):
-                break
-        self.disconnect()
+            self.stopped()
+            raise
 
     def check_all(self, entries: list[Entry]) -> None:
         for entry in entries:

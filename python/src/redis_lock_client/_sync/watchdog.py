@@ -16,8 +16,12 @@ class Watchdog(Schedule):
         self.counted = counted
 
     def run(self) -> None:
-        while (until := self.round(monotonic())) is not None:
-            self.wakeup.wait(until - monotonic())
+        try:
+            while (until := self.round(monotonic())) is not None:
+                self.wakeup.wait(until - monotonic())
+        except BaseException:  # a client used by one asyncio.run after another
+            self.stopped()
+            raise
 
     def renew(self, entry: Entry, lease: float) -> None:
         sent = monotonic()
