@@ -12,7 +12,7 @@ import redis
 import redis.asyncio as aredis
 
 from harness import Proxy, Server, wait_until
-from redis_lock_client import AsyncLockClient, AsyncLockGuard, LostReason, NotHeld
+from redis_lock_client import AsyncLockClient, AsyncLockGuard, LostReason, NotHeld, _holds
 from redis_lock_client._protocol import pairs
 
 
@@ -66,30 +66,43 @@ async def test_watchdog_keeps_it_and_force_is_told(ar: aredis.Redis, r: redis.Re
         await g.unlock()
 
 
-def test_one_client_in_one_event_loop_after_another(server: Server, r: redis.Redis) -> None:
+@pytest.mark.parametrize("first_ends", ["holding", "idle"])
+def test_one_client_in_one_event_loop_after_another(
+    server: Server, r: redis.Redis, first_ends: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A client used by one ``asyncio.run`` after another: its watchdog and
-    tracking listener end with the first loop, and the second loop starts
-    its own, which renew both loops' holds and tell a loss at once."""
+    tracking listener end with the first loop (or before it, idle), and the
+    second loop starts its own, which renew both loops' holds and tell a
+    loss at once."""
+    monkeypatch.setattr(_holds, "WATCHDOG_IDLE", 0.3)
     ar = aredis.Redis(port=server.port)
     locks = AsyncLockClient(ar, watchdog_lease=0.6)
 
-    async def first() -> AsyncLockGuard:
+    async def first() -> AsyncLockGuard | None:
         g = await locks.lock("at:loop-1")
         await asyncio.sleep(0.1)  # the watchdog runs, and tracking is armed
-        return g
+        if first_ends == "holding":
+            return g
+        await g.unlock()
+        await asyncio.sleep(1.5)  # both end, idle: the listener after a quiet second
+        return None
 
-    async def second(g1: AsyncLockGuard) -> None:
+    async def second(g1: AsyncLockGuard | None) -> None:
         g2 = await locks.lock("at:loop-2")
         leased = await locks.try_lock("at:loop-2-leased", 0, lease=30)
         assert leased is not None
+        cpu = time.process_time()
         await asyncio.sleep(1.8)  # three watchdog leases
-        assert r.exists("at:loop-1") and r.exists("at:loop-2"), "renewed"
-        assert not g1.lost.is_set() and not g2.lost.is_set()
+        # A watchdog sleeping on an Event of the first loop returned at once, for ever.
+        assert time.process_time() - cpu < 0.9, "the watchdog sleeps between rounds"
+        assert r.exists("at:loop-2") and r.exists("at:loop-1") == (g1 is not None), "renewed"
+        assert not g2.lost.is_set() and not (g1 and g1.lost.is_set())
         # No renewal for 30 s: only the tracking listener can tell it.
         assert await locks.force_unlock("at:loop-2-leased")
         await asyncio.wait_for(leased.lost.wait(), 2.0)
         for g in (g1, g2):
-            await g.unlock()
+            if g is not None:
+                await g.unlock()
         await ar.aclose()
 
     asyncio.run(second(asyncio.run(first())))

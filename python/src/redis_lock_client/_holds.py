@@ -372,6 +372,7 @@ class Schedule:
             return
         with self.mutex:
             if self.runner is None:
+                self.wakeup = self.io.Wakeup()  # not one bound to an event loop gone
                 self.runner = self.io.spawn(self.run)
             if at >= self.wake_at:
                 return
@@ -382,7 +383,6 @@ class Schedule:
         """The runner died (its event loop closed): the next grant starts another."""
         with self.mutex:
             self.runner, self.idle_since, self.wake_at = None, None, math.inf
-            self.wakeup = self.io.Wakeup()
 
     def round(self, now: float) -> float | None:
         """Declares what expired, starts the renewals and tracking arms
