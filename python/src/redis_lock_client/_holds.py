@@ -306,15 +306,11 @@ class Registry:
             event = entry._event
         if event is not None:
             event.set()
-        call_lost_callbacks(callbacks, why, entry.name)
-
-
-def call_lost_callbacks(callbacks: list[LostCallback], why: LostReason, name: str) -> None:
-    for callback in callbacks:
-        try:
-            callback(why)
-        except Exception:
-            log.exception("the lost-callback %r of %r raised", callback, name)
+        for callback in callbacks:
+            try:
+                callback(why)
+            except Exception:
+                log.exception("the lost-callback %r of %r raised", callback, entry.name)
 
 
 @dataclass(slots=True)
