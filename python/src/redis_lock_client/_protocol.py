@@ -314,6 +314,10 @@ def token_key(name: str) -> str:
     return f"redisson_lock_token:{name}" if "{" in name else f"redisson_lock_token:{{{name}}}"
 
 
+def is_cluster(redis: Any) -> bool:
+    return getattr(redis, "get_node_from_key", None) is not None
+
+
 _TAKERS: dict[Any, Any] = {}
 
 

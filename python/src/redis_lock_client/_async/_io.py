@@ -137,14 +137,10 @@ class _ClusterNodePool:
             self.node._free.append(conn)
 
 
-def is_cluster(redis: Any) -> bool:
-    return getattr(redis, "get_node_from_key", None) is not None
-
-
 async def route(redis: Any, name: str) -> Any:
     """What serves ``name``: the client itself, or a cluster's node behind
     an adapter with the pool's two calls."""
-    if not is_cluster(redis):
+    if not _protocol.is_cluster(redis):
         return redis
     await redis.initialize()
     return _ClusterNodePool(redis.get_node_from_key(name))

@@ -59,7 +59,7 @@ class Counted:
     def __init__(self, redis: Any, options: Options) -> None:
         self.redis = redis
         self.options = options
-        self.cluster = _io.is_cluster(redis)
+        self.cluster = _protocol.is_cluster(redis)
 
     async def checkout(self, node: Any, ident: bool = True) -> tuple[Any, int | None]:
         """A connection out of ``node``'s pool and, if ``ident``, its server

@@ -42,7 +42,7 @@ class Tracker(Watchlist):
     """One client's tracking pair; what it watches is ``Watchlist``'s."""
 
     def __init__(self, redis: Any, registry: Registry, options: Options) -> None:
-        super().__init__(options.track_locks and not _io.is_cluster(redis), _io, registry)
+        super().__init__(options.track_locks and not _protocol.is_cluster(redis), _io, registry)
         self.redis = redis
         self.timeout = options.command_timeout
         self.subscriber: Any = None

@@ -88,13 +88,9 @@ class Wakeup:
 # -- connections -------------------------------------------------------------
 
 
-def is_cluster(redis: Any) -> bool:
-    return getattr(redis, "get_node_from_key", None) is not None
-
-
 def route(redis: Any, name: str) -> Any:
     """The ``redis.Redis`` that serves ``name``."""
-    if not is_cluster(redis):
+    if not _protocol.is_cluster(redis):
         return redis
     node = redis.get_node_from_key(name)
     return node.redis_connection or redis.get_redis_connection(node)

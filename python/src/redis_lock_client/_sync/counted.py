@@ -31,7 +31,7 @@ class Counted:
     def __init__(self, redis: Any, options: Options) -> None:
         self.redis = redis
         self.options = options
-        self.cluster = _io.is_cluster(redis)
+        self.cluster = _protocol.is_cluster(redis)
 
     def checkout(self, node: Any, ident: bool = True) -> tuple[Any, int | None]:
         pool = node.connection_pool
