@@ -45,8 +45,7 @@ def owner_suffix() -> str:
         return _protocol.thread_number()
     n = _task_ids.get(task)
     if n is None:
-        n = next(_task_numbers)
-        _task_ids[task] = n
+        n = _task_ids[task] = next(_task_numbers)
     return f"task-{n}"
 
 

@@ -25,12 +25,7 @@ from .._holds import monotonic
 
 Lock = threading.Lock
 Event = threading.Event
-
-
-def owner_suffix() -> str:
-    """This thread's number: threads are numbered from 1 per process,
-    never reused (a thread ident can be, after a thread exits)."""
-    return _protocol.thread_number()
+owner_suffix = _protocol.thread_number  # owner ids end with the thread's number
 
 
 def cancels() -> int:
