@@ -28,8 +28,6 @@ def acquire(
     watchdog = lease is None
     lease_s = float(o.watchdog_lease if lease is None else lease)
     ms = _protocol.lease_ms(lease_s)
-    if not owner:
-        raise ValueError("an owner id must not be empty")
     deadline = monotonic() + wait if wait and wait > 0 else None
     sync = o.sync_args() if kind.syncable else None
     within = o.acquire_timeout() if kind.syncable else o.command_timeout
