@@ -8,7 +8,7 @@ from typing import Any
 from .. import _protocol
 from .._api import PermitSemaphoreApi, PermitsView, SemaphoreApi
 from .._holds import LostCallback, monotonic
-from .._protocol import LostReason, Number
+from .._protocol import LostReason, Number, is_some, same
 from ..errors import OutcomeUnknown, PermitsNotHeld, ProtocolViolation, ServerError
 from . import _io
 from ._io import Event, Later
@@ -75,9 +75,7 @@ class PermitExpirableSemaphore(
         if wait is None:
             reply = engine.counted.simple(self.name, make(None), once=True)
         else:
-            give_back, same = self._give_back_ids, _protocol.same
-            queued = engine.counted.queued
-            reply = queued(self.name, make, _protocol.is_some, within, list, give_back, same)
+            reply = self._wait(make, is_some, within, list, self._give_back_ids, same)
         ids = _protocol.permit_ids(reply, permits)
         if ids is None:
             if wait == 0:
