@@ -69,10 +69,10 @@ class Counted:
         delayed by asking for one."""
         pool = node.connection_pool
         conn = await _protocol.taker(pool)(pool)
+        if not ident:
+            return conn, None
         try:
             cached = getattr(conn, "_rlc_id", None)
-            if not ident:
-                return conn, None
             if cached is None or cached[0] is not _io.socket(conn):
                 await conn.connect()
                 try:
@@ -81,8 +81,7 @@ class Counted:
                     )
                 except rex.ResponseError:
                     cid = None  # NOPERM: no fence
-                cached = (_io.socket(conn), cid)
-                conn._rlc_id = cached
+                cached = conn._rlc_id = (_io.socket(conn), cid)
             return conn, cached[1]
         except BaseException:
             await _io.drop(node, conn)

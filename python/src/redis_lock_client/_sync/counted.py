@@ -36,18 +36,17 @@ class Counted:
     def checkout(self, node: Any, ident: bool = True) -> tuple[Any, int | None]:
         pool = node.connection_pool
         conn = _protocol.taker(pool)(pool)
+        if not ident:
+            return conn, None
         try:
             cached = getattr(conn, "_rlc_id", None)
-            if not ident:
-                return conn, None
             if cached is None or cached[0] is not _io.socket(conn):
                 conn.connect()
                 try:
                     cid = int(_io.execute(conn, ["CLIENT", "ID"], self.options.command_timeout))
                 except rex.ResponseError:
                     cid = None  # NOPERM: no fence
-                cached = (_io.socket(conn), cid)
-                conn._rlc_id = cached
+                cached = conn._rlc_id = (_io.socket(conn), cid)
             return conn, cached[1]
         except BaseException:
             _io.drop(node, conn)
