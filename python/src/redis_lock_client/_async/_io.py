@@ -80,9 +80,8 @@ def spawn(fn: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> asyncio.Ta
 after_interruption = spawn
 
 
-def home() -> asyncio.AbstractEventLoop:
-    """Where a guard's background release must run: its event loop."""
-    return asyncio.get_running_loop()
+# Where a guard's background release must run: its event loop.
+home = asyncio.get_running_loop
 
 
 def when_dropped(loop: Any, fn: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> None:
