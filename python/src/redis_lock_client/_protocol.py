@@ -418,6 +418,11 @@ def ttl_args(args: list[Any], ttl: Number | None) -> list[Any]:
     return args if ttl is None else [*args, "PX", lease_ms(ttl, "a ttl")]
 
 
+def wait_args(args: list[Any], wait: int | None) -> list[Any]:
+    """``args``, with ``WAIT`` ms (0: forever) unless ``wait`` is None (one attempt)."""
+    return args if wait is None else [*args, "WAIT", wait]
+
+
 def timeout_key(name: str) -> str:
     """Redisson's ``suffixName(name, "timeout")``: the sorted set of leased
     permits."""
@@ -433,11 +438,7 @@ def sem_add_args(name: str, delta: int) -> list[Any]:
 
 
 def sem_acquire_args(name: str, permits: int, wait: int | None) -> list[Any]:
-    """``wait``: None no WAIT (one attempt), 0 forever, else ms."""
-    args: list[Any] = ["LOCK.SEMACQUIRE", name, whole(permits, "permits")]
-    if wait is not None:
-        args += ["WAIT", wait]
-    return args
+    return wait_args(["LOCK.SEMACQUIRE", name, whole(permits, "permits")], wait)
 
 
 def sem_release_args(name: str, permits: int) -> list[Any]:
@@ -446,10 +447,7 @@ def sem_release_args(name: str, permits: int) -> list[Any]:
 
 def permit_acquire_args(name: str, permits: int, lease: int, wait: int | None) -> list[Any]:
     """Always with a ``LEASE``: a grant whose reply is lost frees itself."""
-    args: list[Any] = ["LOCK.PERMITACQUIRE", name, whole(permits, "permits"), "LEASE", lease]
-    if wait is not None:
-        args += ["WAIT", wait]
-    return args
+    return wait_args(["LOCK.PERMITACQUIRE", name, whole(permits, "permits"), "LEASE", lease], wait)
 
 
 def permit_release_args(name: str, ids: list[str]) -> list[Any]:
