@@ -445,10 +445,8 @@ class Watchlist:
         ``WATCHDOG_IDLE`` s)."""
         arming = self.registry.arming()
         with self.mutex:
-            for key, entries in list(self.watched.items()):
-                self.watched[key] = [e for e in entries if e.is_held()]
-                if not self.watched[key]:
-                    del self.watched[key]
+            held = {key: [e for e in es if e.is_held()] for key, es in self.watched.items()}
+            self.watched = {key: es for key, es in held.items() if es}
             if self.watched or arming or self.idle_since is None:
                 self.idle_since = None if self.watched or arming else now
                 return False
