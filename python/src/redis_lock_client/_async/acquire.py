@@ -146,7 +146,7 @@ async def abandon(engine: Engine, entry: Entry, progress: Progress) -> None:
                 await engine.quietly(_io.drop, progress.node, conn)
             with entry.mutex:
                 known = entry.holds
-            counted, timeout = engine.counted, engine.options.command_timeout
+            counted = engine.counted
             try:
                 dead = [progress.cid] if conn is not None else []
                 if wait is not None:
@@ -155,7 +155,7 @@ async def abandon(engine: Engine, entry: Entry, progress: Progress) -> None:
                 found = await counted.read_back(entry, dead, False)
                 while found > known:
                     args = [entry.kind.release, entry.name, entry.owner]
-                    await counted.counted(entry, args, found, found - 1, timeout)
+                    await counted.counted(entry, args, found, found - 1)
                     found -= 1
             except Exception:
                 pass

@@ -214,16 +214,17 @@ class Counted:
         command: list[Any] | Callable[[int], list[Any]],
         known: int,
         applied: int,
-        within: float | None,
+        within: float | None = None,
         progress: Progress | None = None,
         deadline: float | None = None,
     ) -> tuple[bool, Any]:
         """Runs a command that moves ``entry``'s hold count from ``known`` to
-        ``applied``, resent only when the server shows it
-        did not run: (True, reply), or (False, None) when it ran but its
-        reply was lost. A wait is given as ``command(ms)``: it waits until
-        ``deadline`` (None: forever) in pieces (``waiting.Wait``), each
-        reply awaited ``within`` longer than its piece."""
+        ``applied``, its reply awaited ``within`` (None: the options' command
+        timeout), resent only when the server shows it did not run: (True,
+        reply), or (False, None) when it ran but its reply was lost. A wait
+        is given as ``command(ms)``: it waits until ``deadline`` (None:
+        forever) in pieces (``waiting.Wait``), each reply awaited ``within``
+        longer than its piece."""
         name, attempt = entry.name, 0
         while True:
             dead: list[int | None] = []

@@ -53,9 +53,8 @@ class Engine:
     async def release_locked(self, entry: Entry) -> None:
         """:meth:`release`, with ``entry.op`` held."""
         known, args = self.registry.releasing(entry)
-        within = self.options.command_timeout
         try:
-            seen, reply = await self.counted.counted(entry, args, known, known - 1, within)
+            seen, reply = await self.counted.counted(entry, args, known, known - 1)
         except HoldCountMismatch as e:
             if e.found != 0:
                 raise

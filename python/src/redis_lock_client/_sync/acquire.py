@@ -111,7 +111,7 @@ def abandon(engine: Engine, entry: Entry, progress: Progress) -> None:
                 engine.quietly(_io.drop, progress.node, conn)
             with entry.mutex:
                 known = entry.holds
-            counted, timeout = engine.counted, engine.options.command_timeout
+            counted = engine.counted
             try:
                 dead = [progress.cid] if conn is not None else []
                 if wait is not None:
@@ -120,7 +120,7 @@ def abandon(engine: Engine, entry: Entry, progress: Progress) -> None:
                 found = counted.read_back(entry, dead, False)
                 while found > known:
                     args = [entry.kind.release, entry.name, entry.owner]
-                    counted.counted(entry, args, found, found - 1, timeout)
+                    counted.counted(entry, args, found, found - 1)
                     found -= 1
             except Exception:
                 pass

@@ -161,7 +161,7 @@ class Counted:
         command: list[Any] | Callable[[int], list[Any]],
         known: int,
         applied: int,
-        within: float | None,
+        within: float | None = None,
         progress: Progress | None = None,
         deadline: float | None = None,
     ) -> tuple[bool, Any]:

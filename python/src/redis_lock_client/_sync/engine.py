@@ -45,9 +45,8 @@ class Engine:
 
     def release_locked(self, entry: Entry) -> None:
         known, args = self.registry.releasing(entry)
-        within = self.options.command_timeout
         try:
-            seen, reply = self.counted.counted(entry, args, known, known - 1, within)
+            seen, reply = self.counted.counted(entry, args, known, known - 1)
         except HoldCountMismatch as e:
             if e.found != 0:
                 raise
