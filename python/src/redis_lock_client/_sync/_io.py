@@ -103,7 +103,6 @@ def put(node: Any, conn: Any) -> None:
 
 
 def drop(node: Any, conn: Any) -> None:
-    """Closes a connection whose state is unknown and gives it back."""
     try:
         conn.disconnect()
     finally:
@@ -135,8 +134,6 @@ def reply(conn: Any, within: float | None) -> Any:
 
 
 def execute(conn: Any, args: list[Any], timeout: float | None) -> Any:
-    """One short command, its reply awaited ``timeout`` (None: the
-    connection's socket timeout, or the default when it has none)."""
     conn.send_command(*args)
     own = conn.socket_timeout
     if own is None or (timeout is not None and timeout < own):
@@ -166,7 +163,6 @@ def message(conn: Any, within: float) -> Any:
 
 
 def try_hold(lock: Any) -> bool:
-    """Takes ``lock`` if it is free."""
     return bool(lock.acquire(blocking=False))
 
 
