@@ -3,8 +3,9 @@ hold): its calls are ``_api.HoldView``'s, but for giving it back."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from types import TracebackType
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from .._api import HoldView
 from ..errors import NotHeld
@@ -19,10 +20,8 @@ class Releasing:
     raised."""
 
     _released: bool
+    _give_back: Callable[[], Any]  # the guard's unlock or release
     _quiet: type[Exception] = NotHeld
-
-    async def _give_back(self) -> None:
-        raise NotImplementedError
 
     async def __aenter__(self: S) -> S:
         return self

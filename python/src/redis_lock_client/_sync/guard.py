@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from types import TracebackType
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from .._api import HoldView
 from ..errors import NotHeld
@@ -18,10 +19,8 @@ class Releasing:
     raised."""
 
     _released: bool
+    _give_back: Callable[[], Any]  # the guard's unlock or release
     _quiet: type[Exception] = NotHeld
-
-    def _give_back(self) -> None:
-        raise NotImplementedError
 
     def __enter__(self: S) -> S:
         return self
