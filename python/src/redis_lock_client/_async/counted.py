@@ -275,14 +275,13 @@ class Counted:
         before the count is read."""
         name = entry.name
         try:
-            fenced = True
+            fenced = None not in dead  # a connection without an id cannot be killed
             for cid in dead:
-                try:
-                    if cid is None:
-                        raise ServerError("no id")
-                    await self.simple(name, ["CLIENT", "KILL", "ID", cid])
-                except ServerError:
-                    fenced = False  # NOPERM, or closed already
+                if cid is not None:
+                    try:
+                        await self.simple(name, ["CLIENT", "KILL", "ID", cid])
+                    except ServerError:
+                        fenced = False  # NOPERM, or closed already
             if waited and not fenced:
                 await self.simple(name, ["LOCK.CANCEL", name, entry.owner])
             return _protocol.hold_count(await self.simple(name, ["HGET", name, entry.field]))

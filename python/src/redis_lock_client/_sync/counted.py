@@ -211,14 +211,13 @@ class Counted:
     def read_back(self, entry: Entry, dead: list[int | None], waited: bool) -> int:
         name = entry.name
         try:
-            fenced = True
+            fenced = None not in dead  # a connection without an id cannot be killed
             for cid in dead:
-                try:
-                    if cid is None:
-                        raise ServerError("no id")
-                    self.simple(name, ["CLIENT", "KILL", "ID", cid])
-                except ServerError:
-                    fenced = False  # NOPERM, or closed already
+                if cid is not None:
+                    try:
+                        self.simple(name, ["CLIENT", "KILL", "ID", cid])
+                    except ServerError:
+                        fenced = False  # NOPERM, or closed already
             if waited and not fenced:
                 self.simple(name, ["LOCK.CANCEL", name, entry.owner])
             return _protocol.hold_count(self.simple(name, ["HGET", name, entry.field]))
