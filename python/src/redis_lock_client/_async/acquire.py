@@ -41,7 +41,6 @@ async def acquire(
     names, or None when none came within ``wait`` s (None: as long as it
     takes; 0: one attempt). Without ``lease`` the watchdog keeps the hold."""
     owner, o = whose(), engine.options
-    watchdog = lease is None
     lease_s = float(o.watchdog_lease if lease is None else lease)
     ms = _protocol.lease_ms(lease_s)
     deadline = monotonic() + wait if wait and wait > 0 else None
@@ -92,7 +91,7 @@ async def acquire(
                 guard = make_guard(engine, entry, token)
                 guard.release_on_drop = False
                 progress.guard = guard
-                engine.hold(entry, expires, renew_now, watchdog, on_lost)
+                engine.hold(entry, expires, renew_now, lease is None, on_lost)
                 if gone:
                     engine.registry.mark_lost(entry, LostReason(LostReason.NOT_HELD))
                 guard.release_on_drop = True

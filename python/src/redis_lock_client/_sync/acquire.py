@@ -25,7 +25,6 @@ def acquire(
     kind: Kind = LOCK,
 ) -> Any:
     owner, o = whose(), engine.options
-    watchdog = lease is None
     lease_s = float(o.watchdog_lease if lease is None else lease)
     ms = _protocol.lease_ms(lease_s)
     deadline = monotonic() + wait if wait and wait > 0 else None
@@ -68,7 +67,7 @@ def acquire(
                 guard = make_guard(engine, entry, token)
                 guard.release_on_drop = False
                 progress.guard = guard
-                engine.hold(entry, expires, renew_now, watchdog, on_lost)
+                engine.hold(entry, expires, renew_now, lease is None, on_lost)
                 if gone:
                     engine.registry.mark_lost(entry, LostReason(LostReason.NOT_HELD))
                 guard.release_on_drop = True
