@@ -165,8 +165,7 @@ def lease_ms(lease: Number, what: str = "a lease") -> int:
 def wait_ms(wait: Number) -> int:
     """A wait in whole ms, rounded up so it never ends early; at least 1
     (the module reads 0 as forever)."""
-    ms = -(-int(wait * 1_000_000) // 1000)
-    return max(1, ms)
+    return max(1, -(-int(wait * 1_000_000) // 1000))
 
 
 @dataclass(frozen=True)
