@@ -117,6 +117,27 @@ async def test_caller_given_lease_ends_and_is_reported(ar: aredis.Redis) -> None
     assert g.lost_reason == LostReason(LostReason.LEASE_EXPIRED)
 
 
+async def test_a_cancelled_wait_gives_its_connections_back(ar: aredis.Redis) -> None:
+    """The clean-up after a cancelled wait (``abandon``) cancels it in the
+    server, then gives the wait's connections back to the pool: four
+    cancelled waits leave none in use."""
+    locks = AsyncLockClient(ar)
+    holder = await locks.as_owner("holder").lock("at:cancelled")
+    in_use = ar.connection_pool._in_use_connections
+    for _ in range(4):
+        task = asyncio.create_task(locks.lock("at:cancelled"))
+        while not (await locks.info("at:cancelled"))["waiters"]:
+            await asyncio.sleep(0.005)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        deadline = time.monotonic() + 5
+        while (await locks.info("at:cancelled"))["waiters"] or in_use:
+            assert time.monotonic() < deadline, f"{len(in_use)} connections still in use"
+            await asyncio.sleep(0.005)
+    await holder.unlock()
+
+
 async def test_fifo_waiters_get_it_in_order(ar: aredis.Redis) -> None:
     locks = AsyncLockClient(ar)
     first = await locks.as_owner("a").lock("at:fifo")

@@ -199,7 +199,6 @@ class Counted:
     async def given_up(self, w: Wait, granted: Callable[[list[Any]], Any], give_back: Any) -> Any:
         """Cancels ``w``: the grant it had (None), given back if asked."""
         replies = await w.give_up()
-        await w.close()
         for r in replies:
             said = isinstance(r, list) and _protocol.text(r[0]) == "granted"
             grant = granted(r[1:]) if said else r

@@ -102,9 +102,10 @@ class Wait:
         return answer
 
     async def give_up(self) -> list[Any]:
-        """Cancels the wait until every piece sent has answered: what the
-        cancel and the pieces say was granted (their replies). A
-        connection that fails meanwhile is dropped (see ``abandon``)."""
+        """Cancels the wait until every piece sent has answered, then gives
+        its connections back (:meth:`close`): what the cancel and the pieces
+        say was granted (their replies). A connection that fails meanwhile
+        is dropped (see ``abandon``)."""
         grants: list[Any] = []
         margin = self.counted.options.wait_margin
         for _ in range(_ROUNDS):
@@ -121,7 +122,7 @@ class Wait:
                 except (rex.ResponseError, *TRANSPORT):
                     pass  # CANCELLED, or its connection failed (dropped)
             if not self.out:
-                return grants
+                break
         await self.close()
         return grants
 

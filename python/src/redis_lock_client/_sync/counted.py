@@ -146,7 +146,6 @@ class Counted:
 
     def given_up(self, w: Wait, granted: Callable[[list[Any]], Any], give_back: Any) -> Any:
         replies = w.give_up()
-        w.close()
         for r in replies:
             said = isinstance(r, list) and _protocol.text(r[0]) == "granted"
             grant = granted(r[1:]) if said else r

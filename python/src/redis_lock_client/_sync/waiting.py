@@ -86,7 +86,7 @@ class Wait:
                 except (rex.ResponseError, *TRANSPORT):
                     pass  # CANCELLED, or its connection failed (dropped)
             if not self.out:
-                return grants
+                break
         self.close()
         return grants
 
