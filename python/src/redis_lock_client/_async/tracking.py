@@ -64,8 +64,10 @@ class Tracker(Watchlist):
             for conn in (sub, reader):
                 await _io.close(conn)
             raise
+        # A new lock (not one bound to an event loop gone) before the reader
+        # it guards: a check that sees the new reader also sees its lock.
+        self.reading = _io.Lock()
         self.subscriber, self.reader = sub, reader
-        self.reading = _io.Lock()  # not one bound to an event loop gone
 
     async def disconnect(self) -> None:
         sub, reader = self.subscriber, self.reader

@@ -37,8 +37,8 @@ class Tracker(Watchlist):
             for conn in (sub, reader):
                 _io.close(conn)
             raise
+        self.reading = _io.Lock()
         self.subscriber, self.reader = sub, reader
-        self.reading = _io.Lock()  # not one bound to an event loop gone
 
     def disconnect(self) -> None:
         sub, reader = self.subscriber, self.reader
