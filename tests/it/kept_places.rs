@@ -400,7 +400,7 @@ fn a_pause_keeps_the_places_and_writes_nothing() {
     acquire(&mut con, "L", "h", 60_000);
     let (_a, a_id) = lock_waiter(&server, "L", "a", 150);
     let _b = lock_waiter(&server, "L", "b", 5000);
-    let (_c, c_id) = lock_waiter(&server, "L", "c", 300);
+    let (_c, c_id) = lock_waiter(&server, "L", "c", 1000);
     run(&mut admin, &["CLIENT", "PAUSE", "20000", "WRITE"]);
     let offset = server.info("replication", "master_repl_offset");
     kill(&mut con, a_id);
@@ -417,7 +417,7 @@ fn a_pause_keeps_the_places_and_writes_nothing() {
         "KEEP",
         "150",
     ]);
-    std::thread::sleep(Duration::from_millis(600));
+    std::thread::sleep(Duration::from_millis(1200));
     assert_eq!(
         lock_info(&mut con, "L").kept_owners(),
         ["a", "c"],
@@ -434,7 +434,7 @@ fn a_pause_keeps_the_places_and_writes_nothing() {
             let c = info.kept.iter().find(|k| field_text(k, "owner") == "c");
             let until = c.and_then(|c| find_field(c, "kept_until_ms"));
             let until = until.and_then(|v| redis::from_redis_value::<i64>(v).ok());
-            until.expect("c's place is kept") >= unpaused_at + 300
+            until.expect("c's place is kept") >= unpaused_at + 1000
         },
     );
     queue_is(&server, "L", &["a", "b"], &[]);
