@@ -105,12 +105,12 @@ class Tracker(Watchlist):
                     await self.check_all(self.named(msg))
                 elif self.idle(monotonic()):
                     break
-            await self.disconnect()
         except BaseException as e:  # its event loop closed: the next arm starts another
             if not isinstance(e, GeneratorExit):  # (a coroutine closed cannot wait)
                 await self.disconnect()
             self.stopped()
             raise
+        await self.disconnect()  # after idle() gave up the slot: not under the except
 
     async def check_all(self, entries: list[Entry]) -> None:
         for entry in entries:

@@ -73,12 +73,12 @@ class Tracker(Watchlist):
                     self.check_all(self.named(msg))
                 elif self.idle(monotonic()):
                     break
-            self.disconnect()
         except BaseException as e:  # its event loop closed: the next arm starts another
             if not isinstance(e, GeneratorExit):  # (a coroutine closed cannot wait)
                 self.disconnect()
             self.stopped()
             raise
+        self.disconnect()  # after idle() gave up the slot: not under the except
 
     def check_all(self, entries: list[Entry]) -> None:
         for entry in entries:
