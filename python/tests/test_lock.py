@@ -8,6 +8,7 @@ import subprocess
 import sys
 import threading
 import time
+from typing import Any
 
 import pytest
 import redis
@@ -223,6 +224,19 @@ def test_a_dropped_guard_is_released_in_the_background(r: redis.Redis) -> None:
     assert wait_until(lambda: not r.exists("t:dropped"), 2.0)
 
 
+def interrupt(*_: object) -> None:
+    raise KeyboardInterrupt
+
+
+def assert_given_back(r: redis.Redis, locks: LockClient, name: str, take: Any) -> None:
+    """``take(name)`` is interrupted: no hold is left on the server (the
+    key is gone) nor in the client's registry."""
+    with pytest.raises(KeyboardInterrupt):
+        take(name)
+    assert not r.exists(name)
+    assert not locks._engine.registry.entries()
+
+
 def test_interrupted_after_the_grant_was_recorded_gives_it_back(
     r: redis.Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -230,29 +244,15 @@ def test_interrupted_after_the_grant_was_recorded_gives_it_back(
     # (here: raised by the watchdog's start, the last step before the
     # return): the caller has no guard, so the hold must not stay behind.
     locks = LockClient(r)
-
-    def interrupted(due: float) -> None:
-        raise KeyboardInterrupt
-
-    engine = locks._engine
-    monkeypatch.setattr(engine.watchdog, "due", interrupted)
-    for take in (lambda: locks.lock("t:ki"), lambda: locks.read_lock("t:ki-rw")):
-        with pytest.raises(KeyboardInterrupt):
-            take()
-    assert not r.exists("t:ki") and not r.exists("t:ki-rw")
-    assert not engine.registry.entries()
+    monkeypatch.setattr(locks._engine.watchdog, "due", interrupt)
+    assert_given_back(r, locks, "t:ki", locks.lock)
+    assert_given_back(r, locks, "t:ki-rw", locks.read_lock)
     monkeypatch.undo()
 
     # Interrupted as the guard is made: before this client recorded the
     # grant (the server has it), which the read-back finds and gives back.
-    def no_guard(*_: object) -> None:
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(LockClient, "_Guard", no_guard)
-    with pytest.raises(KeyboardInterrupt):
-        locks.lock("t:ki")
-    assert not r.exists("t:ki")
-    assert not engine.registry.entries()
+    monkeypatch.setattr(LockClient, "_Guard", interrupt)
+    assert_given_back(r, locks, "t:ki", locks.lock)
     monkeypatch.undo()
     # The owner's count is clean: a new grant is a first hold.
     with locks.lock("t:ki") as g:
@@ -266,13 +266,5 @@ def test_interrupted_with_the_guard_made_but_the_grant_not_recorded_gives_it_bac
     # clean-up but before the grant was counted: the guard's hold is not
     # this client's to release, the server's grant is found and given back.
     locks = LockClient(r)
-    engine = locks._engine
-
-    def interrupted(*_: object) -> None:
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(engine, "hold", interrupted)
-    with pytest.raises(KeyboardInterrupt):
-        locks.lock("t:ki-hold")
-    assert not r.exists("t:ki-hold")
-    assert not engine.registry.entries()
+    monkeypatch.setattr(locks._engine, "hold", interrupt)
+    assert_given_back(r, locks, "t:ki-hold", locks.lock)
